@@ -1,0 +1,27 @@
+# Two commands do all the set-up on a fresh machine with only Python:
+#   make run    the default design study (comparison table)
+#   make test   the whole test suite
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/fabric compare --gpus 4608
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 --doctest-modules fabric topologies solvers workloads cli tests
+
+bench: $(STAMP)
+	$(BIN)/python -m pytest -q -m bench -s tests/benchmarks
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,1 @@
+"""The ``fabric`` command line: a thin Typer shell over importable functions."""

@@ -1,0 +1,61 @@
+"""The Typer app and the console-script entry point.
+
+Every command group lives in its own module with a ``register(app)``
+function.  :func:`main` turns :class:`~fabric.errors.FabricError` and usage
+errors into one line on stderr and exit status 2, with no traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+try:  # typer >= 0.2x vendors click as typer._click; older releases use click itself
+    from typer._click import exceptions as click_exc
+except ImportError:  # pragma: no cover - depends on the installed typer
+    from click import exceptions as click_exc
+
+from fabric.errors import FabricError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Design the interconnect of AI training clusters: cost, faults, collectives, MFU.")
+
+# Command groups, in `fabric --help` order.  Each module defines register(app).
+COMMAND_MODULES = ["cli.build", "cli.cost"]
+
+
+def _register_all() -> None:
+    import importlib
+
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(app)
+
+
+_register_all()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; return the exit status (0 ok, 2 bad input)."""
+    command = typer.main.get_command(app)
+    try:
+        rv = command.main(args=argv, prog_name="fabric", standalone_mode=False)
+    except FabricError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    except click_exc.NoArgsIsHelpError as exc:
+        sys.stderr.write(exc.ctx.get_help() + "\n" if exc.ctx else "")
+        return 2
+    except click_exc.UsageError as exc:
+        sys.stderr.write(f"error: {exc.format_message()}\n")
+        return 2
+    except typer.Exit as exc:
+        return getattr(exc, "exit_code", 0)
+    except typer.Abort:
+        sys.stderr.write("error: aborted\n")
+        return 1
+    return rv if isinstance(rv, int) else 0
+
+
+def entry() -> None:
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""Helpers shared by every command group: options, building a Fabric, output."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import typer
+
+from fabric.catalog import Catalog, load_catalog
+from fabric.errors import FabricError
+from fabric.model import Fabric
+
+GPUS_OPT = typer.Option(None, "--gpus", help="GPU count (rounded up to whole units of the architecture)")
+PARAM_OPT = typer.Option([], "-p", "--param", help="architecture parameter name=value (repeatable); see `fabric list`")
+CATALOG_OPT = typer.Option(None, "--catalog", help="YAML catalog merged over the shipped one")
+TOPOLOGY_OPT = typer.Option(None, "--topology", help="a networkx node-link JSON file instead of ARCH")
+JSON_OPT = typer.Option(False, "--json", help="print one JSON object on stdout")
+
+
+def load_catalog_opt(path: Optional[Path]) -> Catalog:
+    return load_catalog(path)
+
+
+def build_fabric(arch: Optional[str], gpus: Optional[int], params: list[str], catalog: Catalog,
+                 topology: Optional[Path] = None) -> Fabric:
+    """Build the Fabric a command names: ``ARCH`` with ``-p`` parameters, or ``--topology FILE``."""
+    from topologies import build
+    from topologies.params import parse_assignments
+
+    if topology is not None:
+        if arch is not None:
+            raise FabricError("--topology", "give either ARCH or --topology, not both")
+        from topologies.custom import load_topology
+
+        return load_topology(topology, catalog)
+    if arch is None:
+        raise FabricError("ARCH", "missing; give an architecture (see `fabric list`) or --topology FILE")
+    return build(arch, gpus, parse_assignments(params), catalog)
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        obj = float(obj)
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, np.ndarray):
+        return _jsonable(obj.tolist())
+    return obj
+
+
+def emit_json(obj: Any) -> None:
+    """Print one JSON object on stdout."""
+    sys.stdout.write(json.dumps(_jsonable(obj), indent=2, sort_keys=False) + "\n")
+
+
+def console():
+    from rich.console import Console
+
+    return Console()
+
+
+def err_console():
+    from rich.console import Console
+
+    return Console(stderr=True)

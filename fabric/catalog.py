@@ -1,0 +1,201 @@
+"""The component catalog: price, power and bandwidth of each part, each with its source.
+
+The catalog ships as ``fabric/data/catalog.yaml``.  A user's file passed with
+``--catalog FILE`` is merged over it: a component id in the user's file
+replaces the named fields of the shipped entry (or adds a new component).
+
+Every quantity is ``{value, source}``; ``source`` cites FIGURES.md or starts
+with ``assumed``.  Values are parsed to SI floats by :mod:`fabric.units` from the
+field name: ``price_usd`` (USD), ``power_w`` (W), ``*bandwidth`` (bytes/s per
+direction), ``*latency`` / ``*_time`` (s), ``*_flops`` (FLOP/s), ``*_bytes``
+(bytes), ``ports`` / ``chips`` (counts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from fabric.errors import FabricError
+from fabric.units import parse_bandwidth, parse_bytes, parse_flops, parse_money, parse_power, parse_time
+
+CATEGORIES = (
+    "gpu", "server", "switch_chip", "switch_tray", "ocs", "transceiver", "ocs_transceiver",
+    "fiber", "cable", "nic", "switch", "constant",
+)
+
+
+def _parse_count(value, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or int(value) != value:
+        raise FabricError(field, f"{value!r} must be a whole number >= 0")
+    return float(value)
+
+
+def _parser_for(name: str) -> Callable[[Any, str], float]:
+    if name.endswith("_usd"):
+        return parse_money
+    if name.endswith("_w"):
+        return parse_power
+    if name.endswith("bandwidth"):
+        return parse_bandwidth
+    if name.endswith("latency") or name.endswith("_time"):
+        return parse_time
+    if name.endswith("_flops"):
+        return parse_flops
+    if name.endswith("_bytes"):
+        return parse_bytes
+    if name in ("ports", "chips"):
+        return _parse_count
+    raise FabricError(name, "unknown catalog field; allowed: price_usd, power_w, *bandwidth, *latency, *_time, "
+                            "*_flops, *_bytes, ports, chips")
+
+
+@dataclass(frozen=True)
+class Component:
+    """One catalog entry with SI values and a source string per value."""
+
+    id: str
+    category: str
+    description: str
+    values: dict[str, float] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def is_assumed(self, name: str) -> bool:
+        return self.sources.get(name, "").strip().lower().startswith("assumed")
+
+
+class Catalog:
+    """Parsed catalog: components and constants by id.
+
+    Use :func:`load_catalog` to get one.
+    """
+
+    def __init__(self, components: dict[str, Component], origin: str = "shipped"):
+        self.components = components
+        self.origin = origin
+
+    def get(self, item: str) -> Component:
+        try:
+            return self.components[item]
+        except KeyError:
+            raise FabricError("catalog", f"no component {item!r}; known ids: {', '.join(sorted(self.components))}")
+
+    def __contains__(self, item: str) -> bool:
+        return item in self.components
+
+    def value(self, item: str, name: str) -> float:
+        """SI value of field ``name`` of component ``item``."""
+        comp = self.get(item)
+        if name not in comp.values:
+            raise FabricError(f"catalog.{item}.{name}", "missing; the catalog entry must define it")
+        return comp.values[name]
+
+    def source(self, item: str, name: str) -> str:
+        return self.get(item).sources.get(name, "")
+
+    def category(self, item: str) -> str:
+        return self.get(item).category
+
+    def ids(self, category: str) -> list[str]:
+        return sorted(i for i, c in self.components.items() if c.category == category)
+
+    def find_by_bandwidth(self, category: str, bandwidth: float, field_name: str = "bandwidth") -> str:
+        """The component of ``category`` whose ``bandwidth`` equals ``bandwidth`` (bytes/s)."""
+        for item in self.ids(category):
+            comp = self.components[item]
+            if abs(comp.values.get(field_name, -1.0) - bandwidth) <= 1e-9 * bandwidth:
+                return item
+        raise FabricError("catalog", f"no {category} with {field_name} {bandwidth * 8 / 1e9:g} Gbps; add one")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            i: {"category": c.category, "description": c.description,
+                **{k: {"value": v, "source": c.sources[k]} for k, v in c.values.items()}}
+            for i, c in sorted(self.components.items())
+        }
+
+
+def _parse_entry(item: str, raw: Any, where: str, base: Component | None) -> Component:
+    if not isinstance(raw, dict):
+        raise FabricError(f"{where}:{item}", "must be a mapping of fields")
+    category = raw.get("category", base.category if base else None)
+    if category not in CATEGORIES:
+        raise FabricError(f"{where}:{item}.category", f"{category!r} not allowed; use one of {', '.join(CATEGORIES)}")
+    description = raw.get("description", base.description if base else "")
+    values = dict(base.values) if base else {}
+    sources = dict(base.sources) if base else {}
+    for name, q in raw.items():
+        if name in ("category", "description"):
+            continue
+        fname = f"{where}:{item}.{name}"
+        if not isinstance(q, dict) or set(q) != {"value", "source"}:
+            raise FabricError(fname, "must be {value: ..., source: ...}")
+        source = q["source"]
+        if not isinstance(source, str) or not source.strip():
+            raise FabricError(f"{fname}.source", "must cite FIGURES.md or start with 'assumed'")
+        try:
+            parser = _parser_for(name)
+        except FabricError as exc:
+            raise FabricError(fname, exc.message) from None
+        values[name] = parser(q["value"], f"{fname}.value")
+        sources[name] = source.strip()
+    return Component(item, category, str(description), values, sources)
+
+
+def _parse_document(doc: Any, where: str, base: dict[str, Component] | None) -> dict[str, Component]:
+    if not isinstance(doc, dict):
+        raise FabricError(where, "must be a YAML mapping with 'components' (and optionally 'constants')")
+    unknown = set(doc) - {"schema", "components", "constants"}
+    if unknown:
+        raise FabricError(f"{where}:{sorted(unknown)[0]}", "unknown top-level key; allowed: schema, components, constants")
+    out = dict(base or {})
+    for section in ("components", "constants"):
+        entries = doc.get(section) or {}
+        if not isinstance(entries, dict):
+            raise FabricError(f"{where}:{section}", "must be a mapping of id -> entry")
+        for item, raw in entries.items():
+            if section == "constants" and isinstance(raw, dict) and "category" not in raw:
+                raw = {"category": "constant", **raw}
+            out[str(item)] = _parse_entry(str(item), raw, where, out.get(str(item)))
+    return out
+
+
+_SHIPPED: dict[str, Component] | None = None
+
+
+def shipped_catalog_path():
+    return resources.files("fabric") / "data" / "catalog.yaml"
+
+
+def load_catalog(path: str | Path | None = None) -> Catalog:
+    """Load the shipped catalog, merged with a user's file if given.
+
+    Parameters
+    ----------
+    path : str or Path, optional
+        A YAML file in the catalog format; its entries override the shipped ones
+        field by field.
+
+    Raises
+    ------
+    FabricError
+        If the file is missing or malformed (the message names the entry and field).
+    """
+    global _SHIPPED
+    if _SHIPPED is None:
+        text = shipped_catalog_path().read_text()
+        _SHIPPED = _parse_document(yaml.safe_load(text), "catalog.yaml", None)
+    if path is None:
+        return Catalog(dict(_SHIPPED))
+    p = Path(path)
+    if not p.is_file():
+        raise FabricError("--catalog", f"no such file: {p}")
+    try:
+        doc = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise FabricError("--catalog", f"{p.name} is not valid YAML ({str(exc).splitlines()[0]})") from None
+    return Catalog(_parse_document(doc, p.name, _SHIPPED), origin=str(p))

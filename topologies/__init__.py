@@ -1,0 +1,95 @@
+"""Topology generators, one module per architecture family.
+
+Each family module exposes ``PARAMS`` (a list of :class:`topologies.params.Param`)
+and ``build(params, gpus, catalog) -> Fabric``.  :func:`build` is the one entry
+point: it resolves names and aliases (``nvl-72`` is ``nvl`` with ``size=72``),
+validates parameters and GPU count, and calls the family.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from fabric.catalog import Catalog, load_catalog
+from fabric.errors import FabricError
+from fabric.model import Fabric
+from topologies.params import Param, resolve
+
+
+@dataclass(frozen=True)
+class Architecture:
+    name: str
+    summary: str
+    module: str
+
+    def _mod(self):
+        import importlib
+
+        return importlib.import_module(f"topologies.{self.module}")
+
+    @property
+    def params(self) -> list[Param]:
+        return list(self._mod().PARAMS)
+
+    @property
+    def builder(self) -> Callable[[dict, int | None, Catalog], Fabric]:
+        return self._mod().build
+
+
+ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in [
+    Architecture("fat-tree", "k-ary fat-tree / leaf-spine of 1-GPU hosts (the DCN under every HBD)", "fattree"),
+    Architecture("dgx", "8-GPU NVSwitch nodes (DGX/HGX A100, H100, H800, B200), one NIC per GPU", "dgx"),
+    Architecture("nvl", "NVLink switch racks: NVL-36, NVL-72, NVL-576 (GB200)", "nvl"),
+    Architecture("tpuv4", "TPUv4-style 4x4x4 cubes joined by OCS (48 OCS per 64 cubes)", "tpuv4"),
+    Architecture("khop-ring", "InfiniteHBD k-hop ring of OCS transceivers on a line of nodes", "khop"),
+    Architecture("torus", "GPU-centric 2D/3D torus or mesh (TPUv3-, Dojo-like)", "torus"),
+    Architecture("rfabric", "fat-tree whose aggregation-core links pass through OCS (re-wirable)", "rfabric"),
+]}
+
+ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
+    "nvl-36": ("nvl", {"size": 36}),
+    "nvl-72": ("nvl", {"size": 72}),
+    "nvl-576": ("nvl", {"size": 576}),
+    "khop": ("khop-ring", {}),
+    "fattree": ("fat-tree", {}),
+}
+
+
+def resolve_architecture(name: str) -> tuple[Architecture, dict[str, Any]]:
+    """Architecture and alias parameters for a user-given name."""
+    base, preset = ALIASES.get(name, (name, {}))
+    if base not in ARCHITECTURES:
+        allowed = ", ".join(list(ARCHITECTURES) + list(ALIASES))
+        raise FabricError("ARCH", f"unknown architecture {name!r}; allowed: {allowed}")
+    return ARCHITECTURES[base], dict(preset)
+
+
+def build(name: str, gpus: int | None = None, params: dict[str, Any] | None = None,
+          catalog: Catalog | None = None) -> Fabric:
+    """Build a Fabric for architecture ``name``.
+
+    Parameters
+    ----------
+    name : str
+        An architecture or alias (see ``fabric list``).
+    gpus : int, optional
+        GPU count; rounded up to whole units of the family (nodes, racks,
+        cubes, pods), reported in ``Fabric.notes``.
+    params : dict, optional
+        ``-p`` parameters (strings or typed values).
+    catalog : Catalog, optional
+        Defaults to the shipped catalog.
+
+    Examples
+    --------
+    >>> f = build("nvl-72", gpus=72)
+    >>> f.counts()["switch_chips"]
+    18
+    """
+    arch, preset = resolve_architecture(name)
+    if gpus is not None and (isinstance(gpus, bool) or int(gpus) != gpus or gpus <= 0):
+        raise FabricError("--gpus", f"{gpus!r} must be a whole number > 0")
+    given = {**preset, **(params or {})}
+    resolved = resolve(arch.name, arch.params, given)
+    return arch.builder(resolved, None if gpus is None else int(gpus), catalog or load_catalog())

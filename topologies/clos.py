@@ -1,0 +1,229 @@
+"""Folded-Clos (fat-tree / leaf-spine) datacenter network, shared by every family.
+
+Structure (radix ``k`` at the endpoint port speed):
+
+* **ToR** (edge/leaf): ``d`` downlinks, ``u = k - d`` uplinks, ``d/u`` = the
+  ToR oversubscription ``o`` (``d = round(k o / (1 + o))``).
+* **2 tiers** (leaf-spine): ``u`` spines; every ToR has one link to every spine,
+  so at most ``k`` ToRs.  Radix k, o = 1: ``k^2/2`` hosts, ``3k/2`` switches.
+* **3 tiers** (k-ary fat-tree, Al-Fares et al. 2008, generalised): pods of
+  ``u`` aggregation switches and ``da`` ToRs (every ToR linked once to every agg
+  of its pod); agg ``j`` of every pod belongs to core *plane* ``j`` of
+  ``ceil(P ua / k)`` cores; agg uplink ``t`` of pod ``p`` goes to core
+  ``(p ua + t) mod c`` of its plane.  With ``P <= k`` pods every agg reaches
+  every core of its plane.  k-ary, o = 1, P = k: ``k^3/4`` hosts, ``5k^2/4``
+  switches.
+* Partial builds round up to whole ToRs (2 tiers) or whole pods' worth of
+  ToRs (3 tiers); cores shrink with the pod count.
+
+Every switch-facing link is a duplex fibre with a transceiver at each end at
+the endpoint port speed (the transceiver item is looked up in the catalog by
+bandwidth).  With ``ocs_core=True`` the agg-core links are instead fibres into
+OCS ports, joined by circuits that reproduce the static wiring (``rfabric``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from fabric.catalog import Catalog
+from fabric.errors import FabricError
+from fabric.model import Configuration, DeviceKind, FabricBuilder
+from topologies.params import Param, at_least, even_at_least
+
+
+def dcn_params(default_k: int | None = None) -> list[Param]:
+    """The DCN parameters every family shares."""
+    return [
+        Param("k", int, default_k, "switch radix at the endpoint port speed; must be even" +
+              ("" if default_k else " (default: switch bandwidth / NIC bandwidth, e.g. 128 x 400G on 51.2T)"),
+              check=even_at_least(4)),
+        Param("tiers", str, "auto", "DCN tiers: 2 (leaf-spine), 3 (fat-tree) or auto (fewest that fit)",
+              choices=("auto", "2", "3")),
+        Param("oversubscription", float, 1.0, "ToR downlink:uplink bandwidth ratio", check=at_least(1.0)),
+        Param("agg_oversubscription", float, 1.0, "aggregation downlink:uplink ratio (3 tiers)",
+              check=at_least(1.0)),
+        Param("rail_optimized", bool, False, "NIC r of every server in a group shares rail-r ToRs"),
+        Param("switch", str, "switch_51t2", "catalog id of the packet switch"),
+    ]
+
+
+@dataclass(frozen=True)
+class ClosInfo:
+    tor_ids: np.ndarray
+    agg_ids: np.ndarray
+    core_ids: np.ndarray
+    tor_of_endpoint: np.ndarray
+    pod_of_endpoint: np.ndarray
+    tiers: int
+    endpoints_per_tor: int
+    circuits: np.ndarray  # (m, 2) OCS-port link pairs when ocs_core
+
+
+def default_radix(catalog: Catalog, switch: str, port_bandwidth: float) -> int:
+    """Switch radix at ``port_bandwidth``: switch bandwidth / port bandwidth, rounded down to even."""
+    total = catalog.value(switch, "bandwidth")
+    k = int(total // port_bandwidth)
+    return max(4, k - (k % 2))
+
+
+def split_ports(k: int, ratio: float) -> tuple[int, int]:
+    """Down/up port split of a radix-k switch for oversubscription ``ratio`` (down:up)."""
+    down = int(round(k * ratio / (1.0 + ratio)))
+    down = min(max(down, 1), k - 1)
+    return down, k - down
+
+
+def rail_order(server: np.ndarray, rail: np.ndarray, servers_per_group: int) -> np.ndarray:
+    """Permutation of endpoints so that consecutive ToR fills give rail-optimised ToRs.
+
+    Endpoints are ordered by (server group, rail, server): a ToR filled with
+    ``servers_per_group`` consecutive endpoints then holds NIC ``r`` of every
+    server of one group.
+    """
+    group = server // max(servers_per_group, 1)
+    return np.lexsort((server, rail, group))
+
+
+def attach_clos(b: FabricBuilder, endpoints: np.ndarray, catalog: Catalog, *, port_bandwidth: float,
+                params: dict, endpoints_per_tor: int | None = None, ocs_core: bool = False,
+                ocs_item: str = "ocs_palomar") -> ClosInfo:
+    """Build a folded Clos over ``endpoints`` (device ids, in ToR-filling order).
+
+    Parameters
+    ----------
+    b : FabricBuilder
+    endpoints : ndarray of int
+        NIC (or host) device ids, in the order they fill ToRs.
+    catalog : Catalog
+    port_bandwidth : float
+        Endpoint and switch port speed, bytes/s per direction.
+    params : dict
+        Resolved :func:`dcn_params` values (``k`` may be None: derived).
+    endpoints_per_tor : int, optional
+        Fill ToRs with fewer endpoints than their downlinks (e.g. whole nodes).
+    ocs_core : bool
+        Put the aggregation-core links through OCS (``rfabric``).
+
+    Returns
+    -------
+    ClosInfo
+    """
+    switch = params["switch"]
+    catalog.get(switch)
+    k = params["k"] or default_radix(catalog, switch, port_bandwidth)
+    b.params["k"] = k  # report the derived radix with the other parameters
+    d, u = split_ports(k, params["oversubscription"])
+    ept = endpoints_per_tor or d
+    if ept > d:
+        raise FabricError("-p nodes_per_tor", f"{ept} endpoints per ToR exceed its {d} downlinks (k={k})")
+    E = int(endpoints.size)
+    T = max(1, math.ceil(E / ept))
+    tiers = params["tiers"]
+    if tiers == "auto":
+        tiers = "2" if T <= k else "3"
+    if ocs_core:
+        tiers = "3"
+    tiers_n = int(tiers)
+    b.params["tiers"] = tiers
+    latency = catalog.value("network_latency", "latency")
+    trx = catalog.find_by_bandwidth("transceiver", port_bandwidth)
+
+    tor_of_ep = np.repeat(np.arange(T, dtype=np.int64), ept)[:E]
+    empty = np.zeros(0, dtype=np.int64)
+    circuits = np.zeros((0, 2), dtype=np.int64)
+
+    if tiers_n == 2:
+        if T > k:
+            raise FabricError("--gpus", f"{E} endpoints need {T} ToRs, more than a 2-tier Clos of radix {k} "
+                                        f"allows ({k}); use -p tiers=3 or a larger -p k")
+        pod_of_tor = np.zeros(T, dtype=np.int64)
+        tors = b.add_devices(DeviceKind.TOR, T, tor=np.arange(T), pod=0)
+        b.add_links(endpoints, tors[tor_of_ep], capacity=port_bandwidth, latency=latency, medium="fiber", layer="dcn")
+        n_fiber = E
+        spines = empty
+        if T > 1:
+            spines = b.add_devices(DeviceKind.CORE, u, pod=0)
+            src = np.repeat(tors, u)
+            dst = np.tile(spines, T)
+            b.add_links(src, dst, capacity=port_bandwidth, latency=latency, medium="fiber", layer="dcn")
+            n_fiber += src.size
+        aggs, cores, agg_end = empty, spines, empty
+        b.note(f"DCN: 2-tier leaf-spine, radix {k}, {T} ToRs x {ept} endpoints, {spines.size} spines")
+    else:
+        da, ua = split_ports(k, params["agg_oversubscription"])
+        a = u  # aggs per pod: one link from every ToR to every agg
+        P = math.ceil(T / da)
+        if P > k:
+            raise FabricError("--gpus", f"{E} endpoints need {P} pods, more than a 3-tier Clos of radix {k} "
+                                        f"allows ({k} pods, {k * da * ept} endpoints); use a larger -p k")
+        T = P * da if T > da else T  # round up to whole pods' worth of ToRs only when more than one pod
+        tors_per_pod = min(da, T)
+        pod_of_tor = np.arange(T, dtype=np.int64) // tors_per_pod
+        tors = b.add_devices(DeviceKind.TOR, T, tor=np.arange(T), pod=pod_of_tor)
+        b.add_links(endpoints, tors[tor_of_ep], capacity=port_bandwidth, latency=latency, medium="fiber", layer="dcn")
+        n_fiber = E
+        aggs = b.add_devices(DeviceKind.AGG, P * a, pod=np.repeat(np.arange(P), a))
+        # ToR t of pod p -> every agg of pod p
+        src = np.repeat(tors, a)
+        dst = aggs[(pod_of_tor[:, None] * a + np.arange(a)[None, :]).ravel()]
+        b.add_links(src, dst, capacity=port_bandwidth, latency=latency, medium="fiber", layer="dcn")
+        n_fiber += src.size
+        c = math.ceil(P * ua / k)
+        cores = b.add_devices(DeviceKind.CORE, a * c)
+        p_idx, j_idx, t_idx = np.meshgrid(np.arange(P), np.arange(a), np.arange(ua), indexing="ij")
+        agg_end = aggs[(p_idx * a + j_idx).ravel()]
+        core_end = cores[(j_idx * c + (p_idx * ua + t_idx) % c).ravel()]
+        if not ocs_core:
+            b.add_links(agg_end, core_end, capacity=port_bandwidth, latency=latency, medium="fiber", layer="dcn")
+            n_fiber += agg_end.size
+        else:
+            circuits = _through_ocs(b, catalog, agg_end, core_end, port_bandwidth, latency, ocs_item, j_idx.ravel())
+            n_fiber += 2 * agg_end.size
+        b.note(f"DCN: 3-tier fat-tree, radix {k}, {P} pods x {tors_per_pod} ToRs x {ept} endpoints, "
+               f"{aggs.size} aggs, {cores.size} cores" + (" (agg-core through OCS)" if ocs_core else ""))
+
+    pod_of_ep = pod_of_tor[tor_of_ep]
+    b.set_group(endpoints, "tor", tor_of_ep)
+    b.set_group(endpoints, "pod", pod_of_ep)
+    n_switches = tors.size + aggs.size + cores.size
+    b.add_bom(switch, "dcn", n_switches)
+    # a transceiver at both ends of every switch-facing path; an OCS is passive, so a
+    # path through it still has two (one per fibre, at the agg and at the core)
+    n_trx = 2 * n_fiber - (2 * agg_end.size if tiers_n == 3 and ocs_core else 0)
+    b.add_bom(trx, "dcn", n_trx)
+    b.add_bom("fiber", "dcn", n_fiber)
+    return ClosInfo(tors, aggs, cores, tor_of_ep, pod_of_ep, tiers_n, ept, circuits)
+
+
+def _through_ocs(b: FabricBuilder, catalog: Catalog, agg_end, core_end, bw, latency, ocs_item, plane):
+    """Agg and core ends as fibres into OCS ports; circuits reproduce the static pairs.
+
+    Each OCS takes up to ``ports // 2`` agg-core pairs of one plane, so every
+    circuit the default wiring needs (and any re-pairing inside a plane) fits.
+    """
+    per_ocs = int(catalog.value(ocs_item, "ports")) // 2
+    order = np.argsort(plane, kind="stable")
+    agg_end, core_end, plane = agg_end[order], core_end[order], plane[order]
+    # number the pairs within each plane, then chunk per OCS
+    starts = np.searchsorted(plane, plane, side="left")
+    idx_in_plane = np.arange(plane.size) - starts
+    n_planes = int(plane.max()) + 1 if plane.size else 0
+    per_plane = np.bincount(plane, minlength=n_planes)
+    ocs_per_plane = np.ceil(per_plane / per_ocs).astype(np.int64)
+    ocs_offset = np.concatenate([[0], np.cumsum(ocs_per_plane)[:-1]])
+    ocs_local = ocs_offset[plane] + idx_in_plane // per_ocs
+    ocs = b.add_devices(DeviceKind.OCS, int(ocs_per_plane.sum()))
+    ocs_dev = ocs[ocs_local]
+    la = b.add_links(agg_end, ocs_dev, capacity=bw, latency=latency / 2, medium="fiber", layer="dcn", state="ocs_port")
+    lc = b.add_links(core_end, ocs_dev, capacity=bw, latency=latency / 2, medium="fiber", layer="dcn",
+                     state="ocs_port")
+    b.add_bom(ocs_item, "dcn", ocs.size)
+    return np.stack([la, lc], axis=1)
+
+
+def default_configuration(info: ClosInfo) -> Configuration:
+    return Configuration(circuits=info.circuits)

@@ -1,0 +1,73 @@
+"""DGX / HGX servers: 8 GPUs on NVSwitch chips, one scale-out NIC per GPU into a Clos DCN.
+
+Each GPU's NVLink bandwidth is spread evenly over the node's NVSwitch chips
+(one aggregated link per GPU-chip pair): H100 4 chips (FIGURES: DGX H100),
+A100 6 NVSwitch gen2 chips, B200 2 NVLink5 chips.  The HBD is the node.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fabric.catalog import Catalog
+from fabric.model import DeviceKind, Fabric, FabricBuilder, HBDSpec
+from topologies.clos import attach_clos, dcn_params, default_radix, rail_order, split_ports
+from topologies.params import Param
+from topologies.servers import add_gpu_nodes, add_nic_per_gpu, propagate_tor
+
+GPUS_PER_NODE = 8
+# GPU -> (catalog id, NVSwitch chip item, chips per node). Chip counts: H100 4 (P: DGX BasePOD, FIGURES);
+# A100 6 and B200 2 (S: NVIDIA HGX A100 / HGX B200 platform descriptions).
+VARIANTS = {
+    "a100": ("gpu_a100", "nvswitch_gen2", 6),
+    "h100": ("gpu_h100", "nvswitch_gen3", 4),
+    "h800": ("gpu_h800", "nvswitch_gen3", 4),
+    "b200": ("gpu_b200", "nvswitch_gen3", 2),
+}
+
+PARAMS = [
+    Param("gpu", str, "h100", "GPU generation of the node", choices=tuple(VARIANTS)),
+    Param("nodes_per_rack", int, 4, "DGX nodes per rack (assumed)", check=lambda v: None if v >= 1 else "must be >= 1"),
+    *dcn_params(),
+]
+
+
+def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
+    """Build ``ceil(gpus / 8)`` DGX nodes on a Clos DCN."""
+    gpu_item, chip_item, n_chips = VARIANTS[params["gpu"]]
+    gpus = gpus or 1024
+    n_nodes = math.ceil(gpus / GPUS_PER_NODE)
+    b = FabricBuilder("dgx", params, catalog.category)
+    if n_nodes * GPUS_PER_NODE != gpus:
+        b.note(f"rounded {gpus} GPUs up to {n_nodes} whole 8-GPU nodes")
+    gpu_ids = add_gpu_nodes(b, n_nodes, GPUS_PER_NODE, nodes_per_rack=params["nodes_per_rack"],
+                            domain_of_node=range(n_nodes))
+    node = np.repeat(np.arange(n_nodes), GPUS_PER_NODE)
+    rack = node // params["nodes_per_rack"]
+    chip_node = [i for i in range(n_nodes) for _ in range(n_chips)]
+    chips = b.add_devices(DeviceKind.SWITCH_CHIP, n_nodes * n_chips, node=chip_node,
+                          rack=[i // params["nodes_per_rack"] for i in chip_node], domain=chip_node)
+    # GPU g of node i -> every chip of node i
+    src = np.repeat(gpu_ids, n_chips)
+    dst = chips[(np.repeat(node, n_chips) * n_chips + np.tile(np.arange(n_chips), gpu_ids.size))]
+    hbd_bw = catalog.value(gpu_item, "hbd_bandwidth")
+    b.add_links(src, dst, capacity=hbd_bw / n_chips, latency=catalog.value("nvlink_latency", "latency"),
+                medium="pcb", layer="hbd")
+    nic_bw = catalog.value(gpu_item, "nic_bandwidth")
+    nics, _ = add_nic_per_gpu(b, catalog, gpu_ids, nic_bw, node, rack)
+    order = np.arange(nics.size)
+    if params["rail_optimized"]:
+        k = params["k"] or default_radix(catalog, params["switch"], nic_bw)
+        order = rail_order(node, gpu_ids % GPUS_PER_NODE, split_ports(k, params["oversubscription"])[0])
+    info = attach_clos(b, nics[order], catalog, port_bandwidth=nic_bw, params=params)
+    tor = np.empty(nics.size, dtype=np.int64)
+    pod = np.empty(nics.size, dtype=np.int64)
+    tor[order], pod[order] = info.tor_of_endpoint, info.pod_of_endpoint
+    propagate_tor(b, gpu_ids, tor, pod)
+    b.add_bom(gpu_item, "compute", gpu_ids.size)
+    b.add_bom("server_hgx8", "compute", n_nodes)
+    b.add_bom(chip_item, "hbd", chips.size)
+    return b.build(HBDSpec(kind="switch_domain", gpus_per_node=GPUS_PER_NODE, domain_gpus=GPUS_PER_NODE,
+                           max_tp=GPUS_PER_NODE))
