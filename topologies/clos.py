@@ -4,8 +4,9 @@ Structure (radix ``k`` at the endpoint port speed):
 
 * **ToR** (edge/leaf): ``d`` downlinks, ``u = k - d`` uplinks, ``d/u`` = the
   ToR oversubscription ``o`` (``d = round(k o / (1 + o))``).
-* **2 tiers** (leaf-spine): ``u`` spines; every ToR has one link to every spine,
-  so at most ``k`` ToRs.  Radix k, o = 1: ``k^2/2`` hosts, ``3k/2`` switches.
+* **2 tiers** (leaf-spine): ``ceil(T u / k)`` spines (``u`` when ``T = k``); ToR
+  uplink ``t`` of ToR ``i`` goes to spine ``(i u + t) mod S``, so every ToR
+  reaches every spine; at most ``k`` ToRs.  Radix k, o = 1: ``k^2/2`` hosts, ``3k/2`` switches.
 * **3 tiers** (k-ary fat-tree, Al-Fares et al. 2008, generalised): pods of
   ``u`` aggregation switches and ``da`` ToRs (every ToR linked once to every agg
   of its pod); agg ``j`` of every pod belongs to core *plane* ``j`` of
@@ -90,7 +91,7 @@ def rail_order(server: np.ndarray, rail: np.ndarray, servers_per_group: int) -> 
 
 def attach_clos(b: FabricBuilder, endpoints: np.ndarray, catalog: Catalog, *, port_bandwidth: float,
                 params: dict, endpoints_per_tor: int | None = None, ocs_core: bool = False,
-                ocs_item: str = "ocs_palomar") -> ClosInfo:
+                ocs_item: str = "ocs_palomar", radix_param: str = "k") -> ClosInfo:
     """Build a folded Clos over ``endpoints`` (device ids, in ToR-filling order).
 
     Parameters
@@ -107,6 +108,9 @@ def attach_clos(b: FabricBuilder, endpoints: np.ndarray, catalog: Catalog, *, po
         Fill ToRs with fewer endpoints than their downlinks (e.g. whole nodes).
     ocs_core : bool
         Put the aggregation-core links through OCS (``rfabric``).
+    radix_param : str
+        Name under which the (possibly derived) radix is reported in the
+        Fabric's parameters.
 
     Returns
     -------
@@ -115,7 +119,7 @@ def attach_clos(b: FabricBuilder, endpoints: np.ndarray, catalog: Catalog, *, po
     switch = params["switch"]
     catalog.get(switch)
     k = params["k"] or default_radix(catalog, switch, port_bandwidth)
-    b.params["k"] = k  # report the derived radix with the other parameters
+    b.params[radix_param] = k  # report the derived radix with the other parameters
     d, u = split_ports(k, params["oversubscription"])
     ept = endpoints_per_tor or d
     if ept > d:
@@ -146,9 +150,12 @@ def attach_clos(b: FabricBuilder, endpoints: np.ndarray, catalog: Catalog, *, po
         n_fiber = E
         spines = empty
         if T > 1:
-            spines = b.add_devices(DeviceKind.CORE, u, pod=0)
+            # ceil(T u / k) spines (u when T = k); uplink t of ToR i -> spine (i u + t) mod S.
+            # S <= u because T <= k, so every ToR reaches every spine.
+            S = math.ceil(T * u / k)
+            spines = b.add_devices(DeviceKind.CORE, S, pod=0)
             src = np.repeat(tors, u)
-            dst = np.tile(spines, T)
+            dst = spines[(np.arange(T)[:, None] * u + np.arange(u)[None, :]).ravel() % S]
             b.add_links(src, dst, capacity=port_bandwidth, latency=latency, medium="fiber", layer="dcn")
             n_fiber += src.size
         aggs, cores, agg_end = empty, spines, empty

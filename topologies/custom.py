@@ -1,0 +1,141 @@
+"""A user's own topology: networkx node-link JSON, validated.
+
+Format (what ``networkx.node_link_data`` writes, with these attributes)::
+
+    {"graph": {"hbd": {"kind": "switch_domain", "gpus_per_node": 8, "domain_gpus": 8}},   # optional
+     "nodes": [{"id": "gpu0", "kind": "gpu", "node": 0}, {"id": "sw0", "kind": "tor"}, ...],
+     "links": [{"source": "gpu0", "target": "sw0", "capacity": "400Gbps", "latency": "1us",
+                "medium": "fiber", "layer": "dcn"}, ...]}
+
+* node ``kind``: gpu, nic, switch_chip, tor, agg, core, ocs; optional integer
+  groups node, rack, tor, pod, cube, domain, position.
+* link ``capacity``: bytes/s per direction as a number, or a unit string;
+  ``latency`` seconds or a unit string (default 0); ``medium`` pcb/copper/fiber
+  (default fiber); ``layer`` hbd/dcn (default dcn).  ``edges`` is accepted for
+  ``links``.
+* The bill of materials is empty: a custom topology has no catalog items
+  (cost reports zero) unless ``graph.bom`` lists ``{item, scope, count}``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from fabric.catalog import Catalog
+from fabric.errors import FabricError
+from fabric.model import GROUPS, KIND_BY_LABEL, LAYER_BY_LABEL, MEDIUM_BY_LABEL, SCOPES, FabricBuilder, HBDSpec
+from fabric.units import parse_bandwidth, parse_time
+
+HBD_KINDS = ("switch_domain", "ocs_cube", "khop_line", "torus", "none")
+
+
+def load_topology(path: str | Path, catalog: Catalog | None = None):
+    """Read and validate a node-link JSON file into a Fabric.
+
+    Raises
+    ------
+    FabricError
+        Naming ``FILE:nodes[i].field`` or ``FILE:links[j].field`` and what is allowed.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FabricError("--topology", f"no such file: {p}")
+    try:
+        doc = json.loads(p.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise FabricError("--topology", f"{p.name} is not valid JSON ({exc})") from None
+    return topology_from_dict(doc, p.name, catalog)
+
+
+def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = None):
+    """Build a Fabric from a node-link dict (see module docstring)."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), list):
+        raise FabricError(f"{where}:nodes", "must be a list of nodes (networkx node-link format)")
+    links = doc.get("links", doc.get("edges"))
+    if not isinstance(links, list):
+        raise FabricError(f"{where}:links", "must be a list of links (networkx node-link format)")
+    graph = doc.get("graph") or {}
+    if not isinstance(graph, dict):
+        raise FabricError(f"{where}:graph", "must be a mapping")
+    b = FabricBuilder("custom", {"file": where}, catalog.category if catalog else None)
+    index: dict = {}
+    kinds, names, groups = [], [], {g: [] for g in GROUPS}
+    for i, node in enumerate(doc["nodes"]):
+        f = f"{where}:nodes[{i}]"
+        if not isinstance(node, dict) or "id" not in node:
+            raise FabricError(f, "must be an object with an 'id'")
+        nid = node["id"]
+        if not isinstance(nid, (str, int)) or isinstance(nid, bool):
+            raise FabricError(f"{f}.id", "must be a string or an integer")
+        if nid in index:
+            raise FabricError(f"{f}.id", f"duplicate id {nid!r}")
+        kind = node.get("kind")
+        if kind not in KIND_BY_LABEL:
+            raise FabricError(f"{f}.kind", f"{kind!r} not allowed; use one of {', '.join(KIND_BY_LABEL)}")
+        for gname in GROUPS:
+            v = node.get(gname, -1)
+            if isinstance(v, bool) or not isinstance(v, int) or v < -1:
+                raise FabricError(f"{f}.{gname}", f"{v!r} must be an integer >= 0")
+            groups[gname].append(v)
+        index[nid] = i
+        kinds.append(KIND_BY_LABEL[kind])
+        names.append(str(nid))
+    if not kinds:
+        raise FabricError(f"{where}:nodes", "is empty")
+    kinds_arr = np.array(kinds)
+    offset = b.n_devices
+    for i, kind in enumerate(kinds):  # one at a time so that device ids follow file order
+        b.add_devices(kind, 1, names=[names[i]], **{g: groups[g][i] for g in GROUPS})
+    src, dst, cap, lat, med, lay = [], [], [], [], [], []
+    for j, link in enumerate(links):
+        f = f"{where}:links[{j}]"
+        if not isinstance(link, dict):
+            raise FabricError(f, "must be an object")
+        for end in ("source", "target"):
+            if link.get(end) not in index:
+                raise FabricError(f"{f}.{end}", f"{link.get(end)!r} is not a node id")
+        if link["source"] == link["target"]:
+            raise FabricError(f, "a link must join two different nodes")
+        if "capacity" not in link:
+            raise FabricError(f"{f}.capacity", "missing; bytes/s per direction or a unit string like 400Gbps")
+        c = parse_bandwidth(link["capacity"], f"{f}.capacity")
+        if c <= 0:
+            raise FabricError(f"{f}.capacity", "must be > 0")
+        medium = link.get("medium", "fiber")
+        layer = link.get("layer", "dcn")
+        if medium not in MEDIUM_BY_LABEL:
+            raise FabricError(f"{f}.medium", f"{medium!r} not allowed; use pcb, copper or fiber")
+        if layer not in LAYER_BY_LABEL:
+            raise FabricError(f"{f}.layer", f"{layer!r} not allowed; use hbd or dcn")
+        src.append(index[link["source"]] + offset)
+        dst.append(index[link["target"]] + offset)
+        cap.append(c)
+        lat.append(parse_time(link.get("latency", 0.0), f"{f}.latency"))
+        med.append(medium)
+        lay.append(layer)
+    for medium in MEDIUM_BY_LABEL:
+        for layer in LAYER_BY_LABEL:
+            sel = [t for t in range(len(src)) if med[t] == medium and lay[t] == layer]
+            if sel:
+                b.add_links(np.array(src)[sel], np.array(dst)[sel], capacity=np.array(cap)[sel],
+                            latency=np.array(lat)[sel], medium=medium, layer=layer)
+    for t, line in enumerate(graph.get("bom", []) or []):
+        f = f"{where}:graph.bom[{t}]"
+        if not isinstance(line, dict) or line.get("scope") not in SCOPES or not isinstance(line.get("count"), int):
+            raise FabricError(f, f"must be {{item, scope ({'/'.join(SCOPES)}), count (integer)}}")
+        if catalog is not None:
+            catalog.get(line["item"])
+        b.add_bom(line["item"], line["scope"], line["count"])
+    n_gpu = int(np.count_nonzero(kinds_arr == KIND_BY_LABEL["gpu"]))
+    hbd_doc = graph.get("hbd") or {"kind": "none", "gpus_per_node": 1, "domain_gpus": max(n_gpu, 1)}
+    try:
+        if hbd_doc.get("kind") not in HBD_KINDS:
+            raise TypeError
+        hbd = HBDSpec(**{k: tuple(v) if k == "dims" else v for k, v in hbd_doc.items()})
+    except TypeError:
+        raise FabricError(f"{where}:graph.hbd", f"must be {{kind ({', '.join(HBD_KINDS)}), gpus_per_node, "
+                                                "domain_gpus, ...}") from None
+    return b.build(hbd)

@@ -1,0 +1,189 @@
+"""InfiniteHBD k-hop ring: nodes on a line of OCS-transceiver paths (arXiv 2502.03885).
+
+Model (what the paper publishes, FIGURES "k-hop ring"; everything else is a
+parameter marked assumed):
+
+* ``N`` nodes of ``gpus_per_node`` GPUs at positions 0..N-1 on a line
+  (``closed=true``: a ring of nodes).
+* Every GPU has ``trx_per_gpu`` OCS transceivers: half face "forward" (+),
+  half "backward" (-); a forward/backward pair is a *lane*.  The forward
+  transceiver of lane ``l`` of GPU ``g`` on node ``i`` has ``k`` switchable
+  optical paths, one to the backward transceiver of lane ``l`` of GPU ``g`` on
+  each node ``i+1 .. i+k``.  Each path is one duplex fibre and one *candidate*
+  link; so the candidate links number
+  ``gpus_per_node * lanes * sum_{d=1..k} (N - d)`` on a line and
+  ``gpus_per_node * lanes * k * N`` on a closed ring.
+* A TP ring over nodes ``n1 < n2 < ... < nm`` lights the path from ``n_j`` to
+  ``n_{j+1}`` (gap at most ``k``, i.e. it skips up to ``k-1`` faulty nodes) for
+  every GPU and lane; the ring closes by transceiver loopback at both ends,
+  so traffic goes out on one direction of each duplex link and back on the
+  other ("folded" ring: each link direction carries one ring hop).
+* GPUs of a node are joined by an intra-node full mesh (PCB) whose per-GPU
+  bandwidth equals the GPU's HBD bandwidth (assumed: how intra- and
+  inter-node rings join is not published).
+* DCN: one NIC per GPU into a Clos; ``nodes_per_tor`` whole nodes per ToR, in
+  line order (``contiguous``) or round-robin (``interleaved``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from fabric.catalog import Catalog
+from fabric.errors import FabricError
+from fabric.model import Configuration, DeviceKind, Fabric, FabricBuilder, HBDSpec, LinkState
+from topologies.clos import attach_clos, dcn_params, default_radix, split_ports
+from topologies.params import Param, at_least, even_at_least, positive
+from topologies.servers import add_gpu_nodes, add_nic_per_gpu, propagate_tor
+
+PARAMS = [
+    Param("k", int, 2, "reach of each OCS transceiver: paths to nodes i+1..i+k (k=1 is a plain ring)",
+          check=at_least(1)),
+    Param("gpus_per_node", int, 4, "GPUs per node (assumed: not published)", check=positive),
+    Param("trx_per_gpu", int, 2, "OCS transceivers per GPU, half forward and half backward (assumed)",
+          check=even_at_least(2)),
+    Param("trx", str, "ocs_transceiver_800g", "catalog id of the OCS transceiver"),
+    Param("closed", bool, False, "close the line of nodes into a ring of nodes"),
+    Param("gpu", str, "gpu_b200", "catalog id of the GPU"),
+    Param("nodes_per_rack", int, 8, "nodes per rack (assumed)", check=positive),
+    Param("nodes_per_tor", int, None, "whole nodes per ToR (default: ToR downlinks / gpus_per_node)",
+          check=positive),
+    Param("tor_wiring", str, "contiguous", "line position -> ToR order", choices=("contiguous", "interleaved")),
+    # the DCN radix is `dcn_k` here: `k` is the optical reach
+    *[Param("dcn_k", p.type, p.default, p.help, p.choices, p.check) if p.name == "k" else p for p in dcn_params()],
+]
+
+
+def candidate_count(n_nodes: int, k: int, gpus_per_node: int, lanes: int, closed: bool) -> int:
+    """Closed form for the number of optical candidate links (see module docstring)."""
+    if closed:
+        return gpus_per_node * lanes * min(k, n_nodes - 1) * n_nodes if n_nodes > 1 else 0
+    return gpus_per_node * lanes * sum(max(n_nodes - d, 0) for d in range(1, k + 1))
+
+
+def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
+    """Build a k-hop ring of ``ceil(gpus / gpus_per_node)`` nodes with a Clos DCN."""
+    k, g = params["k"], params["gpus_per_node"]
+    lanes = params["trx_per_gpu"] // 2
+    gpu_item, trx_item = params["gpu"], params["trx"]
+    catalog.get(gpu_item)
+    if catalog.category(trx_item) != "ocs_transceiver":
+        raise FabricError("-p trx", f"{trx_item!r} is not an ocs_transceiver in the catalog")
+    gpus = gpus or 64 * g
+    N = math.ceil(gpus / g)
+    if params["closed"] and k >= N:
+        raise FabricError("-p k", f"k={k} must be below the node count {N} on a closed ring")
+    b = FabricBuilder("khop-ring", params, catalog.category)
+    if N * g != gpus:
+        b.note(f"rounded {gpus} GPUs up to {N} whole {g}-GPU nodes")
+    ids = add_gpu_nodes(b, N, g, nodes_per_rack=params["nodes_per_rack"], domain_of_node=np.zeros(N, dtype=int),
+                        position_of_node=np.arange(N))
+    G = ids.size
+    hbd_bw = catalog.value(gpu_item, "hbd_bandwidth")
+    lat_pcb = catalog.value("nvlink_latency", "latency")
+    if g > 1:
+        a, c = np.triu_indices(g, 1)
+        src = (np.arange(N)[:, None] * g + a[None, :]).ravel()
+        dst = (np.arange(N)[:, None] * g + c[None, :]).ravel()
+        b.add_links(ids[src], ids[dst], capacity=hbd_bw / (g - 1), latency=lat_pcb, medium="pcb", layer="hbd")
+
+    trx_bw = catalog.value(trx_item, "bandwidth")
+    lat_opt = catalog.value("optical_hbd_latency", "latency")
+    n_cand = 0
+    for lane in range(lanes):
+        for d in range(1, k + 1):
+            i = np.arange(N) if params["closed"] else np.arange(max(N - d, 0))
+            if i.size == 0:
+                continue
+            j = (i + d) % N
+            src = (i[:, None] * g + np.arange(g)[None, :]).ravel()
+            dst = (j[:, None] * g + np.arange(g)[None, :]).ravel()
+            b.add_links(ids[src], ids[dst], capacity=trx_bw, latency=lat_opt, medium="fiber", layer="hbd",
+                        state="candidate")
+            n_cand += src.size
+    b.add_bom(trx_item, "hbd", G * params["trx_per_gpu"])
+    b.add_bom("fiber", "hbd", n_cand)
+
+    # DCN
+    nic_bw = catalog.value(gpu_item, "nic_bandwidth")
+    node = np.repeat(np.arange(N), g)
+    nics, _ = add_nic_per_gpu(b, catalog, ids, nic_bw, node, node // params["nodes_per_rack"])
+    dcn = _dcn_view(params)
+    radix = dcn["k"] or default_radix(catalog, dcn["switch"], nic_bw)
+    npt = params["nodes_per_tor"] or max(1, split_ports(radix, dcn["oversubscription"])[0] // g)
+    T = math.ceil(N / npt)
+    if params["tor_wiring"] == "interleaved":
+        node_order = np.lexsort((np.arange(N) // T, np.arange(N) % T))
+    else:
+        node_order = np.arange(N)
+    order = (node_order[:, None] * g + np.arange(g)[None, :]).ravel()
+    info = attach_clos(b, nics[order], catalog, port_bandwidth=nic_bw, params=dcn,
+                       endpoints_per_tor=npt * g, radix_param="dcn_k")
+    tor = np.empty(G, dtype=np.int64)
+    pod = np.empty(G, dtype=np.int64)
+    tor[order], pod[order] = info.tor_of_endpoint, info.pod_of_endpoint
+    propagate_tor(b, ids, tor, pod)
+    b.params["nodes_per_tor"] = npt
+    b.add_bom(gpu_item, "compute", G)
+    b.add_bom("server_4gpu" if g == 4 else "server_hgx8" if g == 8 else "server_1gpu", "compute",
+              N if g in (4, 8) else G)
+    fab = b.build(HBDSpec(kind="khop_line", gpus_per_node=g, domain_gpus=G, tp_multiple_of=g, max_tp=G, k=k,
+                          closed=params["closed"]))
+    return fab.with_configuration(ring_configuration(fab, [list(range(N))]))
+
+
+def _dcn_view(params: dict) -> dict:
+    """The DCN parameters: the k-hop ``k`` is the optical reach, the DCN radix is ``dcn_k``."""
+    return {**params, "k": params.get("dcn_k")}
+
+
+def candidate_index(fabric: Fabric) -> dict[tuple[int, int], np.ndarray]:
+    """(node i, node j) -> ids of the candidate links lit for a ring hop from i to j."""
+    L = fabric.links
+    cand = np.flatnonzero(L.state == LinkState.CANDIDATE)
+    node = fabric.group("node")
+    a, c = node[L.src[cand]], node[L.dst[cand]]
+    key = a * fabric.n_devices + c
+    order = np.argsort(key, kind="stable")
+    keys, starts = np.unique(key[order], return_index=True)
+    bounds = list(starts) + [order.size]
+    n = fabric.n_devices
+    return {(int(kv // n), int(kv % n)): cand[order[bounds[t]:bounds[t + 1]]] for t, kv in enumerate(keys)}
+
+
+def ring_configuration(fabric: Fabric, rings: Sequence[Sequence[int]]) -> Configuration:
+    """The configuration lighting a folded ring over each list of node ids.
+
+    Parameters
+    ----------
+    fabric : Fabric
+        A ``khop-ring`` Fabric.
+    rings : sequence of sequences of int
+        Node ids along the line, in order; consecutive nodes must be at most
+        ``k`` apart (a gap skips up to ``k-1`` nodes).
+
+    Raises
+    ------
+    FabricError
+        If a hop is longer than ``k`` or a node is in two rings.
+    """
+    index = candidate_index(fabric)
+    k, N = fabric.hbd.k, int(fabric.group("node").max()) + 1
+    lit: list[np.ndarray] = []
+    seen: set[int] = set()
+    for ring in rings:
+        for n in ring:
+            if n in seen:
+                raise FabricError("rings", f"node {n} is in two rings")
+            seen.add(n)
+        for a, c in zip(ring[:-1], ring[1:]):
+            links = index.get((a, c))
+            if links is None:
+                gap = (c - a) % N if fabric.hbd.closed else c - a
+                raise FabricError("rings", f"hop {a}->{c} (gap {gap}) is not an optical path of a k={k} ring")
+            lit.append(links)
+    active = np.concatenate(lit) if lit else np.zeros(0, dtype=np.int64)
+    return Configuration(active_candidates=active)
