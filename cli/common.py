@@ -65,9 +65,12 @@ def emit_json(obj: Any) -> None:
 
 
 def console():
+    """A rich console for tables on stdout; wide when not a terminal so tables stay readable in logs."""
+    import sys
+
     from rich.console import Console
 
-    return Console()
+    return Console() if sys.stdout.isatty() else Console(width=160)
 
 
 def err_console():

@@ -108,7 +108,7 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
     b.add_bom(params["ocs"], "hbd", ocs.size)
 
     # default circuits: + port of a cube -> - port of the next cube along d in the pod's grid
-    circuits = []
+    next_cube = np.empty((3, n_cubes), dtype=np.int64)
     for p in range(n_pods):
         cubes_in_pod = np.flatnonzero(pod_of_cube == p)
         grid = cube_grid(cubes_in_pod.size)
@@ -116,15 +116,15 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
         for d in range(3):
             nxt = gcoord.copy()
             nxt[d] = (nxt[d] + 1) % grid[d]
-            nxt_local = np.ravel_multi_index(tuple(nxt), grid, order="F")
-            next_cube = dict(zip(cubes_in_pod.tolist(), cubes_in_pod[nxt_local].tolist()))
-            pc, ppos, plids = plus_links[d]
-            mc, mpos, mlids = minus_links[d]
-            minus_index = {(int(c), int(q)): int(l) for c, q, l in zip(mc, mpos, mlids)}
-            sel = pod_of_cube[pc] == p
-            for c, q, l in zip(pc[sel], ppos[sel], plids[sel]):
-                circuits.append((int(l), minus_index[(next_cube[int(c)], int(q))]))
-    cfg = Configuration(circuits=np.array(circuits, dtype=np.int64).reshape(-1, 2))
+            next_cube[d, cubes_in_pod] = cubes_in_pod[np.ravel_multi_index(tuple(nxt), grid, order="F")]
+    circuits = []
+    for d in range(3):
+        pc, ppos, plids = plus_links[d]
+        mc, mpos, mlids = minus_links[d]
+        minus_lid = np.empty((n_cubes, CUBE * CUBE), dtype=np.int64)
+        minus_lid[mc, mpos] = mlids
+        circuits.append(np.stack([plids, minus_lid[next_cube[d, pc], ppos]], axis=1))
+    cfg = Configuration(circuits=np.concatenate(circuits))
 
     # DCN: one NIC per host, every chip of the host on it by PCIe
     n_hosts = G // CHIPS_PER_HOST

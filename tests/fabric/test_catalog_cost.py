@@ -1,0 +1,102 @@
+"""Catalog parsing and the cost model.
+
+Cost is checked against hand arithmetic on the BOM (exact: cost is a sum of
+count x unit price), and the sensitivity against a rebuild with the changed
+price (exact: cost is linear in each price).
+"""
+
+import textwrap
+
+import pytest
+
+from fabric.catalog import load_catalog
+from fabric.cost import cost_of, price_sensitivity
+from fabric.errors import FabricError
+from topologies import build
+
+
+def test_every_shipped_quantity_has_a_source(catalog):
+    for comp in catalog.components.values():
+        for name in comp.values:
+            src = comp.sources[name]
+            assert src, (comp.id, name)
+            assert src.lower().startswith("assumed") or src[:2] in ("P:", "S:", "D:"), (comp.id, name, src)
+
+
+def test_calibrated_prices_say_so(catalog):
+    for item in ("ocs_transceiver_800g", "nvlink_switch_tray", "nvl_copper_spine"):
+        assert "CALIBRATED" in catalog.source(item, "price_usd")
+
+
+def test_user_catalog_overrides_field_by_field(tmp_path):
+    p = tmp_path / "mine.yaml"
+    p.write_text(textwrap.dedent("""
+        components:
+          transceiver_400g:
+            price_usd: {value: "$500", source: "my quote"}
+          my_widget:
+            category: cable
+            price_usd: {value: 10, source: "assumed"}
+    """))
+    cat = load_catalog(p)
+    assert cat.value("transceiver_400g", "price_usd") == 500.0
+    assert cat.value("transceiver_400g", "power_w") == 9.0  # untouched field kept
+    assert cat.category("my_widget") == "cable"
+
+
+@pytest.mark.parametrize("body, field", [
+    ("components: {x: {category: gpu, price_usd: 5}}", "x.price_usd"),
+    ("components: {x: {category: blimp}}", "x.category"),
+    ("components: {x: {category: gpu, price_usd: {value: 5, source: ''}}}", "price_usd.source"),
+    ("components: {x: {category: gpu, speed: {value: 5, source: assumed}}}", "x.speed"),
+    ("nonsense: 1", "nonsense"),
+    ("components: {x: {category: gpu, price_usd: {value: 'lots', source: assumed}}}", "price_usd.value"),
+    ("[1, 2", "--catalog"),
+])
+def test_malformed_catalog_names_the_field(tmp_path, body, field):
+    p = tmp_path / "bad.yaml"
+    p.write_text(body)
+    with pytest.raises(FabricError) as exc:
+        load_catalog(p)
+    assert field in str(exc.value)
+
+
+def test_cost_is_count_times_price(catalog):
+    f = build("nvl-72", gpus=72, catalog=catalog)
+    r = cost_of(f, catalog)
+    inv = f.inventory()
+    expected = sum(n * catalog.value(item, "price_usd") for item, n in inv.items())
+    assert r.capex_usd == pytest.approx(expected, rel=1e-12)
+    hbd = 9 * catalog.value("nvlink_switch_tray", "price_usd") + catalog.value("nvl_copper_spine", "price_usd")
+    assert r.scope_capex("hbd") == pytest.approx(hbd, rel=1e-12)
+    d = r.to_dict()
+    assert d["by_scope"]["hbd"]["capex_per_gpu_usd"] == pytest.approx(hbd / 72)
+    assert sum(s["capex_usd"] for s in d["by_scope"].values()) == pytest.approx(d["capex_usd"])
+
+
+def test_khop_vs_nvl72_ratio_in_published_range(catalog):
+    """InfiniteHBD abstract: k-hop HBD cost is 31 % of NVL-72 (prices calibrated to it; see catalog)."""
+    nvl = cost_of(build("nvl-72", gpus=4608, catalog=catalog), catalog).metric("hbd_capex_per_gpu_usd")
+    for k in (2, 3):
+        kh = cost_of(build("khop-ring", gpus=4608, params={"k": k}, catalog=catalog), catalog)
+        assert 0.28 <= kh.metric("hbd_capex_per_gpu_usd") / nvl <= 0.34
+
+
+def test_sensitivity_matches_a_rebuild_with_the_moved_price(tmp_path, catalog):
+    """Linear model: moving one price by +50 % must equal recomputing with that price."""
+    a = cost_of(build("khop-ring", gpus=256, catalog=catalog), catalog)
+    b = cost_of(build("nvl-72", gpus=256, catalog=catalog), catalog)
+    rows = price_sensitivity(a, b, swing=0.5)
+    row = next(r for r in rows if r["item"] == "ocs_transceiver_800g")
+    p = tmp_path / "c.yaml"
+    price = catalog.value("ocs_transceiver_800g", "price_usd") * 1.5
+    p.write_text(f"components: {{ocs_transceiver_800g: {{price_usd: {{value: {price}, source: assumed}}}}}}")
+    cat2 = load_catalog(p)
+    a2 = cost_of(build("khop-ring", gpus=256, catalog=cat2), cat2)
+    assert row["hbd_capex_per_gpu_usd"]["high"] == pytest.approx(a2.metric("hbd_capex_per_gpu_usd"), rel=1e-12)
+    assert row["ratio"]["high"] == pytest.approx(a2.metric("hbd_capex_per_gpu_usd") / b.metric("hbd_capex_per_gpu_usd"))
+    # the widest-swinging assumption for the ratio comes first
+    spans = [abs(r["ratio"]["high"] - r["ratio"]["low"]) for r in rows]
+    assert spans == sorted(spans, reverse=True)
+    # only assumed prices are varied
+    assert all(r["source"].lower().startswith("assumed") for r in rows)
