@@ -63,7 +63,7 @@ def cost_command(
 
         vname, vparams = parse_versus(versus)
         other = cost_of(build(vname, fab.n_gpus, vparams, cat), cat)
-        data["versus"] = {"architecture": vname, "params": vparams, **{k: v for k, v in other.to_dict().items()
+        data["versus"] = {"architecture": versus, "params": vparams, **{k: v for k, v in other.to_dict().items()
                                                                           if k != "breakdown"}}
         data["hbd_capex_ratio"] = report.metric("hbd_capex_per_gpu_usd") / other.metric("hbd_capex_per_gpu_usd")
     if sensitivity:

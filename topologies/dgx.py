@@ -13,9 +13,9 @@ import numpy as np
 
 from fabric.catalog import Catalog
 from fabric.model import DeviceKind, Fabric, FabricBuilder, HBDSpec
-from topologies.clos import attach_clos, dcn_params, default_radix, rail_order, split_ports
+from topologies.clos import dcn_params
 from topologies.params import Param
-from topologies.servers import add_gpu_nodes, add_nic_per_gpu, propagate_tor
+from topologies.servers import add_gpu_nodes, add_nic_per_gpu, attach_gpus_to_clos
 
 GPUS_PER_NODE = 8
 # GPU -> (catalog id, NVSwitch chip item, chips per node). Chip counts: H100 4 (P: DGX BasePOD, FIGURES);
@@ -57,15 +57,8 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
                 medium="pcb", layer="hbd")
     nic_bw = catalog.value(gpu_item, "nic_bandwidth")
     nics, _ = add_nic_per_gpu(b, catalog, gpu_ids, nic_bw, node, rack)
-    order = np.arange(nics.size)
-    if params["rail_optimized"]:
-        k = params["k"] or default_radix(catalog, params["switch"], nic_bw)
-        order = rail_order(node, gpu_ids % GPUS_PER_NODE, split_ports(k, params["oversubscription"])[0])
-    info = attach_clos(b, nics[order], catalog, port_bandwidth=nic_bw, params=params)
-    tor = np.empty(nics.size, dtype=np.int64)
-    pod = np.empty(nics.size, dtype=np.int64)
-    tor[order], pod[order] = info.tor_of_endpoint, info.pod_of_endpoint
-    propagate_tor(b, gpu_ids, tor, pod)
+    attach_gpus_to_clos(b, catalog, gpu_ids, nics, params, nic_bandwidth=nic_bw, node=node,
+                        rail=gpu_ids % GPUS_PER_NODE)
     b.add_bom(gpu_item, "compute", gpu_ids.size)
     b.add_bom("server_hgx8", "compute", n_nodes)
     b.add_bom(chip_item, "hbd", chips.size)

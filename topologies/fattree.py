@@ -7,16 +7,14 @@ hosts and 3k/2 switches.  Without ``--gpus`` the full tree for ``k`` is built.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
 from fabric.catalog import Catalog
-from fabric.errors import FabricError
 from fabric.model import Fabric, FabricBuilder, HBDSpec
-from topologies.clos import attach_clos, dcn_params, split_ports
+from topologies.clos import dcn_params, split_ports
 from topologies.params import Param
-from topologies.servers import add_gpu_nodes, add_nic_per_gpu, propagate_tor
+from topologies.servers import add_gpu_nodes, add_nic_per_gpu, attach_gpus_to_clos
 
 PARAMS = [
     Param("gpu", str, "gpu_h100", "catalog id of the host GPU"),
@@ -54,8 +52,7 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
     gpu_ids = add_gpu_nodes(b, hosts, 1, nodes_per_rack=max(1, split_ports(k, params["oversubscription"])[0]))
     node = np.arange(hosts)
     nics, _ = add_nic_per_gpu(b, catalog, gpu_ids, bw, node, node // max(1, k // 2))
-    info = attach_clos(b, nics, catalog, port_bandwidth=bw, params=dict(params))
-    propagate_tor(b, gpu_ids, info.tor_of_endpoint, info.pod_of_endpoint)
+    attach_gpus_to_clos(b, catalog, gpu_ids, nics, params, nic_bandwidth=bw, node=node)
     b.add_bom(params["gpu"], "compute", hosts)
     b.add_bom("server_1gpu", "compute", hosts)
     return b.build(HBDSpec(kind="none", gpus_per_node=1, domain_gpus=1, max_tp=1))

@@ -34,10 +34,10 @@ import numpy as np
 
 from fabric.catalog import Catalog
 from fabric.errors import FabricError
-from fabric.model import Configuration, DeviceKind, Fabric, FabricBuilder, HBDSpec, LinkState
-from topologies.clos import attach_clos, dcn_params, default_radix, split_ports
+from fabric.model import Configuration, Fabric, FabricBuilder, HBDSpec, LinkState
+from topologies.clos import dcn_params, default_radix, split_ports
 from topologies.params import Param, at_least, even_at_least, positive
-from topologies.servers import add_gpu_nodes, add_nic_per_gpu, propagate_tor
+from topologies.servers import add_gpu_nodes, add_nic_per_gpu, attach_gpus_to_clos
 
 PARAMS = [
     Param("k", int, 2, "reach of each OCS transceiver: paths to nodes i+1..i+k (k=1 is a plain ring)",
@@ -120,12 +120,8 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
     else:
         node_order = np.arange(N)
     order = (node_order[:, None] * g + np.arange(g)[None, :]).ravel()
-    info = attach_clos(b, nics[order], catalog, port_bandwidth=nic_bw, params=dcn,
-                       endpoints_per_tor=npt * g, radix_param="dcn_k")
-    tor = np.empty(G, dtype=np.int64)
-    pod = np.empty(G, dtype=np.int64)
-    tor[order], pod[order] = info.tor_of_endpoint, info.pod_of_endpoint
-    propagate_tor(b, ids, tor, pod)
+    attach_gpus_to_clos(b, catalog, ids, nics, dcn, nic_bandwidth=nic_bw, node=node, rail=np.arange(G) % g,
+                        order=order, nodes_per_tor=npt, radix_param="dcn_k")
     b.params["nodes_per_tor"] = npt
     b.add_bom(gpu_item, "compute", G)
     b.add_bom("server_4gpu" if g == 4 else "server_hgx8" if g == 8 else "server_1gpu", "compute",

@@ -25,9 +25,9 @@ import numpy as np
 
 from fabric.catalog import Catalog
 from fabric.model import DeviceKind, Fabric, FabricBuilder, HBDSpec
-from topologies.clos import attach_clos, dcn_params, default_radix, rail_order, split_ports
+from topologies.clos import dcn_params
 from topologies.params import Param
-from topologies.servers import add_gpu_nodes, add_nic_per_gpu, propagate_tor
+from topologies.servers import add_gpu_nodes, add_nic_per_gpu, attach_gpus_to_clos
 
 GPUS_PER_TRAY = 4
 LINKS_PER_GPU = 18
@@ -105,15 +105,8 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
     nic_bw = catalog.value(gpu_item, "nic_bandwidth")
     node = np.arange(G) // GPUS_PER_TRAY
     nics, _ = add_nic_per_gpu(b, catalog, gpu_ids, nic_bw, node, gpu_rack)
-    order = np.arange(G)
-    if params["rail_optimized"]:
-        k = params["k"] or default_radix(catalog, params["switch"], nic_bw)
-        order = rail_order(node, np.arange(G) % GPUS_PER_TRAY, split_ports(k, params["oversubscription"])[0])
-    info = attach_clos(b, nics[order], catalog, port_bandwidth=nic_bw, params=params)
-    tor = np.empty(G, dtype=np.int64)
-    pod = np.empty(G, dtype=np.int64)
-    tor[order], pod[order] = info.tor_of_endpoint, info.pod_of_endpoint
-    propagate_tor(b, gpu_ids, tor, pod)
+    attach_gpus_to_clos(b, catalog, gpu_ids, nics, params, nic_bandwidth=nic_bw, node=node,
+                        rail=np.arange(G) % GPUS_PER_TRAY)
     b.add_bom(gpu_item, "compute", G)
     b.add_bom("server_nvl_compute_tray", "compute", n_trays)
     return b.build(HBDSpec(kind="switch_domain", gpus_per_node=GPUS_PER_TRAY, domain_gpus=size, max_tp=size))

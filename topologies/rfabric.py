@@ -17,9 +17,9 @@ import numpy as np
 from fabric.catalog import Catalog
 from fabric.model import DeviceKind, Fabric, FabricBuilder, HBDSpec
 from topologies import dgx
-from topologies.clos import attach_clos, dcn_params, default_configuration
+from topologies.clos import dcn_params, default_configuration
 from topologies.params import Param
-from topologies.servers import add_gpu_nodes, add_nic_per_gpu, propagate_tor
+from topologies.servers import add_gpu_nodes, add_nic_per_gpu, attach_gpus_to_clos
 
 PARAMS = [
     Param("gpu", str, "h800", "GPU of the 8-GPU nodes", choices=tuple(dgx.VARIANTS)),
@@ -47,9 +47,8 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
                 latency=catalog.value("nvlink_latency", "latency"), medium="pcb", layer="hbd")
     nic_bw = catalog.value(gpu_item, "nic_bandwidth")
     nics, _ = add_nic_per_gpu(b, catalog, ids, nic_bw, node, rack)
-    info = attach_clos(b, nics, catalog, port_bandwidth=nic_bw, params={**params, "tiers": "3"}, ocs_core=True,
-                       ocs_item=params["ocs"])
-    propagate_tor(b, ids, info.tor_of_endpoint, info.pod_of_endpoint)
+    info = attach_gpus_to_clos(b, catalog, ids, nics, {**params, "tiers": "3"}, nic_bandwidth=nic_bw, node=node,
+                               rail=np.arange(ids.size) % dgx.GPUS_PER_NODE, ocs_core=True, ocs_item=params["ocs"])
     b.add_bom(gpu_item, "compute", ids.size)
     b.add_bom("server_hgx8", "compute", n_nodes)
     b.add_bom(chip_item, "hbd", chips.size)

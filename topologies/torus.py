@@ -19,9 +19,9 @@ from fabric.catalog import Catalog
 from fabric.errors import FabricError
 from fabric.model import Fabric, FabricBuilder, HBDSpec
 from fabric.units import parse_bandwidth
-from topologies.clos import attach_clos, dcn_params
+from topologies.clos import dcn_params
 from topologies.params import Param, positive
-from topologies.servers import add_gpu_nodes, add_nic_per_gpu, propagate_tor
+from topologies.servers import add_gpu_nodes, add_nic_per_gpu, attach_gpus_to_clos
 
 PARAMS = [
     Param("dims", str, None, "torus shape in GPUs, e.g. 32x32 or 16x16x16 (default: near-square 2D for --gpus)"),
@@ -93,8 +93,7 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
 
     nic_bw = catalog.value(gpu_item, "nic_bandwidth")
     nics, _ = add_nic_per_gpu(b, catalog, ids, nic_bw, host, rack)
-    info = attach_clos(b, nics, catalog, port_bandwidth=nic_bw, params=params)
-    propagate_tor(b, ids, info.tor_of_endpoint, info.pod_of_endpoint)
+    attach_gpus_to_clos(b, catalog, ids, nics, params, nic_bandwidth=nic_bw, node=host, rail=np.arange(G) % per_host)
     b.add_bom(gpu_item, "compute", G)
     b.add_bom("server_4gpu" if per_host == 4 else "server_hgx8" if per_host == 8 else "server_1gpu", "compute",
               n_hosts if per_host in (4, 8) else G)

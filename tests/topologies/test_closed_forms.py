@@ -123,3 +123,26 @@ def test_bad_input(name, params, gpus, field):
     with pytest.raises(FabricError) as exc:
         build(name, gpus, params)
     assert exc.value.field == field
+
+
+def test_rail_optimized_tors_hold_one_rail():
+    """Rail-optimised (NVIDIA reference architecture): NIC r of every server in a group shares a ToR."""
+    f = build("dgx", gpus=256, params={"rail_optimized": True, "k": 16})
+    gpus = f.gpu_ids
+    rail = (gpus - gpus[0]) % 8
+    tor = f.group("tor")[gpus]
+    for t in np.unique(tor):
+        assert np.unique(rail[tor == t]).size == 1
+    plain = build("dgx", gpus=256, params={"k": 16})
+    ptor = plain.group("tor")[plain.gpu_ids]
+    assert all(np.unique(ptor[plain.group("node")[plain.gpu_ids] == n]).size == 1 for n in range(4))
+
+
+@pytest.mark.parametrize("wiring", ["contiguous", "interleaved"])
+def test_khop_tor_wiring(wiring):
+    f = build("khop-ring", gpus=4 * 32, params={"nodes_per_tor": 8, "tor_wiring": wiring})
+    gpus = f.gpu_ids
+    node_tor = f.group("tor")[gpus][::4]
+    pos = np.arange(32)
+    expected = pos // 8 if wiring == "contiguous" else pos % 4
+    assert node_tor.tolist() == expected.tolist()
