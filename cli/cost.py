@@ -33,9 +33,9 @@ def parse_versus(text: str) -> tuple[str, dict[str, str]]:
     return name.strip(), parse_assignments([p for p in rest.split(",") if p.strip()])
 
 
-def cost_summary(fab, catalog: Catalog) -> dict:
+def cost_summary(fab, catalog: Catalog, report=None) -> dict:
     """The JSON object of `fabric cost` (without sensitivity)."""
-    report = cost_of(fab, catalog)
+    report = report or cost_of(fab, catalog)
     return {"architecture": fab.architecture, "params": fab.params, **report.to_dict(), "notes": list(fab.notes)}
 
 
@@ -56,7 +56,7 @@ def cost_command(
     cat = load_catalog(catalog)
     fab = build_fabric(arch, gpus, param, cat, topology)
     report = cost_of(fab, cat)
-    data = {"architecture": fab.architecture, "params": fab.params, **report.to_dict(), "notes": list(fab.notes)}
+    data = cost_summary(fab, cat, report)
     other = None
     if versus:
         from topologies import build

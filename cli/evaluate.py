@@ -1,0 +1,446 @@
+"""Evaluate one design point: topology -> faults -> allocation -> simulation -> one row of metrics.
+
+A *design point* is an architecture with parameters, a GPU count, a workload,
+a fault model and a seed (see :class:`cli.study.DesignPoint`).  Each metric a
+study can ask for is one entry of the :data:`METRICS` registry: a function of a
+:class:`PointContext` that returns a dict of scalars (nested dicts are
+flattened with ``_``).  The evaluator prefixes every column with the metric name
+(``cost`` -> ``cost_capex_usd``), so metrics never collide with each other or
+with the input columns.
+
+Adding a metric is one registration::
+
+    @register_metric("mfu", help="step time and MFU of the workload", requires=("tp",))
+    def _mfu(ctx: PointContext) -> dict:
+        return mfu_summary(ctx.fabric, ctx.point.workload, seed=ctx.point.seed)
+
+Metrics reuse the same functions as the single commands (``cost`` calls
+:func:`cli.cost.cost_summary`, ``build`` calls :func:`cli.build.build_summary`,
+``faults`` calls :func:`cli.faults.faults_summary`), so a study row and
+``fabric cost ... --json`` agree to the last bit.
+
+The Fabric of a point is built lazily, on the first metric that asks for
+``ctx.fabric``, and cached for the rest of the batch: points that differ only
+in fault model, seed or workload reuse it (batches keep such points together).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+import fabric
+from fabric.errors import FabricError
+
+if TYPE_CHECKING:  # the study module imports this one; only types flow back
+    from cli.study import DesignPoint
+    from fabric.catalog import Catalog
+    from fabric.model import Fabric
+
+SCHEMA_VERSION = 1
+"""Version of the row layout; bump when columns change meaning (readers refuse newer rows)."""
+
+TIMING_COLUMNS = ("evaluated_at", "eval_s")
+"""The only columns that differ between two runs of the same point."""
+
+SCALARS = (str, int, float, bool, type(None))
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option a metric accepts in the study spec (``metrics: [{noop: {sleep_s: 0.01}}]``).
+
+    Attributes
+    ----------
+    type : type
+        ``int``, ``float``, ``bool`` or ``str``; an int is accepted for a float.
+    default : Any
+    help : str
+    check : callable, optional
+        ``value -> error message or None``.
+    """
+
+    type: type
+    default: Any
+    help: str
+    check: Callable[[Any], str | None] | None = None
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """A registered metric.
+
+    Attributes
+    ----------
+    name : str
+        Key in the study spec and prefix of the metric's columns.
+    fn : callable
+        ``PointContext -> dict`` of scalar columns (a nested dict is flattened
+        with ``_``).
+    help : str
+    requires : tuple of str
+        Inputs every point must carry, checked when the spec is validated
+        (``"tp"``: the workload's tensor-parallel size).
+    options : dict of str to Option
+    fabric_only : bool
+        The result depends only on the built Fabric (not on faults, seed or
+        workload), so it is computed once per Fabric in a batch.
+    """
+
+    name: str
+    fn: Callable[["PointContext"], dict[str, Any]]
+    help: str
+    requires: tuple[str, ...] = ()
+    options: dict[str, Option] = field(default_factory=dict)
+    fabric_only: bool = False
+
+
+@dataclass(frozen=True)
+class MetricRequest:
+    """A metric as a study asks for it: its name and validated options (sorted pairs)."""
+
+    name: str
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "options": dict(self.options)}
+
+
+METRICS: dict[str, MetricSpec] = {}
+"""Metric name -> :class:`MetricSpec`; fill it with :func:`register_metric`."""
+
+PLANNED_METRICS: dict[str, str] = {
+    "faults": "GPU waste ratio and blast radius (needs the summary function of cli/faults.py)",
+    "orchestrator": "cross-ToR traffic after HBD-DCN placement (needs solvers/orchestrator)",
+    "mfu": "step time and MFU of an LLM workload (needs workloads/ and the simulator)",
+    "rl": "RL post-training phase times and throughput per dollar (needs workloads/rl)",
+}
+"""Metrics the design promises but this version does not have yet; asking for one is a clear error."""
+
+
+def register_metric(name: str, *, help: str, requires: tuple[str, ...] = (),
+                    options: dict[str, Option] | None = None, fabric_only: bool = False):
+    """Decorator that adds a metric function to :data:`METRICS`.
+
+    Parameters
+    ----------
+    name : str
+        Metric name (lower case, ``[a-z0-9_]``); also the column prefix.
+    help : str
+        One line shown in errors and docs.
+    requires : tuple of str
+        Point inputs the metric needs (``"tp"``).
+    options : dict of str to Option, optional
+        Options a study may set for this metric.
+    fabric_only : bool
+        Result depends only on the Fabric; computed once per Fabric per batch.
+
+    Returns
+    -------
+    callable
+        The decorator; it returns the function unchanged.
+
+    Examples
+    --------
+    >>> @register_metric("doctest_gpus", help="GPU count", fabric_only=True)
+    ... def _gpus(ctx):
+    ...     return {"n": ctx.fabric.n_gpus}
+    >>> METRICS["doctest_gpus"].fabric_only
+    True
+    >>> del METRICS["doctest_gpus"]
+    """
+    if not name.replace("_", "").isalnum() or name != name.lower():
+        raise ValueError(f"metric name {name!r} must be lower case letters, digits and _")
+
+    def deco(fn):
+        if name in METRICS:
+            raise ValueError(f"metric {name!r} is registered twice")
+        METRICS[name] = MetricSpec(name, fn, help, tuple(requires), dict(options or {}), fabric_only)
+        return fn
+
+    return deco
+
+
+# ---------------------------------------------------------------------------------------------- context
+class TopologyError(Exception):
+    """The point's Fabric could not be built (its row says ``topology: <why>``)."""
+
+
+class FabricCache:
+    """Fabrics built so far in one batch, and results of ``fabric_only`` metrics, by fabric key.
+
+    Holds at most ``size`` Fabrics (least recently used dropped first): batches
+    keep the points of one Fabric together, so one or two suffice and memory
+    stays bounded for 100k-GPU fabrics.
+    """
+
+    def __init__(self, catalog: "Catalog", size: int = 2):
+        self.catalog = catalog
+        self.size = size
+        self.builds = 0
+        self._entries: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
+
+    def entry(self, point: "DesignPoint") -> dict[str, Any]:
+        key = point.fabric_key
+        if key in self._entries:
+            self._entries.move_to_end(key)
+            return self._entries[key]
+        entry: dict[str, Any] = {"fabric": None, "metrics": {}, "memo": {}}
+        self._entries[key] = entry
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+        return entry
+
+    def fabric(self, point: "DesignPoint") -> "Fabric":
+        entry = self.entry(point)
+        if entry["fabric"] is None:
+            from topologies import build
+
+            self.builds += 1
+            try:
+                entry["fabric"] = build(point.architecture, point.gpus, dict(point.given), self.catalog)
+            except Exception as exc:
+                # the same inputs fail the same way: remember it rather than rebuild for every seed
+                entry["fabric"] = TopologyError(_one_line(exc))
+        if isinstance(entry["fabric"], TopologyError):
+            raise entry["fabric"]
+        return entry["fabric"]
+
+
+class PointContext:
+    """What a metric function sees for one design point.
+
+    Attributes
+    ----------
+    point : DesignPoint
+        The inputs (architecture, params, gpus, workload, fault model, seed).
+    catalog : Catalog
+    options : dict
+        The options the study set for the metric being evaluated (defaults filled).
+    """
+
+    def __init__(self, point: "DesignPoint", catalog: "Catalog", cache: FabricCache | None = None):
+        self.point = point
+        self.catalog = catalog
+        self.options: dict[str, Any] = {}
+        self._cache = cache or FabricCache(catalog)
+        self._memo: dict[Any, Any] = {}
+
+    @property
+    def fabric(self) -> "Fabric":
+        """The built Fabric (built on first use, shared by the points of a batch)."""
+        return self._cache.fabric(self.point)
+
+    def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """Compute an intermediate once per point and share it between metrics.
+
+        Later stages use this so that, e.g., ``faults`` and ``orchestrator``
+        place jobs on the same sampled fault set: ``ctx.memo("fault_set", lambda: sample(...))``.
+        """
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    def fabric_memo(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """Compute something that depends only on the Fabric (and ``key``) once per batch.
+
+        ``key`` must hold every other input it depends on (e.g. the TP size).
+        """
+        memo = self._cache.entry(self.point)["memo"]
+        if key not in memo:
+            memo[key] = compute()
+        return memo[key]
+
+
+# ---------------------------------------------------------------------------------------------- evaluation
+def _flatten(prefix: str, values: dict[str, Any], out: dict[str, Any]) -> None:
+    for k, v in values.items():
+        name = f"{prefix}_{k}"
+        if isinstance(v, dict):
+            _flatten(name, v, out)
+        elif isinstance(v, SCALARS):
+            out[name] = v
+        elif hasattr(v, "item") and getattr(v, "ndim", 1) == 0:  # numpy scalar
+            out[name] = v.item()
+        else:
+            raise TypeError(f"metric column {name!r} is a {type(v).__name__}, not a scalar")
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    msg = text[0] if text else ""
+    return msg if isinstance(exc, FabricError) else f"{type(exc).__name__}: {msg}"
+
+
+def evaluate_point(point: "DesignPoint", metrics: tuple[MetricRequest, ...], catalog: "Catalog",
+                   cache: FabricCache | None = None) -> dict[str, Any]:
+    """One row: the point's input columns, each metric's columns, status and provenance.
+
+    A metric that raises does not stop the study: the row gets ``status =
+    "failed"`` and ``error = "<metric>: <message>"``; the metrics before it keep
+    their columns.
+
+    Parameters
+    ----------
+    point : DesignPoint
+    metrics : tuple of MetricRequest
+    catalog : Catalog
+    cache : FabricCache, optional
+        Shared by the points of a batch.
+
+    Returns
+    -------
+    dict
+        Column name -> scalar.
+    """
+    t0 = time.perf_counter()
+    cache = cache or FabricCache(catalog)
+    ctx = PointContext(point, catalog, cache)
+    row = point.input_columns()
+    status, error = "ok", None
+    for req in metrics:
+        spec = METRICS[req.name]
+        ctx.options = {**{k: o.default for k, o in spec.options.items()}, **dict(req.options)}
+        try:
+            if spec.fabric_only:
+                done = cache.entry(point)["metrics"]
+                if req not in done:
+                    values: dict[str, Any] = {}
+                    _flatten(req.name, spec.fn(ctx), values)
+                    done[req] = values
+                row.update(done[req])
+            else:
+                values = {}
+                _flatten(req.name, spec.fn(ctx), values)
+                row.update(values)
+        except TopologyError as exc:
+            status, error = "failed", f"topology: {exc}"
+            break
+        except Exception as exc:  # one bad point must not end a long study; the row says why
+            status, error = "failed", f"{req.name}: {_one_line(exc)}"
+            break
+    row["status"] = status
+    row["error"] = error
+    row["tool_version"] = fabric.__version__
+    row["schema_version"] = SCHEMA_VERSION
+    row["evaluated_at"] = _dt.datetime.now(_dt.timezone.utc)
+    row["eval_s"] = time.perf_counter() - t0
+    return row
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A unit of work sent to a process or a Dask worker: points of one architecture.
+
+    Attributes
+    ----------
+    number : int
+        Names the output file ``batch-<number>.parquet``.
+    architecture : str
+        The partition the rows go to.
+    points : tuple of DesignPoint
+    metrics : tuple of MetricRequest
+    catalog : Catalog
+        Sent along so remote workers need no catalog file.
+    """
+
+    number: int
+    architecture: str
+    points: tuple
+    metrics: tuple[MetricRequest, ...]
+    catalog: Any
+
+
+def evaluate_batch(batch: Batch) -> list[dict[str, Any]]:
+    """Rows for every point of ``batch``, in order (the task a worker runs)."""
+    cache = FabricCache(batch.catalog)
+    return [evaluate_point(p, batch.metrics, batch.catalog, cache) for p in batch.points]
+
+
+# ---------------------------------------------------------------------------------------------- metrics
+_SCOPE_FIELDS = ("capex_usd", "capex_per_gpu_usd", "power_w", "power_per_gpu_w")
+
+
+@register_metric("cost", fabric_only=True,
+                 help="capex and power, total and per GPU, by scope (the numbers of `fabric cost --json`)")
+def _cost(ctx: PointContext) -> dict[str, Any]:
+    from cli.cost import cost_summary
+
+    data = cost_summary(ctx.fabric, ctx.catalog)
+    out = {k: data[k] for k in ("gpus", *_SCOPE_FIELDS)}
+    for scope, values in data["by_scope"].items():
+        out[scope] = {k: values[k] for k in _SCOPE_FIELDS}
+    return out
+
+
+@register_metric("build", fabric_only=True, help="counts of what was built (the `counts` of `fabric build --json`)")
+def _build(ctx: PointContext) -> dict[str, Any]:
+    from cli.build import build_summary
+
+    return build_summary(ctx.fabric)["counts"]
+
+
+@register_metric("noop", help="no columns and no Fabric: measures the sweep's own overhead per point",
+                 options={"sleep_s": Option(float, 0.0, "seconds to sleep per point (tests of interruption)",
+                                            lambda v: None if v >= 0 else "must be >= 0")})
+def _noop(ctx: PointContext) -> dict[str, Any]:
+    if ctx.options["sleep_s"]:
+        time.sleep(ctx.options["sleep_s"])
+    return {}
+
+
+def _choice(*allowed: str) -> Callable[[Any], str | None]:
+    return lambda v: None if v in allowed else f"{v!r} not allowed; use one of {', '.join(allowed)}"
+
+
+def _faults(ctx: PointContext) -> dict[str, Any]:
+    """``fabric faults --json`` for the point: its fault model, TP size and seed.
+
+    Fault model ``none`` is node fault ratio 0 (the fault-free baseline).  The
+    blast radius depends only on the Fabric and the TP size, so the first point
+    of each (Fabric, TP) in a batch computes it and the others reuse it: every
+    row still equals the command's output.
+    """
+    from cli.faults import faults_summary
+
+    p, opt = ctx.point, ctx.options
+    kw: dict[str, Any] = {"samples": opt["samples"], "mode": opt["mode"], "seed": p.seed}
+    if p.fault.kind == "trace":
+        kw = {"trace": p.fault.path, "trace_mapping": opt["trace_mapping"], "seed": p.seed}
+    elif p.fault.kind == "random" and p.fault.component != "node":
+        kw["fault_ratios"] = {p.fault.component: p.fault.ratio}
+    else:
+        kw["node_fault_ratio"] = p.fault.ratio if p.fault.kind == "random" else 0.0
+    tp = p.workload.tp
+    if not opt["blast"]:
+        data = faults_summary(ctx.fabric, tp, blast=False, **kw)
+    else:
+        memo = ctx.fabric_memo(("faults_blast_radius", tp), dict)
+        if "blast_radius" in memo:
+            data = {**faults_summary(ctx.fabric, tp, blast=False, **kw), "blast_radius": memo["blast_radius"]}
+        else:
+            data = faults_summary(ctx.fabric, tp, blast=True, **kw)
+            memo["blast_radius"] = data["blast_radius"]
+    # the inputs are columns already (architecture, p_*, tp)
+    return {k: v for k, v in data.items() if k not in ("architecture", "params", "tp")}
+
+
+try:  # the faults engine lands with cli/faults.py; without it "faults" stays a planned metric
+    from cli.faults import DEFAULT_SAMPLES as _FAULT_SAMPLES
+except ImportError:  # pragma: no cover - depends on the build
+    pass
+else:
+    PLANNED_METRICS.pop("faults", None)
+    register_metric(
+        "faults", requires=("tp",),
+        help="GPU waste ratio and blast radius at the point's TP size (the numbers of `fabric faults --json`)",
+        options={
+            "samples": Option(int, _FAULT_SAMPLES, "Monte Carlo samples per point (i.i.d. fault models)",
+                              lambda v: None if v >= 1 else "must be >= 1"),
+            "mode": Option(str, "bernoulli", "i.i.d. sampling: bernoulli or exact", _choice("bernoulli", "exact")),
+            "trace_mapping": Option(str, "tile", "trace servers -> nodes: tile or sample", _choice("tile", "sample")),
+            "blast": Option(bool, True, "also compute the blast radius per component"),
+        })(_faults)

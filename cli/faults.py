@@ -1,0 +1,369 @@
+"""`fabric faults` (waste ratio, blast radius, trace replay) and `fabric faults-table` (the comparison tables).
+
+The numbers come from :func:`solvers.allocation.evaluate_faults`;
+:func:`faults_summary` is the importable form of ``fabric faults --json``
+that the sweep engine calls, so both give identical numbers for the same
+inputs and seed.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import typer
+
+from cli.common import CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json
+from fabric.catalog import load_catalog
+from fabric.errors import FabricError
+from fabric.faults import COMPONENTS, MODES
+from fabric.model import Fabric
+from fabric.trace import MAPPINGS, Trace, load_trace
+
+DEFAULT_SAMPLES = 1000
+TABLE_TPS = (8, 16, 32, 64)
+TABLE_RATIOS = tuple(round(0.01 * i, 2) for i in range(11))
+
+# The comparison of the InfiniteHBD paper: label -> (architecture, params, TP sizes)
+TABLE_ENTRIES: list[tuple[str, str, dict, tuple[int, ...]]] = [
+    ("dgx", "dgx", {}, (8,)),
+    ("nvl-72", "nvl", {"size": 72}, TABLE_TPS),
+    ("tpuv4", "tpuv4", {}, TABLE_TPS),
+    ("khop-ring k=2", "khop-ring", {"k": 2}, TABLE_TPS),
+    ("khop-ring k=3", "khop-ring", {"k": 3}, TABLE_TPS),
+]
+BLAST_ENTRIES: list[tuple[str, str, dict]] = [
+    ("dgx", "dgx", {}),
+    ("nvl-36", "nvl", {"size": 36}),
+    ("nvl-72", "nvl", {"size": 72}),
+    ("nvl-576", "nvl", {"size": 576}),
+    ("tpuv4", "tpuv4", {}),
+    ("khop-ring k=2", "khop-ring", {"k": 2}),
+    ("khop-ring k=3", "khop-ring", {"k": 3}),
+    ("torus 2D", "torus", {}),
+]
+
+
+def parse_ratios(text: str, field: str = "--node-fault-ratio") -> list[float]:
+    """``0.03`` -> [0.03]; ``start:stop:step`` -> the range, stop included within float tolerance.
+
+    Examples
+    --------
+    >>> parse_ratios("0:0.1:0.05")
+    [0.0, 0.05, 0.1]
+    """
+    parts = str(text).split(":")
+    try:
+        nums = [float(p) for p in parts]
+    except ValueError:
+        raise FabricError(field, f"{text!r} must be a ratio in [0, 1] or a range start:stop:step") from None
+    if len(nums) == 1:
+        values = nums
+    elif len(nums) == 3:
+        start, stop, step = nums
+        if not (step > 0 and stop >= start) or not all(map(math.isfinite, nums)):
+            raise FabricError(field, f"{text!r}: a range needs step > 0 and stop >= start")
+        n = int(math.floor((stop - start) / step + 1e-9)) + 1
+        if n > 10_000:
+            raise FabricError(field, f"{text!r} has {n} points; at most 10000")
+        values = [round(start + i * step, 12) for i in range(n)]
+    else:
+        raise FabricError(field, f"{text!r} must be a ratio in [0, 1] or a range start:stop:step")
+    for v in values:
+        if not 0.0 <= v <= 1.0:
+            raise FabricError(field, f"{v!r} must be in [0, 1]")
+    return values
+
+
+def parse_fault_ratios(items: Sequence[str]) -> dict[str, float]:
+    """``["tor=0.01", "gpu=0.002"]`` -> {component: ratio}."""
+    out: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or name not in COMPONENTS:
+            raise FabricError("--fault", f"{item!r} must be COMPONENT=RATIO with COMPONENT one of "
+                                         f"{', '.join(COMPONENTS)}")
+        if ":" in value:
+            raise FabricError(f"--fault {name}", f"{value!r}: one ratio, not a range")
+        out[name] = parse_ratios(value, f"--fault {name}")[0]
+    return out
+
+
+def faults_summary(fabric: Fabric, tp: int, *, node_fault_ratio: float | Sequence[float] | str | None = None,
+                   fault_ratios: dict[str, float] | None = None, mode: str = "bernoulli",
+                   trace: Trace | str | Path | None = None, trace_mapping: str = "tile",
+                   trace_servers: int | None = None, samples: int = DEFAULT_SAMPLES, seed: int = 0,
+                   blast: bool = True) -> dict[str, Any]:
+    """The JSON object of ``fabric faults``: waste ratio, blast radius, and a curve for a range of ratios.
+
+    Parameters
+    ----------
+    fabric : Fabric
+    tp : int
+        TP group size in GPUs.
+    node_fault_ratio : float, sequence of float or str, optional
+        I.i.d. node failure ratio; a sequence or a ``start:stop:step`` string
+        gives a ``curve`` (one row per ratio) and the top-level figures of
+        the highest ratio.
+    fault_ratios : dict, optional
+        Further i.i.d. ratios per component type.
+    mode : {'bernoulli', 'exact'}
+    trace : Trace, str or Path, optional
+        ``stepfun`` or a trace file, replayed instead of i.i.d. faults.
+    trace_mapping : {'tile', 'sample'}
+    trace_servers : int, optional
+        Servers a trace file covers (default: those in the file; 400 for stepfun).
+    samples, seed : int
+    blast : bool
+
+    Returns
+    -------
+    dict
+        ``architecture``, ``params``, and everything
+        :func:`solvers.allocation.evaluate_faults` returns (``waste_ratio``
+        {mean, p50, p99, ...}, ``healthy_gpus``, ``usable_gpus``,
+        ``blast_radius`` {component: {min, mean, max, ...}}, ...), plus
+        ``curve`` when ``node_fault_ratio`` is a range.
+    """
+    from solvers.allocation import evaluate_faults
+
+    head = {"architecture": fabric.architecture, "params": fabric.params}
+    if trace is not None:
+        if node_fault_ratio is not None or fault_ratios:
+            raise FabricError("--trace", "give either --trace or fault ratios, not both")
+        tr = trace if isinstance(trace, Trace) else load_trace(str(trace), n_servers=trace_servers)
+        return {**head, **evaluate_faults(fabric, tp, trace=tr, trace_mapping=trace_mapping, seed=seed,
+                                          blast=blast)}
+    ratios: list[float] | None
+    if node_fault_ratio is None:
+        ratios = None
+    elif isinstance(node_fault_ratio, str):
+        ratios = parse_ratios(node_fault_ratio)
+    elif isinstance(node_fault_ratio, (list, tuple)):
+        ratios = [float(r) for r in node_fault_ratio]
+    else:
+        ratios = [float(node_fault_ratio)]
+    is_curve = isinstance(node_fault_ratio, (list, tuple)) or (isinstance(node_fault_ratio, str) and
+                                                                ":" in node_fault_ratio)
+    kw = dict(fault_ratios=fault_ratios, mode=mode, samples=samples, seed=seed)
+    if not is_curve:
+        return {**head, **evaluate_faults(fabric, tp, node_fault_ratio=None if ratios is None else ratios[0],
+                                          blast=blast, **kw)}
+    if not ratios:
+        raise FabricError("--node-fault-ratio", "the range is empty")
+    curve, top, hi = [], None, max(ratios)
+    for r in ratios:
+        first_hi = top is None and r == hi
+        res = evaluate_faults(fabric, tp, node_fault_ratio=r, blast=blast and first_hi, **kw)
+        curve.append({"node_fault_ratio": r, **{k: res[k] for k in (
+            "waste_ratio", "waste_ratio_all_gpus", "healthy_gpus", "usable_gpus", "wasted_gpus")}})
+        if first_hi:
+            top = res
+    return {**head, **top, "curve": curve}
+
+
+# ------------------------------------------------------------------------------------------ tables
+def waste_table(gpus: int = 4608, ratios: Sequence[float] = TABLE_RATIOS, samples: int = 2000, seed: int = 0,
+                trace: str | None = "stepfun", entries=TABLE_ENTRIES, catalog=None) -> list[dict]:
+    """Mean GPU waste ratio per architecture x TP x node fault ratio (and the trace's time-weighted waste).
+
+    Returns
+    -------
+    list of dict
+        ``{label, architecture, gpus, tp, node_fault_ratio (float or 'trace'), waste_ratio, waste_ratio_p99}``.
+    """
+    from solvers.allocation import evaluate_faults
+    from topologies import build
+
+    rows = []
+    for label, arch, params, tps in entries:
+        fab = build(arch, gpus, params, catalog)
+        for tp in tps:
+            for r in ratios:
+                res = evaluate_faults(fab, tp, node_fault_ratio=r, samples=samples, seed=seed, blast=False)
+                rows.append({"label": label, "architecture": arch, "gpus": fab.n_gpus, "tp": tp,
+                             "node_fault_ratio": r, "waste_ratio": res["waste_ratio"]["mean"],
+                             "waste_ratio_p99": res["waste_ratio"]["p99"]})
+            if trace:
+                res = evaluate_faults(fab, tp, trace=trace, seed=seed, blast=False)
+                rows.append({"label": label, "architecture": arch, "gpus": fab.n_gpus, "tp": tp,
+                             "node_fault_ratio": "trace", "waste_ratio": res["waste_ratio"]["mean"],
+                             "waste_ratio_p99": res["waste_ratio"]["p99"]})
+    return rows
+
+
+def format_waste_table(rows: list[dict]) -> str:
+    """Markdown: one line per architecture x TP, one column per fault ratio (waste in %)."""
+    cols: list = []
+    for r in rows:
+        if r["node_fault_ratio"] not in cols:
+            cols.append(r["node_fault_ratio"])
+    keyed: dict[tuple, dict] = {}
+    for r in rows:
+        keyed.setdefault((r["label"], r["tp"]), {})[r["node_fault_ratio"]] = r["waste_ratio"]
+    head = ["architecture", "TP"] + [c if c == "trace" else f"{100 * c:g} %" for c in cols]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (label, tp), vals in keyed.items():
+        cells = [label, str(tp)] + [f"{100 * vals[c]:.2f}" if c in vals else "" for c in cols]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def blast_table(gpus: int = 4608, tp: int = 32, entries=BLAST_ENTRIES, catalog=None) -> list[dict]:
+    """Blast radius per architecture and component type at TP ``tp`` (DGX: TP 8, its largest)."""
+    from solvers.allocation import blast_radius, policy_for
+    from topologies import build
+
+    rows = []
+    for label, arch, params in entries:
+        fab = build(arch, gpus, params, catalog)
+        pol = policy_for(fab)
+        t = min(tp, pol.max_tp)
+        for comp, v in blast_radius(pol, t).items():
+            rows.append({"label": label, "architecture": arch, "gpus": fab.n_gpus, "tp": t, "component": comp, **v})
+    return rows
+
+
+def format_blast_table(rows: list[dict]) -> str:
+    """Markdown: one line per architecture x component (GPUs made unusable by one failure)."""
+    head = ["architecture", "TP", "component", "min", "mean", "max", "own", "stranded", "note"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        note = r.get("note", "")
+        if "bandwidth_left" in r:
+            note = f"bandwidth left {r['bandwidth_left']:.3f}; " + note
+        lines.append("| " + " | ".join([r["label"], str(r["tp"]), r["component"], f"{r['min']:g}",
+                                        f"{r['mean']:.1f}", f"{r['max']:g}", f"{r['own']:.1f}",
+                                        f"{r['stranded']:.1f}", note]) + " |")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------ commands
+def faults_command(
+    arch: Optional[str] = typer.Argument(None, help="architecture (see `fabric list`)"),
+    gpus: Optional[int] = GPUS_OPT,
+    param: list[str] = PARAM_OPT,
+    topology: Optional[Path] = TOPOLOGY_OPT,
+    catalog: Optional[Path] = CATALOG_OPT,
+    tp: int = typer.Option(..., "--tp", help="TP group size in GPUs (a multiple of what the HBD allows)"),
+    node_fault_ratio: Optional[str] = typer.Option(
+        None, "--node-fault-ratio", help="i.i.d. node fault ratio R in [0, 1], or a range start:stop:step "
+                                         "(stop included) for a curve; the top level then shows the highest R"),
+    fault: list[str] = typer.Option([], "--fault", help="further i.i.d. ratio COMPONENT=R (repeatable): "
+                                                        + ", ".join(COMPONENTS)),
+    mode: str = typer.Option("bernoulli", "--mode", help="bernoulli (independent) or exact (round(R n) per sample)"),
+    trace: Optional[str] = typer.Option(None, "--trace", help="replay a fault trace: stepfun (shipped) or a FILE "
+                                                              "in its format"),
+    trace_mapping: str = typer.Option("tile", "--trace-mapping", help="trace servers -> nodes: tile or sample"),
+    trace_servers: Optional[int] = typer.Option(None, "--trace-servers",
+                                                help="servers a trace FILE covers (default: those in it)"),
+    samples: int = typer.Option(DEFAULT_SAMPLES, "--samples", help="Monte Carlo samples"),
+    seed: int = typer.Option(0, "--seed", help="seed of the fault sampler / trace mapping"),
+    no_blast: bool = typer.Option(False, "--no-blast", help="skip the blast radius"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """GPU waste ratio under faults (i.i.d. or a production trace) and the blast radius per component."""
+    if mode not in MODES:
+        raise FabricError("--mode", f"{mode!r} not allowed; use one of {', '.join(MODES)}")
+    if trace_mapping not in MAPPINGS:
+        raise FabricError("--trace-mapping", f"{trace_mapping!r} not allowed; use one of {', '.join(MAPPINGS)}")
+    ratios = parse_fault_ratios(fault)
+    if trace is None and node_fault_ratio is None and not ratios:
+        raise FabricError("--node-fault-ratio", "give --node-fault-ratio R (or a range) or --trace stepfun|FILE")
+    if trace is not None and (node_fault_ratio is not None or ratios):
+        raise FabricError("--trace", "give either --trace or fault ratios, not both")
+    if node_fault_ratio is not None:
+        parse_ratios(node_fault_ratio)  # reject bad input before building anything
+    cat = load_catalog(catalog)
+    fab = build_fabric(arch, gpus, param, cat, topology)
+    data = faults_summary(fab, tp, node_fault_ratio=node_fault_ratio, fault_ratios=ratios or None, mode=mode,
+                          trace=trace, trace_mapping=trace_mapping, trace_servers=trace_servers, samples=samples,
+                          seed=seed, blast=not no_blast)
+    data["notes"] = list(fab.notes)
+    if as_json:
+        emit_json(data)
+        return
+    _print_summary(data)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.3f} %"
+
+
+def _print_summary(data: dict) -> None:
+    from rich.table import Table
+
+    con = console()
+    fm = data["fault_model"]
+    what = (f"trace {fm['trace']} ({fm['mapping']} mapping, seed {fm['seed']}, time-weighted)" if fm["kind"] ==
+            "trace" else f"i.i.d. {fm['ratios']} ({fm['mode']}, {fm['samples']} samples, seed {fm['seed']})")
+    con.print(f"{data['architecture']}: {data['gpus']:,} GPUs, {data['nodes']:,} nodes, TP {data['tp']}; "
+              f"policy {data['policy']['kind']}: {data['policy']['rule']}")
+    con.print(f"faults: {what}")
+    t = Table(title="GPU waste", title_justify="left")
+    for col in ("metric", "mean", "p50", "p99"):
+        t.add_column(col, justify="left" if col == "metric" else "right")
+    w = data["waste_ratio"]
+    t.add_row("waste ratio (of healthy GPUs)", _pct(w["mean"]), _pct(w["p50"]), _pct(w["p99"]))
+    a = data["waste_ratio_all_gpus"]
+    t.add_row("wasted healthy / all GPUs", _pct(a["mean"]), _pct(a["p50"]), _pct(a["p99"]))
+    for key in ("healthy_gpus", "usable_gpus"):
+        v = data[key]
+        t.add_row(key.replace("_", " "), f"{v['mean']:,.1f}", f"{v['p50']:,.0f}", f"{v['p99']:,.0f}")
+    t.add_row("no fault: usable GPUs", f"{data['baseline']['usable_gpus']:,}", "", "")
+    con.print(t)
+    if "curve" in data:
+        c = Table(title="waste ratio vs node fault ratio", title_justify="left")
+        for col in ("node fault ratio", "waste mean", "p50", "p99", "usable GPUs"):
+            c.add_column(col, justify="right")
+        for row in data["curve"]:
+            w = row["waste_ratio"]
+            c.add_row(f"{row['node_fault_ratio']:g}", _pct(w["mean"]), _pct(w["p50"]), _pct(w["p99"]),
+                      f"{row['usable_gpus']['mean']:,.1f}")
+        con.print(c)
+    if "blast_radius" in data:
+        b = Table(title=f"blast radius at TP {data['tp']} (GPUs made unusable by one failure)", title_justify="left")
+        for col in ("component", "positions", "min", "mean", "max", "own", "stranded", "note"):
+            b.add_column(col, justify="left" if col in ("component", "note") else "right")
+        for comp, v in data["blast_radius"].items():
+            b.add_row(comp, f"{v['positions']:,}", f"{v['min']:g}", f"{v['mean']:.1f}", f"{v['max']:g}",
+                      f"{v['own']:.1f}", f"{v['stranded']:.1f}", v["note"])
+        con.print(b)
+    if "trace" in data:
+        s = data["trace"]
+        con.print(f"trace: {s['n_servers']} servers, {s['faults']} faults over {s['horizon_days']:.1f} days "
+                  f"({s['faults_per_node_day']:.2g} per node-day), time-average {_pct(s['down_fraction_time_mean'])}"
+                  f" down, max {_pct(s['down_fraction_max'])}")
+    for n in data.get("notes", []):
+        con.print(f"note: {n}")
+
+
+def faults_table_command(
+    gpus: int = typer.Option(4608, "--gpus", help="GPU count of every architecture"),
+    samples: int = typer.Option(2000, "--samples", help="Monte Carlo samples per point"),
+    seed: int = typer.Option(0, "--seed", help="seed"),
+    tp: int = typer.Option(32, "--tp", help="TP size of the blast radius table (DGX: 8)"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """The README tables: waste ratio vs node fault ratio (0-10 %, and the trace) and blast radius."""
+    if gpus <= 0:
+        raise FabricError("--gpus", f"{gpus} must be a whole number > 0")
+    if samples < 1:
+        raise FabricError("--samples", f"{samples} must be >= 1")
+    waste = waste_table(gpus, samples=samples, seed=seed)
+    blast = blast_table(gpus, tp)
+    if as_json:
+        emit_json({"gpus": gpus, "samples": samples, "seed": seed, "waste": waste, "blast_radius": blast})
+        return
+    # plain markdown on stdout (no Rich wrapping): meant to be pasted into the README
+    typer.echo(f"GPU waste ratio (%), mean of {samples} samples, ~{gpus:,} GPUs; 'trace' = stepfun, time-weighted\n")
+    typer.echo(format_waste_table(waste))
+    typer.echo(f"\nBlast radius (GPUs made unusable by one failure), TP {tp} (DGX: 8)\n")
+    typer.echo(format_blast_table(blast))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("faults")(faults_command)
+    app.command("faults-table")(faults_table_command)

@@ -1,0 +1,635 @@
+"""Study specs: read a YAML design study, validate all of it, expand it into design points.
+
+A study is validated completely before any work starts; every error is one
+line that names the file and key (``study.yaml:architectures[1].grid.k``) and
+says what is allowed.  Unknown keys, wrong types, empty lists and grids,
+duplicate values, unknown architectures, parameters and metrics are rejected.
+
+Spec format (every key but ``architectures`` and ``metrics`` is optional)::
+
+    name: seeds                   # default: the file name
+    description: free text
+    out: results/seeds            # output folder, relative to the working directory (--out overrides)
+    catalog: my-prices.yaml       # merged over the shipped catalog; relative to this file
+    gpus: [1024, 4608]            # GPU count(s) for every architecture
+    architectures:
+      - name: nvl-72              # an architecture or alias (`fabric list`)
+      - name: khop-ring
+        label: InfiniteHBD        # row label (default: name), grid values are appended
+        gpus: 4608                # overrides the top-level gpus
+        params: {gpus_per_node: 4}          # fixed -p parameters
+        grid: {k: [2, 3], closed: [false, true]}   # every combination (product)
+        zip: {trx_per_gpu: [2, 4], trx: [ocs_transceiver_800g, ocs_transceiver_800g]}  # side by side
+        workloads: [{name: llm, tp: 32}]    # overrides the top-level workloads
+    workloads:                    # default: one workload "none" without a TP size
+      - {name: llm, tp: [8, 32]}  # a list of TP sizes expands into one workload each
+    faults:                       # default: no faults
+      ratios: [0.0, 0.01, 0.03]   # i.i.d. fault ratio, sampled with each seed
+      component: node             # what fails at that ratio (default node; see fabric.faults.COMPONENTS)
+      traces: [stepfun, my-trace.json]   # replayed traces: shipped names or files (relative to this file)
+    seeds: [0, 1, 2]              # default [0]
+    metrics: [cost, build, {noop: {sleep_s: 0.0}}]   # names or {name: {options}} (see cli.evaluate.METRICS)
+    batch_size: 200               # most points per task (default 200)
+
+Points are expanded architecture by architecture, then parameter variant, GPU
+count, workload, fault model and seed, so the points that share a Fabric are
+neighbours (a batch builds each Fabric once).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cli.evaluate import METRICS, PLANNED_METRICS, SCHEMA_VERSION, MetricRequest
+from fabric.errors import FabricError
+
+TOP_KEYS = ("name", "description", "out", "catalog", "gpus", "architectures", "workloads", "faults", "seeds",
+            "metrics", "batch_size")
+ARCH_KEYS = ("name", "label", "gpus", "params", "grid", "zip", "workloads")
+WORKLOAD_KEYS = ("name", "tp", "params")
+FAULT_KEYS = ("ratios", "component", "traces")
+DEFAULT_FAULT_COMPONENT = "node"  # InfiniteHBD's "fault ratio" is the share of nodes down
+DEFAULT_BATCH_SIZE = 200
+_SCALAR = (str, int, float, bool)
+
+
+# ---------------------------------------------------------------------------------------------- inputs
+@dataclass(frozen=True)
+class Workload:
+    """What runs on the cluster.  ``tp`` is the tensor-parallel size (faults needs it).
+
+    ``params`` (sorted pairs) are passed to workload metrics (MFU, RL) as they land.
+    """
+
+    name: str = "none"
+    tp: int | None = None
+    params: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class FaultModel:
+    """Which devices are down: ``none``, ``random`` or ``trace`` (replayed).
+
+    ``random``: each ``component`` (``node``, ``gpu``, ... see
+    ``fabric.faults.COMPONENTS``) fails i.i.d. with probability ``ratio``, drawn from the point's seed.
+
+    ``trace`` is the name or path as written in the spec (shown in results),
+    ``path`` what the trace loader gets (a shipped name or an absolute path),
+    ``sha256`` the file's content (part of the point id).
+    """
+
+    kind: str = "none"
+    ratio: float | None = None
+    component: str | None = None
+    trace: str | None = None
+    path: str | None = None
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class DesignPoint:
+    """One design point: architecture + parameters + GPU count + workload + fault model + seed.
+
+    Attributes
+    ----------
+    point_id : str
+        Stable hash of the inputs (family, resolved parameters, GPUs, workload,
+        fault model, seed); equal inputs give equal ids on any machine.
+    architecture : str
+        The name as written in the spec (an alias like ``nvl-72`` stays).
+    label : str
+        Row label: the entry's label plus its grid/zip values (``khop-ring k=2``).
+    gpus : int
+        Requested GPU count (the Fabric may round up; see ``cost_gpus``).
+    given : tuple of (str, Any)
+        Parameters passed to the generator (fixed + grid + zip).
+    params : tuple of (str, Any)
+        All parameters with defaults filled (the ``p_`` columns).
+    index : int
+        Position in the study's expansion (orders tables; not part of the id).
+    """
+
+    point_id: str
+    study: str
+    architecture: str
+    family: str
+    label: str
+    gpus: int
+    given: tuple[tuple[str, Any], ...]
+    params: tuple[tuple[str, Any], ...]
+    workload: Workload = field(default_factory=Workload)
+    fault: FaultModel = field(default_factory=FaultModel)
+    seed: int = 0
+    index: int = 0
+
+    @property
+    def fabric_key(self) -> tuple:
+        """Inputs that decide the Fabric: points equal here share one build."""
+        return (self.architecture, self.gpus, self.given)
+
+    def input_columns(self) -> dict[str, Any]:
+        """The row's input columns (``p_`` params, ``w_`` workload params)."""
+        row: dict[str, Any] = {"point_id": self.point_id, "point_index": self.index, "study": self.study,
+                               "architecture": self.architecture, "label": self.label, "gpus": self.gpus}
+        row.update({f"p_{k}": v for k, v in self.params})
+        row["workload"] = self.workload.name
+        row["tp"] = self.workload.tp
+        row.update({f"w_{k}": v for k, v in self.workload.params})
+        row["fault_model"] = self.fault.kind
+        row["fault_ratio"] = self.fault.ratio
+        row["fault_component"] = self.fault.component
+        row["fault_trace"] = self.fault.trace
+        row["seed"] = self.seed
+        return row
+
+
+def point_id(family: str, params: dict[str, Any], gpus: int, workload: Workload, fault: FaultModel,
+             seed: int) -> str:
+    """Stable id of a design point: 16 hex digits of SHA-256 over canonical JSON of its inputs.
+
+    Examples
+    --------
+    >>> point_id("dgx", {"gpu": "h100"}, 256, Workload(), FaultModel(), 0)
+    '...'
+    >>> len(point_id("dgx", {}, 256, Workload(), FaultModel(), 0))
+    16
+    """
+    doc = {"architecture": family, "params": params, "gpus": gpus,
+           "workload": {"name": workload.name, "tp": workload.tp, "params": dict(workload.params)},
+           "fault": {"model": fault.kind, "ratio": fault.ratio, "component": fault.component,
+                     "trace_sha256": fault.sha256}, "seed": seed}
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Study:
+    """A validated study: its points in expansion order and how to evaluate them."""
+
+    name: str
+    source: str
+    text: str
+    out: str | None
+    catalog_path: str | None
+    catalog: Any
+    metrics: tuple[MetricRequest, ...]
+    points: tuple[DesignPoint, ...]
+    batch_size: int
+    catalog_sha256: str = ""
+
+    def fingerprint(self) -> str:
+        """Hash of what decides every row's metrics besides the point: metrics, options, catalog, schema.
+
+        ``--resume`` refuses to mix rows of two different fingerprints.
+        """
+        doc = {"schema": SCHEMA_VERSION, "metrics": [m.to_dict() for m in self.metrics],
+               "catalog": self.catalog_sha256}
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------------------------------------- checks
+class _Where:
+    """Builds field names like ``study.yaml:architectures[1].grid.k`` for errors."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def __call__(self, *parts: str | int) -> str:
+        path = ""
+        for p in parts:
+            path += f"[{p}]" if isinstance(p, int) else (f".{p}" if path else p)
+        return f"{self.source}:{path}" if path else self.source
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else {"dict": "mapping", "list": "list", "str": "string"}.get(
+        type(value).__name__, type(value).__name__)
+
+
+def _mapping(value: Any, field: str, allowed: tuple[str, ...], required: tuple[str, ...] = ()) -> dict:
+    if not isinstance(value, dict):
+        raise FabricError(field, f"must be a mapping with keys {', '.join(allowed)}; got {_type_name(value)}")
+    for key in value:
+        if key not in allowed:
+            raise FabricError(f"{field}.{key}" if ":" in field else f"{field}:{key}",
+                              f"unknown key; allowed: {', '.join(allowed)}")
+    for key in required:
+        if key not in value:
+            raise FabricError(f"{field}.{key}", "missing; it is required")
+    return value
+
+
+def _int(value: Any, field: str, lo: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise FabricError(field, f"must be a whole number >= {lo}; got {_type_name(value)} {value!r}")
+    if value < lo:
+        raise FabricError(field, f"must be a whole number >= {lo}; got {value}")
+    return value
+
+
+def _str(value: Any, field: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise FabricError(field, f"must be a non-empty string; got {_type_name(value)} {value!r}")
+    return value.strip()
+
+
+def _list(value: Any, field: str, what: str) -> list:
+    if not isinstance(value, list):
+        raise FabricError(field, f"must be a list of {what}; got {_type_name(value)} {value!r}")
+    if not value:
+        raise FabricError(field, f"empty list; give at least one of {what}")
+    return value
+
+
+def _unique(values: list, field: str) -> None:
+    for i, v in enumerate(values):
+        if v in values[:i]:
+            raise FabricError(f"{field}[{i}]", f"repeats the value {v!r}; give each value once")
+
+
+def _int_list(value: Any, field: str, lo: int, what: str) -> list[int]:
+    """An int or a non-empty list of distinct ints >= lo."""
+    items = value if isinstance(value, list) else [value]
+    if isinstance(value, list):
+        _list(value, field, what)
+    out = [_int(v, f"{field}[{i}]" if isinstance(value, list) else field, lo) for i, v in enumerate(items)]
+    _unique(out, field)
+    return out
+
+
+def _file(value: Any, field: str, base: Path) -> Path:
+    path = Path(_str(value, field))
+    path = path if path.is_absolute() else base / path
+    if not path.is_file():
+        raise FabricError(field, f"no such file: {path}")
+    return path
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------- sections
+def _metrics(value: Any, where: _Where) -> tuple[MetricRequest, ...]:
+    from topologies.params import Param
+
+    field = where("metrics")
+    items = _list(value, field, "metric names (or {name: {options}})")
+    out: list[MetricRequest] = []
+    for i, item in enumerate(items):
+        f = where("metrics", i)
+        raw_options: Any = {}
+        if isinstance(item, dict):
+            if len(item) != 1:
+                raise FabricError(f, "must be a metric name or {name: {options}} with one name")
+            name, raw_options = next(iter(item.items()))
+            raw_options = {} if raw_options is None else raw_options
+        else:
+            name = item
+        name = _str(name, f)
+        if name not in METRICS:
+            available = ", ".join(sorted(METRICS))
+            if name in PLANNED_METRICS:
+                raise FabricError(f, f"metric {name!r} is not available in this version ({PLANNED_METRICS[name]}); "
+                                     f"available: {available}")
+            raise FabricError(f, f"unknown metric {name!r}; available: {available}")
+        spec = METRICS[name]
+        if any(r.name == name for r in out):
+            raise FabricError(f, f"metric {name!r} is listed twice")
+        allowed = tuple(spec.options) or ("(none)",)
+        _mapping(raw_options, f"{f}.{name}", allowed)
+        options = {}
+        for key, raw in raw_options.items():
+            opt = spec.options[key]
+            try:
+                options[key] = Param(key, opt.type, opt.default, opt.help, check=opt.check).parse(raw, f"metric {name}")
+            except FabricError as exc:
+                raise FabricError(f"{f}.{name}.{key}", exc.message) from None
+        out.append(MetricRequest(name, tuple(sorted(options.items()))))
+    return tuple(out)
+
+
+def _workloads(value: Any, where: _Where, prefix: tuple = ()) -> list[tuple[Workload, str]]:
+    """Workloads, each with the field its TP size comes from (a TP list expands into one workload per size)."""
+    if value is None:
+        return [(Workload(), where(*prefix, "workloads"))]
+    items = _list(value, where(*prefix, "workloads"), "workloads ({name, tp, params})")
+    out: list[tuple[Workload, str]] = []
+    for i, item in enumerate(items):
+        f = where(*prefix, "workloads", i)
+        _mapping(item, f, WORKLOAD_KEYS, required=("name",))
+        name = _str(item["name"], f"{f}.name")
+        tps: list[Any] = [None]
+        if item.get("tp") is not None:
+            tps = _int_list(item["tp"], f"{f}.tp", 1, "TP sizes (whole numbers >= 1)")
+        params = item.get("params") or {}
+        _check_scalars(params, f"{f}.params")
+        for tp in tps:
+            w = Workload(name, tp, tuple(sorted(params.items())))
+            if any(other == w for other, _ in out):
+                raise FabricError(f, f"repeats an earlier workload ({name}, tp={tp})")
+            out.append((w, f"{f}.tp"))
+    return out
+
+
+def _check_scalars(params: Any, field: str) -> None:
+    if not isinstance(params, dict):
+        raise FabricError(field, f"must be a mapping of name: value; got {_type_name(params)}")
+    for k, v in params.items():
+        if not isinstance(v, _SCALAR):
+            raise FabricError(f"{field}.{k}", f"must be a string, number or boolean; got {_type_name(v)}")
+
+
+def _faults(value: Any, where: _Where, base: Path) -> list[FaultModel]:
+    if value is None:
+        return [FaultModel()]
+    f = where("faults")
+    _mapping(value, f, FAULT_KEYS)
+    if not value:
+        raise FabricError(f, "empty; give ratios: [...] and/or traces: [...], or leave faults out for none")
+    out: list[FaultModel] = []
+    if "ratios" in value:
+        ratios = _list(value["ratios"], f"{f}.ratios", "fault ratios in [0, 1]")
+        for i, r in enumerate(ratios):
+            if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 <= r <= 1:
+                raise FabricError(f"{f}.ratios[{i}]", f"must be a number in [0, 1]; got {r!r}")
+        _unique([float(r) for r in ratios], f"{f}.ratios")
+        component = _fault_component(value.get("component", DEFAULT_FAULT_COMPONENT), f"{f}.component")
+        out += [FaultModel("random", float(r), component) for r in ratios]
+    elif "component" in value:
+        raise FabricError(f"{f}.component", "applies to ratios:, which are missing")
+    if "traces" in value:
+        traces = _list(value["traces"], f"{f}.traces", "fault traces (a shipped name or a file)")
+        _unique(traces, f"{f}.traces")
+        out += [_trace(t, f"{f}.traces[{i}]", base) for i, t in enumerate(traces)]
+    return out
+
+
+def _trace(value: Any, field: str, base: Path) -> FaultModel:
+    """A replayed trace: a shipped name (``stepfun``) or a file, checked by loading it now."""
+    try:
+        from fabric.trace import SHIPPED, load_trace, shipped_path
+    except ImportError:  # no trace support in this build: accept files, unchecked
+        SHIPPED, load_trace, shipped_path = {}, None, None
+    name = _str(value, field)
+    if name in SHIPPED:
+        path, spec = shipped_path(name) / "fault_trace.json", name
+    else:
+        path = _file(name, field, base).resolve()
+        spec = str(path)
+    if load_trace is not None:
+        try:
+            load_trace(spec)
+        except FabricError as exc:
+            raise FabricError(field, exc.message) from None
+    return FaultModel("trace", trace=name, path=spec, sha256=_sha256(path))
+
+
+def _fault_component(value: Any, field: str) -> str:
+    try:
+        from fabric.faults import COMPONENTS
+    except ImportError:  # the fault models are not part of this build: what every HBD has
+        COMPONENTS = ("gpu", "node")
+    value = _str(value, field)
+    if value not in COMPONENTS:
+        raise FabricError(field, f"{value!r} is not a component; use one of {', '.join(COMPONENTS)}")
+    return value
+
+
+def _parse_param(spec, raw: Any, arch: str, field: str) -> Any:
+    if isinstance(raw, (list, dict)):
+        raise FabricError(field, f"must be one {spec.type.__name__}; got {_type_name(raw)} "
+                                 f"(put lists of values under grid: or zip:)")
+    try:
+        return spec.parse(raw, arch)
+    except FabricError as exc:
+        raise FabricError(field, exc.message) from None
+
+
+def _variants(entry: dict, arch, preset: dict, where: _Where, i: int) -> list[dict[str, Any]]:
+    """Parameter sets of one architecture entry: fixed params x product(grid) x zip rows."""
+    specs = {p.name: p for p in arch.params}
+    allowed = ", ".join(sorted(specs)) or "none"
+    seen: dict[str, str] = {}
+
+    def param_spec(name: Any, section: str):
+        f = where("architectures", i, section, str(name))
+        if name not in specs:
+            raise FabricError(f, f"unknown parameter for {arch.name}; allowed: {allowed}")
+        if name in preset:
+            raise FabricError(f, f"set to {preset[name]!r} by the alias {entry['name']!r}; use {arch.name!r} "
+                                 f"to vary it")
+        if name in seen:
+            raise FabricError(f, f"also given under {seen[name]}; give each parameter once")
+        seen[name] = section
+        return specs[name], f
+
+    fixed: dict[str, Any] = {}
+    if entry.get("params") is not None:
+        if not isinstance(entry["params"], dict):
+            raise FabricError(where("architectures", i, "params"),
+                              f"must be a mapping of parameter: value; got {_type_name(entry['params'])}")
+        for name, raw in entry["params"].items():
+            spec, f = param_spec(name, "params")
+            fixed[name] = _parse_param(spec, raw, arch.name, f)
+
+    axes: list[list[dict[str, Any]]] = []
+    for section in ("grid", "zip"):
+        if section not in entry:
+            continue
+        g = entry[section]
+        f = where("architectures", i, section)
+        if not isinstance(g, dict):
+            raise FabricError(f, f"must be a mapping of parameter: [values]; got {_type_name(g)}")
+        if not g:
+            raise FabricError(f, f"empty {section}; give parameter: [values, ...] (allowed: {allowed})")
+        columns: dict[str, list] = {}
+        for name, values in g.items():
+            spec, fp = param_spec(name, section)
+            values = _list(values, fp, f"values for {name}")
+            parsed = [_parse_param(spec, v, arch.name, f"{fp}[{j}]") for j, v in enumerate(values)]
+            _unique(parsed, fp)
+            columns[name] = parsed
+        if section == "grid":
+            axes += [[{name: v} for v in vals] for name, vals in columns.items()]
+        else:
+            lengths = {name: len(vals) for name, vals in columns.items()}
+            if len(set(lengths.values())) > 1:
+                raise FabricError(f, f"zipped lists must have equal lengths; got {lengths}")
+            n = next(iter(lengths.values()))
+            axes.append([{name: vals[j] for name, vals in columns.items()} for j in range(n)])
+    out = []
+    for combo in itertools.product(*axes):
+        params = dict(fixed)
+        for part in combo:
+            params.update(part)
+        out.append(params)
+    return out
+
+
+def _architectures(value: Any, where: _Where, top_gpus: list[int] | None) -> list[dict[str, Any]]:
+    """Expanded (architecture, label, gpus, given, resolved, entry index) records."""
+    from topologies import resolve_architecture
+    from topologies.params import resolve
+
+    items = _list(value, where("architectures"), "architectures ({name, label, gpus, params, grid, zip})")
+    out: list[dict[str, Any]] = []
+    seen: dict[tuple, int] = {}
+    for i, entry in enumerate(items):
+        f = where("architectures", i)
+        _mapping(entry, f, ARCH_KEYS, required=("name",))
+        name = _str(entry["name"], f"{f}.name")
+        try:
+            arch, preset = resolve_architecture(name)
+        except FabricError as exc:
+            raise FabricError(f"{f}.name", exc.message) from None
+        label = _str(entry["label"], f"{f}.label") if "label" in entry else name
+        workloads = _workloads(entry["workloads"], where, ("architectures", i)) if "workloads" in entry else None
+        if "gpus" in entry:
+            gpus = _int_list(entry["gpus"], f"{f}.gpus", 1, "GPU counts")
+        elif top_gpus is not None:
+            gpus = top_gpus
+        else:
+            raise FabricError(f"{f}.gpus", "missing; give gpus here or at the top level of the study")
+        variants = _variants(entry, arch, preset, where, i)
+        varying = [k for section in ("grid", "zip") for k in entry.get(section, {})]
+        for given in variants:
+            try:
+                resolved = resolve(arch.name, arch.params, {**preset, **given})
+            except FabricError as exc:  # per-value checks passed, so this is a combination check
+                raise FabricError(f, exc.message) from None
+            vlabel = " ".join([label] + [f"{k}={given[k]}" for k in varying])
+            for n in gpus:
+                key = (arch.name, json.dumps(resolved, sort_keys=True), n)
+                if key in seen:
+                    raise FabricError(f, f"{vlabel} at {n} GPUs repeats a design of architectures[{seen[key]}]")
+                seen[key] = i
+                out.append({"architecture": name, "family": arch.name, "label": vlabel, "gpus": n,
+                            "given": tuple(sorted(given.items())), "resolved": resolved, "workloads": workloads})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- entry
+def parse_study(doc: Any, source: str = "study.yaml", base_dir: Path | str = ".", text: str = "") -> Study:
+    """Validate a parsed spec and expand it into design points.
+
+    Parameters
+    ----------
+    doc : Any
+        The YAML document (a mapping).
+    source : str
+        File name used in error messages (``source:key``).
+    base_dir : Path
+        Folder that relative ``catalog`` and ``traces`` paths start from.
+    text : str
+        The spec text (copied into the output folder).
+
+    Returns
+    -------
+    Study
+
+    Raises
+    ------
+    FabricError
+        On the first problem, naming ``source:key`` and what is allowed.
+
+    Examples
+    --------
+    >>> s = parse_study({"gpus": 256, "architectures": [{"name": "khop-ring", "grid": {"k": [2, 3]}}],
+    ...                  "metrics": ["cost"], "seeds": [0, 1]})
+    >>> [(p.label, p.seed) for p in s.points]
+    [('khop-ring k=2', 0), ('khop-ring k=2', 1), ('khop-ring k=3', 0), ('khop-ring k=3', 1)]
+    >>> parse_study({"gpus": 256, "architectures": [{"name": "dgx", "grid": {}}], "metrics": ["cost"]})
+    Traceback (most recent call last):
+    ...
+    fabric.errors.FabricError: study.yaml:architectures[0].grid: empty grid; give parameter: [values, ...] ...
+    """
+    from fabric.catalog import load_catalog, shipped_catalog_path
+
+    where = _Where(source)
+    base = Path(base_dir)
+    if not isinstance(doc, dict):
+        raise FabricError(source, f"must be a YAML mapping with keys {', '.join(TOP_KEYS)}; got {_type_name(doc)}")
+    _mapping(doc, source, TOP_KEYS)
+    for key in ("architectures", "metrics"):
+        if key not in doc:
+            raise FabricError(where(key), "missing; it is required")
+    name = _str(doc["name"], where("name")) if "name" in doc else Path(source).stem
+    if "description" in doc:
+        _str(doc["description"], where("description"))
+    out = _str(doc["out"], where("out")) if doc.get("out") is not None else None
+    metrics = _metrics(doc["metrics"], where)
+    top_gpus = _int_list(doc["gpus"], where("gpus"), 1, "GPU counts") if "gpus" in doc else None
+    designs = _architectures(doc["architectures"], where, top_gpus)
+    workloads = _workloads(doc.get("workloads"), where)
+    for d in designs:
+        d["workloads"] = d["workloads"] or workloads
+    faults = _faults(doc.get("faults"), where, base)
+    seeds_raw = doc.get("seeds", [0])
+    if not isinstance(seeds_raw, list):  # "seeds: 3" could mean seed 3 or three seeds: ask for the list
+        raise FabricError(where("seeds"), f"must be a list of seeds (whole numbers >= 0), e.g. [0, 1, 2]; "
+                                          f"got {_type_name(seeds_raw)} {seeds_raw!r}")
+    seeds = _int_list(seeds_raw, where("seeds"), 0, "seeds (whole numbers >= 0)")
+    batch_size = _int(doc.get("batch_size", DEFAULT_BATCH_SIZE), where("batch_size"), 1)
+    for req in metrics:
+        if "tp" in METRICS[req.name].requires:
+            for d in designs:
+                for w, f in d["workloads"]:
+                    if w.tp is None:
+                        raise FabricError(f, f"metric {req.name!r} needs a TP size; give workloads: "
+                                             f"[{{name: ..., tp: 8}}]")
+    catalog_path = None
+    if doc.get("catalog") is not None:
+        path = _file(doc["catalog"], where("catalog"), base)
+        catalog_path = str(path.resolve())
+        try:
+            catalog = load_catalog(path)
+        except FabricError as exc:
+            raise FabricError(where("catalog"), str(exc)) from None
+        catalog_sha = _sha256(path)
+    else:
+        catalog = load_catalog()
+        catalog_sha = "shipped:" + hashlib.sha256(shipped_catalog_path().read_bytes()).hexdigest()
+
+    points: list[DesignPoint] = []
+    for d in designs:
+        for w, _ in d["workloads"]:
+            for fm in faults:
+                for seed in seeds:
+                    pid = point_id(d["family"], d["resolved"], d["gpus"], w, fm, seed)
+                    points.append(DesignPoint(pid, name, d["architecture"], d["family"], d["label"], d["gpus"],
+                                              d["given"], tuple(d["resolved"].items()), w, fm, seed, len(points)))
+    text = text or yaml.safe_dump(doc, sort_keys=False)  # a spec given as a dict is still copied to the output
+    return Study(name, source, text, out, catalog_path, catalog, metrics, tuple(points), batch_size, catalog_sha)
+
+
+def load_study(path: Path | str) -> Study:
+    """Read and validate a study spec file (see the module docstring for the format).
+
+    Raises
+    ------
+    FabricError
+        Missing file, invalid YAML, or any spec error (``path:key``).
+    """
+    path = Path(path)
+    source = str(path)
+    if not path.is_file():
+        raise FabricError("SPEC", f"no such study file: {path}")
+    try:
+        text = path.read_text()
+        doc = yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FabricError(source, f"cannot read: {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise FabricError(source, f"not valid YAML{where}: {problem}") from None
+    return parse_study(doc, source, path.parent, text)

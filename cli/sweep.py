@@ -1,0 +1,251 @@
+"""`fabric sweep` (run a YAML design study) and `fabric results` (read what a sweep wrote).
+
+``fabric sweep SPEC.yaml --out DIR`` validates the whole spec, then evaluates
+every design point on a local process pool (``--workers``, default: all cores)
+or on a Dask cluster (``--scheduler tcp://host:port``), writing one Parquet file
+per batch under ``DIR/architecture=<name>/``.  ``--resume`` runs only the
+points whose ids are not in DIR yet; ``--overwrite`` starts again.  Progress
+goes to stderr; a summary and the comparison table (or, with ``--json``, one
+JSON object) to stdout.
+
+A point whose topology or metric fails is written too, with ``status =
+"failed"`` and the reason in ``error``; the sweep goes on, exits 0 and warns
+on stderr.  ``--resume`` counts such a point as done (``--overwrite`` retries
+everything).  Bad input (spec, flags, output folder) exits 2 before anything
+is written.
+
+``fabric results DIR`` prints the comparison table of a sweep folder, or its
+rows (``--rows``), as a table, CSV or JSON.  ``--query`` is a pandas
+``DataFrame.query`` expression over the row columns, not SQL (DuckDB is not a
+dependency): ``--query "architecture == 'khop-ring' and fault_ratio >= 0.03"``.
+
+The Python API is :func:`run_study` (the command is a thin shell over it).  A
+script that calls it with more than one worker needs the usual
+``if __name__ == "__main__":`` guard: worker processes re-import the main module.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+import fabric
+from cli.common import JSON_OPT, console, emit_json, err_console
+from cli.evaluate import SCHEMA_VERSION
+from cli.study import Study, load_study
+from cli.sweep_report import comparison, comparison_table, rows_table
+from cli.sweep_run import DaskRunner, LocalRunner, make_batches
+from cli.sweep_store import check_out_dir, prepare_out_dir, present_point_ids, read_results, write_batch
+from fabric.errors import FabricError
+
+ROWS_SHOWN = 200
+"""`fabric results --rows` prints at most this many rows as a table."""
+
+
+def _progress():
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("points"),
+                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err_console())
+
+
+def run_study(study: Study, out: Path, workers: int | None = None, scheduler: str | None = None,
+              resume: bool = False, overwrite: bool = False, progress: bool = True) -> dict[str, Any]:
+    """Evaluate the study's missing points and write them to ``out``.
+
+    Parameters
+    ----------
+    study : Study
+        From :func:`cli.study.load_study`.
+    out : Path
+        Output folder.
+    workers : int, optional
+        Local processes (default: the CPU cores); 1 runs in this process.
+    scheduler : str, optional
+        Dask scheduler address; runs there instead of locally.
+    resume : bool
+        Keep the rows already in ``out`` and evaluate only the missing points.
+    overwrite : bool
+        Delete a previous sweep's files in ``out`` first.
+    progress : bool
+        Show a progress bar on stderr.
+
+    Returns
+    -------
+    dict
+        Summary: ``points, done, skipped, failed, errors, batches, out, where, elapsed_s``.
+
+    Raises
+    ------
+    FabricError
+        Bad options or output folder, found before anything is written.
+    """
+    t0 = time.perf_counter()
+    if scheduler is not None and workers is not None:
+        raise FabricError("--workers", "give --workers (local) or --scheduler (Dask), not both")
+    fingerprint = study.fingerprint()
+    check_out_dir(out, resume, overwrite, fingerprint)
+    present: set[str] = set()
+    next_no = 0
+    if resume and out.is_dir():
+        present, next_no = present_point_ids(out)
+    todo = [p for p in study.points if p.point_id not in present]
+    counts = {"done": 0, "failed": 0}
+    errors: Counter = Counter()
+    runner = DaskRunner(scheduler) if scheduler is not None else LocalRunner(workers)
+    with runner:
+        manifest = {"study": study.name, "spec": study.source, "fingerprint": fingerprint,
+                    "metrics": [m.to_dict() for m in study.metrics], "catalog": study.catalog_path or "shipped",
+                    "points": len(study.points), "tool_version": fabric.__version__, "schema_version": SCHEMA_VERSION}
+        prepare_out_dir(out, overwrite, manifest, study.text)
+        batches = make_batches(todo, study.metrics, study.catalog, study.batch_size, runner.workers, next_no)
+        bar = _progress() if progress else None
+        task = bar.add_task(study.name, total=len(todo)) if bar else None
+
+        def on_done(batch, rows):
+            write_batch(out, batch.architecture, batch.number, rows)
+            for r in rows:
+                if r["status"] == "ok":
+                    counts["done"] += 1
+                else:
+                    counts["failed"] += 1
+                    errors[r["error"]] += 1
+            if bar is not None:
+                bar.advance(task, len(rows))
+
+        if bar is not None:
+            with bar:
+                runner.run(batches, on_done)
+        else:
+            runner.run(batches, on_done)
+    return {"study": study.name, "spec": study.source, "out": str(out), "points": len(study.points),
+            "done": counts["done"], "skipped": len(study.points) - len(todo), "failed": counts["failed"],
+            "errors": [{"error": e, "points": n} for e, n in errors.most_common(5)],
+            "batches": len(batches), "where": runner.where, "elapsed_s": time.perf_counter() - t0}
+
+
+def _say(line: str) -> None:
+    """One unwrapped line on stderr (rich would wrap it and read [..] as markup)."""
+    sys.stderr.write(line + "\n")
+
+
+def _study_rows(out: Path, study: Study):
+    """The rows of this study's points (a resumed folder may hold rows of points since removed)."""
+    df = read_results(out)
+    ids = {p.point_id for p in study.points}
+    return df[df["point_id"].isin(ids)].reset_index(drop=True)
+
+
+def sweep_command(
+    spec: Path = typer.Argument(..., help="study spec (YAML); see `cli/study.py` or studies/default.yaml"),
+    out: Optional[Path] = typer.Option(None, "--out", help="output folder (default: the spec's out:)"),
+    workers: Optional[int] = typer.Option(None, "--workers", help="local worker processes (default: CPU cores)"),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Dask scheduler, e.g. tcp://10.0.0.5:8786"),
+    resume: bool = typer.Option(False, "--resume", help="run only the points missing from the output folder"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="delete a previous sweep's results in the folder first"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Run a design study: every point of SPEC, in parallel, into Parquet; then the comparison table."""
+    study = load_study(spec)
+    if out is None:
+        if study.out is None:
+            raise FabricError("--out", "missing; give --out DIR or out: in the spec")
+        out = Path(study.out)
+    try:
+        summary = run_study(study, out, workers, scheduler, resume, overwrite)
+    except KeyboardInterrupt:
+        # finished batches are on disk, each file whole: nothing is lost that --resume cannot redo
+        _say(f"interrupted; finished batches are in {out}: rerun with --resume to complete the study")
+        raise typer.Exit(130) from None
+    except (OSError, BrokenProcessPool) as exc:  # disk full, a worker killed by the OOM killer, ...
+        _say(f"error: the sweep stopped: {type(exc).__name__}: {exc}; finished batches are in {out}: "
+             f"rerun with --resume")
+        raise typer.Exit(1) from None
+    rows, cols = comparison(_study_rows(out, study))
+    if summary["failed"]:
+        _say(f"warning: {summary['failed']} point(s) failed; first: {summary['errors'][0]['error']} "
+             f"(see the status and error columns)")
+    if as_json:
+        emit_json({**summary, "comparison": rows})
+        return
+    from rich.table import Table
+
+    con = console()
+    t = Table(title=f"sweep {study.name}", title_justify="left", show_header=False)
+    t.add_column("")
+    t.add_column("", justify="right")
+    for k in ("points", "done", "skipped", "failed", "batches"):
+        t.add_row(k, f"{summary[k]:,}")
+    t.add_row("ran on", summary["where"])
+    t.add_row("output", summary["out"])
+    t.add_row("elapsed", f"{summary['elapsed_s']:.1f} s")
+    con.print(t)
+    con.print(comparison_table(rows, cols, f"{study.name}: comparison (means over seeds)"))
+
+
+def results_command(
+    directory: Path = typer.Argument(..., metavar="DIR", help="a `fabric sweep` output folder"),
+    query: Optional[str] = typer.Option(None, "--query", help="pandas DataFrame.query filter over the row columns, "
+                                                              "e.g. \"fault_ratio == 0.03 and tp == 32\""),
+    rows: bool = typer.Option(False, "--rows", help="list the rows instead of the per-architecture comparison"),
+    columns: Optional[str] = typer.Option(None, "--columns", help="comma-separated columns for --rows"),
+    as_csv: bool = typer.Option(False, "--csv", help="print CSV on stdout"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Print a sweep's results: the comparison table, or its rows (--rows); filter with --query.
+
+    --query is a pandas ``DataFrame.query`` expression (not SQL: DuckDB is not a dependency), e.g.
+    ``architecture == 'khop-ring' and fault_ratio >= 0.03``.
+    """
+    if as_csv and as_json:
+        raise FabricError("--csv", "give --csv or --json, not both")
+    if not directory.is_dir():
+        raise FabricError("DIR", f"no such folder: {directory}")
+    df = read_results(directory)
+    if query:
+        try:
+            df = df.query(query)
+        except Exception as exc:  # pandas raises many types for a bad expression; all are bad input
+            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise FabricError("--query", f"{query!r} is not a pandas query over the columns ({msg}); "
+                                         f"e.g. \"fault_ratio == 0.03 and tp == 32\"") from None
+    if rows:
+        if columns:
+            wanted = [c.strip() for c in columns.split(",") if c.strip()]
+            missing = [c for c in wanted if c not in df.columns]
+            if missing:
+                raise FabricError("--columns", f"no column {missing[0]!r}; columns: {', '.join(df.columns)}")
+            df = df[wanted]
+        if as_csv:
+            typer.echo(df.to_csv(index=False), nl=False)
+        elif as_json:
+            import json
+
+            # to_json turns NaN into null and timestamps into ISO text
+            emit_json({"dir": str(directory), "count": len(df),
+                       "rows": json.loads(df.to_json(orient="records", date_format="iso"))})
+        else:
+            shown = "" if len(df) <= ROWS_SHOWN else f" (first {ROWS_SHOWN:,}; use --csv or --json for all)"
+            console().print(rows_table(df, f"{directory}: {len(df):,} rows{shown}", ROWS_SHOWN))
+        return
+    comp, cols = comparison(df)
+    if as_csv:
+        import pandas as pd
+
+        typer.echo(pd.DataFrame(comp).to_csv(index=False), nl=False)
+    elif as_json:
+        emit_json({"dir": str(directory), "count": len(df), "comparison": comp})
+    else:
+        console().print(comparison_table(comp, cols, f"{directory}: {len(df):,} rows (means over seeds)"))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sweep")(sweep_command)
+    app.command("results")(results_command)

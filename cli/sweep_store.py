@@ -1,0 +1,244 @@
+"""Sweep results on disk: hive-partitioned Parquet, one file per batch, written atomically.
+
+Layout of an output folder::
+
+    OUT/_sweep.json                              manifest: study, fingerprint, tool and schema version
+    OUT/_study.yaml                              the spec that produced the rows
+    OUT/architecture=dgx/batch-000017.parquet    one file per batch
+
+The ``architecture`` column lives in the folder name (hive partitioning), so
+``pandas.read_parquet(OUT)``, ``pyarrow.dataset`` and DuckDB read the folder
+as one table.  Names that start with ``_`` or ``.`` are skipped by those
+readers, which is why the manifest and the temporary files use them.
+
+A batch file appears complete or not at all: it is written under a temporary
+name in the same folder, fsynced, then renamed with :func:`os.replace`.  Only
+the driver writes (workers return rows), so a killed sweep leaves at worst a
+temporary file, which the next run removes.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from fabric.errors import FabricError
+
+MANIFEST = "_sweep.json"
+SPEC_COPY = "_study.yaml"
+PARTITION = "architecture"
+_BATCH_RE = re.compile(r"^batch-(\d+)\.parquet$")
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make a rename in ``path`` durable (POSIX; a no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, write) -> None:
+    """Write ``path`` via ``write(file)`` on a temporary name in the same folder, fsync, rename.
+
+    The temporary name starts with ``.`` so readers ignore it; on any error it is removed.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def partition_dir(out: Path, architecture: str) -> Path:
+    return out / f"{PARTITION}={architecture}"
+
+
+def batch_files(out: Path) -> list[Path]:
+    """Complete batch files of a sweep folder, sorted by path."""
+    return sorted(p for p in out.glob(f"{PARTITION}=*/batch-*.parquet") if _BATCH_RE.match(p.name))
+
+
+def _fixed_types() -> dict[str, Any]:
+    import pyarrow as pa
+
+    return {"point_id": pa.string(), "point_index": pa.int64(), "study": pa.string(), "label": pa.string(),
+            "gpus": pa.int64(), "workload": pa.string(), "tp": pa.int64(), "fault_model": pa.string(),
+            "fault_ratio": pa.float64(), "fault_component": pa.string(), "fault_trace": pa.string(),
+            "seed": pa.int64(), "status": pa.string(),
+            "error": pa.string(), "tool_version": pa.string(), "schema_version": pa.int64()}
+
+
+def rows_to_table(rows: list[dict[str, Any]]):
+    """An Arrow table of ``rows`` without the partition column (it is the folder name).
+
+    Columns are the union over rows in first-seen order (a failed row lacks
+    the metric columns; a row without a value gets null).  The input and
+    status columns have fixed types; any other column that is null in every
+    row is left out, because a null-typed column in the first file of a folder
+    makes ``pyarrow.dataset`` fail on the typed column of the next file.
+    """
+    import pyarrow as pa
+
+    names: dict[str, None] = {}
+    for r in rows:
+        names.update(dict.fromkeys(r))
+    names.pop(PARTITION, None)
+    fixed = _fixed_types()
+    cols = {}
+    for n in names:
+        arr = pa.array([r.get(n) for r in rows], type=fixed.get(n))
+        if arr.type != pa.null():
+            cols[n] = arr
+    return pa.table(cols)
+
+
+def write_batch(out: Path, architecture: str, number: int, rows: list[dict[str, Any]]) -> Path:
+    """Write one batch's rows to ``OUT/architecture=<arch>/batch-<number>.parquet`` atomically."""
+    import pyarrow.parquet as pq
+
+    table = rows_to_table(rows)
+    folder = partition_dir(out, architecture)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"batch-{number:06d}.parquet"
+    atomic_write(path, lambda fh: pq.write_table(table, fh))
+    return path
+
+
+def read_results(out: Path):
+    """All rows of a sweep folder as a pandas DataFrame (``architecture`` column restored).
+
+    Use this rather than ``pandas.read_parquet(out)``: pyarrow takes the
+    columns of the first file it finds, so the ``p_`` parameters and metric
+    columns that only other architectures or batches have would be dropped;
+    here the schemas of all files are unified.
+
+    Raises
+    ------
+    FabricError
+        If ``out`` holds no batch files, or rows of a newer schema version.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    files = batch_files(out)
+    if not files:
+        raise FabricError("DIR", f"no sweep results in {out} (expected {PARTITION}=*/batch-*.parquet)")
+    tables = []
+    for f in files:
+        t = pq.read_table(f)
+        arch = f.parent.name.split("=", 1)[1]
+        where = t.schema.get_field_index("label")  # inputs first: ..., study, architecture, label, ...
+        t = t.add_column(max(where, 0), PARTITION, pa.array([arch] * t.num_rows, pa.string()))
+        tables.append(t)
+    # "permissive": a column missing from one batch (a failed metric) is null there
+    df = pa.concat_tables(tables, promote_options="permissive").to_pandas()
+    from cli.evaluate import SCHEMA_VERSION
+
+    if "schema_version" in df and df["schema_version"].max() > SCHEMA_VERSION:
+        raise FabricError("DIR", f"{out} holds rows of schema version {int(df['schema_version'].max())}, newer "
+                                 f"than this tool's {SCHEMA_VERSION}: upgrade hbd-fabric to read them")
+    return df
+
+
+def present_point_ids(out: Path) -> tuple[set[str], int]:
+    """Point ids already written, and the next free batch number."""
+    import pyarrow.parquet as pq
+
+    ids: set[str] = set()
+    next_no = 0
+    for f in batch_files(out):
+        ids.update(pq.read_table(f, columns=["point_id"]).column("point_id").to_pylist())
+        next_no = max(next_no, int(_BATCH_RE.match(f.name).group(1)) + 1)
+    return ids, next_no
+
+
+# ---------------------------------------------------------------------------------------------- folder checks
+def _is_ours(entry: Path) -> bool:
+    return (entry.name in (MANIFEST, SPEC_COPY) or entry.name.startswith(f"{PARTITION}=")
+            or (entry.name.startswith(".") and entry.name.endswith(".tmp")))
+
+
+def check_out_dir(out: Path, resume: bool, overwrite: bool, fingerprint: str) -> None:
+    """Refuse an output folder that cannot or must not be written, before anything is written.
+
+    Raises
+    ------
+    FabricError
+        ``--out`` names a file, lies under a file, is not writable; holds
+        results and neither ``--resume`` nor ``--overwrite`` was given; holds
+        other files (``--overwrite`` deletes only a sweep's own files); or
+        ``--resume`` meets results of other metrics or another catalog.
+    """
+    if resume and overwrite:
+        raise FabricError("--resume", "give either --resume or --overwrite, not both")
+    if out.exists() and not out.is_dir():
+        raise FabricError("--out", f"{out} is a file, not a folder")
+    probe = out
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe != out and not probe.is_dir():
+        raise FabricError("--out", f"cannot create {out}: {probe} is a file")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise FabricError("--out", f"cannot write to {probe} (permission denied)")
+    if not out.exists():
+        return
+    entries = sorted(out.iterdir())
+    if not entries:
+        return
+    foreign = [e.name for e in entries if not _is_ours(e)]
+    manifest = out / MANIFEST
+    if overwrite:
+        if foreign:
+            raise FabricError("--overwrite", f"{out} holds files that are not sweep results ({foreign[0]}, ...); "
+                                             f"--overwrite deletes only a sweep's own files: pick another --out")
+        return
+    if not resume:
+        raise FabricError("--out", f"{out} is not empty; add --resume to run only the missing points, "
+                                   f"or --overwrite to start again")
+    if foreign or not manifest.is_file():
+        raise FabricError("--resume", f"{out} does not hold sweep results (no {MANIFEST}); pick another --out")
+    try:
+        old = json.loads(manifest.read_text())
+    except (OSError, ValueError) as exc:
+        raise FabricError("--resume", f"cannot read {manifest}: {exc}") from None
+    if old.get("fingerprint") != fingerprint:
+        raise FabricError("--resume", f"{out} holds rows of other metrics, metric options or catalog "
+                                      f"(fingerprint {old.get('fingerprint')} != {fingerprint}); "
+                                      f"use --overwrite or another --out")
+
+
+def prepare_out_dir(out: Path, overwrite: bool, manifest: dict[str, Any], spec_text: str) -> None:
+    """Create the folder, clear it for ``--overwrite``, drop stale temporary files, write the manifest.
+
+    Call only after :func:`check_out_dir` passed.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    for entry in list(out.iterdir()):
+        if overwrite and _is_ours(entry):
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    for tmp in out.glob(f"{PARTITION}=*/.*.tmp"):  # left by a killed run: never renamed, so never counted
+        tmp.unlink(missing_ok=True)
+    doc = {**manifest, "written_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+    atomic_write(out / MANIFEST, lambda fh: fh.write((json.dumps(doc, indent=2) + "\n").encode()))
+    atomic_write(out / SPEC_COPY, lambda fh: fh.write(spec_text.encode()))
+

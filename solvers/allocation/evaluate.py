@@ -1,0 +1,124 @@
+"""Evaluate a fabric under faults: waste ratio (Monte Carlo or trace replay) and blast radius.
+
+:func:`evaluate_faults` is the one function behind ``fabric faults`` and the
+sweep engine's ``faults`` metric, so both report identical numbers for the
+same inputs and seed.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from fabric.errors import FabricError
+from fabric.faults import FaultModel, FaultSamples, iter_components
+from fabric.metrics import waste_summary
+from fabric.model import Fabric
+from fabric.trace import Trace, load_trace
+from solvers.allocation.base import FaultBatch
+from solvers.allocation.blast import blast_radius
+from solvers.allocation.effects import EffectMapper
+from solvers.allocation.policy import policy_for
+
+
+def evaluate_faults(fabric: Fabric, tp: int, *, node_fault_ratio: float | None = None,
+                    fault_ratios: Mapping[str, float] | None = None, mode: str = "bernoulli",
+                    trace: Trace | str | None = None, trace_mapping: str = "tile", samples: int = 1000,
+                    seed: int = 0, blast: bool = True) -> dict:
+    """Waste ratio of ``fabric`` at TP size ``tp`` under one fault model, plus its blast radius.
+
+    Parameters
+    ----------
+    fabric : Fabric
+    tp : int
+        GPUs per TP group; must suit ``fabric.hbd`` (multiple of
+        ``tp_multiple_of``, at most ``max_tp``, kind-specific rules).
+    node_fault_ratio : float, optional
+        I.i.d. node failure ratio in [0, 1].
+    fault_ratios : mapping, optional
+        Further i.i.d. ratios per component type (``gpu``, ``tor``, ``link``, ...).
+    mode : {'bernoulli', 'exact'}
+        Independent failures, or exactly ``round(ratio * n)`` per sample.
+    trace : Trace or str, optional
+        A trace (or ``stepfun`` / a file path) replayed on the fabric's nodes
+        instead of i.i.d. faults; statistics are weighted by time.
+    trace_mapping : {'tile', 'sample'}
+        How the trace's servers map onto nodes (:mod:`fabric.trace`).
+    samples : int
+        Monte Carlo samples (ignored for a trace).
+    seed : int
+        Seed of the fault sampler or of the trace mapping.
+    blast : bool
+        Also compute the blast radius per component type.
+
+    Returns
+    -------
+    dict
+        ``tp``, ``policy``, ``gpus``, ``nodes``, ``fault_model``,
+        ``baseline`` (no fault), ``waste_ratio`` (mean, p50, p99, min, max,
+        pooled), ``waste_ratio_all_gpus``, ``healthy_gpus``, ``usable_gpus``,
+        ``wasted_gpus``, ``blast_radius`` (when ``blast``) and ``trace`` (trace
+        statistics, when replaying).
+    """
+    pol = policy_for(fabric)
+    tp = pol.check_tp(tp)
+    nodes = pol.nodes
+    if isinstance(samples, bool) or int(samples) != samples or samples < 1:
+        raise FabricError("--samples", f"{samples!r} must be a whole number >= 1")
+    if isinstance(seed, bool) or int(seed) != seed or seed < 0:
+        raise FabricError("--seed", f"{seed!r} must be a whole number >= 0")
+    base_batch = FaultBatch.from_nodes(nodes, FaultSamples.empty(1, nodes.n_nodes))
+    base = int(pol.count(tp, base_batch)[0])
+    out: dict = {
+        "tp": tp, "policy": {"kind": pol.kind, "rule": pol.rule}, "gpus": nodes.n_gpus, "nodes": nodes.n_nodes,
+        "baseline": {"usable_gpus": base, "waste_ratio": (nodes.n_gpus - base) / nodes.n_gpus},
+    }
+    weights = None
+    if trace is not None:
+        if node_fault_ratio is not None or fault_ratios:
+            raise FabricError("--trace", "give either a trace or fault ratios, not both")
+        tr = trace if isinstance(trace, Trace) else load_trace(trace)
+        replay = tr.replay(nodes.n_nodes, trace_mapping, seed)
+        batch = FaultBatch.from_nodes(nodes, replay.down)
+        weights = replay.durations
+        out["fault_model"] = {"kind": "trace", "trace": tr.name, "mapping": trace_mapping, "seed": seed,
+                              "intervals": int(weights.size), "horizon_days": float(tr.horizon),
+                              "down_nodes_time_mean": replay.time_mean(replay.down.counts())}
+        out["trace"] = tr.statistics().to_dict()
+    else:
+        ratios = dict(fault_ratios or {})
+        if node_fault_ratio is not None:
+            ratios["node"] = node_fault_ratio
+        if not ratios:
+            raise FabricError("--node-fault-ratio", "give --node-fault-ratio R (or other fault ratios) or --trace")
+        model = FaultModel(ratios, mode)
+        mapper = EffectMapper(pol)
+        healthy, usable, down = [], [], []
+        # batch by batch: the working arrays stay small; the fault sets do not depend on the batching
+        for comp in iter_components(fabric, model, int(samples), int(seed), nodes):
+            batch = FaultBatch.from_nodes(nodes, comp["node"]) if set(comp) == {"node"} else mapper.batch(comp)
+            healthy.append(batch.healthy)
+            usable.append(pol.count(tp, batch))
+            down.append(batch.down_nodes.counts())
+        out["fault_model"] = {"kind": "iid", **model.to_dict(), "samples": int(samples), "seed": int(seed),
+                              "down_nodes_mean": float(np.concatenate(down).mean())}
+        out.update(waste_summary(nodes.n_gpus, np.concatenate(healthy), np.concatenate(usable)))
+        if blast:
+            out["blast_radius"] = blast_radius(pol, tp)
+        return out
+    usable = pol.count(tp, batch)
+    out.update(waste_summary(nodes.n_gpus, batch.healthy, usable, weights))
+    if blast:
+        out["blast_radius"] = blast_radius(pol, tp)
+    return out
+
+
+def fault_curve(fabric: Fabric, tp: int, ratios, **kwargs) -> list[dict]:
+    """One row per node fault ratio: ``node_fault_ratio`` plus the waste metrics (no blast radius)."""
+    rows = []
+    for r in ratios:
+        res = evaluate_faults(fabric, tp, node_fault_ratio=float(r), blast=False, **kwargs)
+        rows.append({"node_fault_ratio": float(r), **{k: res[k] for k in (
+            "waste_ratio", "waste_ratio_all_gpus", "healthy_gpus", "usable_gpus", "wasted_gpus")}})
+    return rows

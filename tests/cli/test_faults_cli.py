@@ -1,0 +1,107 @@
+"""`fabric faults` and `fabric faults-table`: JSON shape, curves, trace replay, one-line errors."""
+
+import json
+
+import pytest
+
+from cli.faults import faults_summary, format_blast_table, format_waste_table, parse_ratios, waste_table
+from topologies import build
+
+
+def test_json_keys(run_cli):
+    rc, out, err = run_cli("faults", "nvl-72", "--gpus", 576, "--tp", 32, "--node-fault-ratio", 0.03,
+                           "--samples", 200, "--seed", 3, "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    for key in ("mean", "p50", "p99"):
+        assert 0 <= d["waste_ratio"][key] <= 1
+    assert d["healthy_gpus"]["mean"] > d["usable_gpus"]["mean"] > 0
+    assert d["blast_radius"]["switch"]["mean"] == 0 and "8/9" in d["blast_radius"]["switch"]["note"]
+    for comp in ("gpu", "node", "rack", "tor", "link"):
+        assert set(d["blast_radius"][comp]) >= {"min", "mean", "max"}
+    assert d["fault_model"]["samples"] == 200 and "curve" not in d
+
+
+def test_same_numbers_as_the_importable_function(run_cli):
+    """The sweep engine calls faults_summary: it must give what the CLI prints."""
+    rc, out, _ = run_cli("faults", "khop-ring", "--gpus", 512, "-p", "k=2", "--tp", 16, "--node-fault-ratio",
+                         0.05, "--samples", 100, "--seed", 7, "--json")
+    d = json.loads(out)
+    direct = faults_summary(build("khop-ring", 512, {"k": "2"}), 16, node_fault_ratio=0.05, samples=100, seed=7)
+    assert d["waste_ratio"] == pytest.approx(direct["waste_ratio"])
+    assert d["blast_radius"] == json.loads(json.dumps(direct["blast_radius"]))
+
+
+def test_curve(run_cli):
+    rc, out, err = run_cli("faults", "tpuv4", "--gpus", 1024, "--tp", 64, "--node-fault-ratio", "0:0.1:0.05",
+                           "--samples", 100, "--no-blast", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert [r["node_fault_ratio"] for r in d["curve"]] == [0.0, 0.05, 0.1]
+    assert d["curve"][0]["waste_ratio"]["mean"] == 0
+    assert d["curve"][2]["waste_ratio"]["mean"] > d["curve"][1]["waste_ratio"]["mean"] > 0
+    assert d["waste_ratio"] == d["curve"][2]["waste_ratio"]  # the top level is the highest ratio
+    assert "blast_radius" not in d
+    assert parse_ratios("0:0.1:0.01")[-1] == 0.1 and len(parse_ratios("0:0.1:0.01")) == 11
+
+
+def test_trace(run_cli):
+    rc, out, err = run_cli("faults", "khop-ring", "--gpus", 1600, "--tp", 32, "--trace", "stepfun", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["fault_model"]["kind"] == "trace" and d["fault_model"]["mapping"] == "tile"
+    assert d["trace"]["never_failed"] == 169
+    assert 0 <= d["waste_ratio"]["p50"] <= d["waste_ratio"]["p99"] < 0.1
+    rc, out, err = run_cli("faults", "dgx", "--gpus", 64, "--tp", 8, "--trace", "stepfun")  # rich text output
+    assert rc == 0 and "time-weighted" in out
+
+
+def test_component_faults_and_text_output(run_cli):
+    rc, out, err = run_cli("faults", "dgx", "--gpus", 128, "--tp", 8, "--node-fault-ratio", 0.01, "--fault",
+                           "tor=0.05", "--fault", "gpu=0.01", "--samples", 50, "--mode", "exact")
+    assert rc == 0, err
+    assert "GPU waste" in out and "blast radius" in out
+
+
+@pytest.mark.parametrize("args, field", [
+    (["--tp", 32, "--node-fault-ratio", 1.5], "--node-fault-ratio"),
+    (["--tp", 32, "--node-fault-ratio", -0.1], "--node-fault-ratio"),
+    (["--tp", 32, "--node-fault-ratio", "0:0.1"], "--node-fault-ratio"),
+    (["--tp", 32, "--node-fault-ratio", "0.2:0.1:0.01"], "--node-fault-ratio"),
+    (["--tp", 30, "--node-fault-ratio", 0.1], "--tp"),  # k-hop: multiple of 4
+    (["--tp", 4096, "--node-fault-ratio", 0.1], "--tp"),  # larger than the line
+    (["--tp", 32], "--node-fault-ratio"),
+    (["--tp", 32, "--node-fault-ratio", 0.1, "--trace", "stepfun"], "--trace"),
+    (["--tp", 32, "--node-fault-ratio", 0.1, "--samples", 0], "--samples"),
+    (["--tp", 32, "--node-fault-ratio", 0.1, "--fault", "psu=0.1"], "--fault"),
+    (["--tp", 32, "--trace", "nope.json"], "--trace"),
+    (["--tp", 32, "--node-fault-ratio", 0.1, "--mode", "poisson"], "--mode"),
+])
+def test_bad_input_one_line_exit_2(run_cli, args, field):
+    rc, out, err = run_cli("faults", "khop-ring", "--gpus", 512, *args)
+    assert rc == 2 and out == ""
+    assert err.startswith("error: ") and err.count("\n") == 1 and field in err
+
+
+def test_bad_trace_event_names_its_index(run_cli, tmp_path):
+    events = [{"node_id": "a", "event_time": 1.0, "event_type": "fault_start",
+               "fault_type": {"Level": "L", "Class": "C", "Desc": "D"}},
+              {"node_id": "a", "event_time": 2.0, "event_type": "oops",
+               "fault_type": {"Level": "L", "Class": "C", "Desc": "D"}}]
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(events))
+    rc, out, err = run_cli("faults", "nvl-72", "--gpus", 72, "--tp", 8, "--trace", path)
+    assert rc == 2 and err.startswith("error: trace.json:events[1].event_type:") and err.count("\n") == 1
+    events[1]["event_type"] = "fault_end"
+    path.write_text(json.dumps(events))
+    rc, out, err = run_cli("faults", "nvl-72", "--gpus", 72, "--tp", 8, "--trace", path, "--json")
+    assert rc == 0 and json.loads(out)["trace"]["n_servers"] == 1
+
+
+def test_tables_format():
+    rows = waste_table(gpus=288, ratios=(0.0, 0.05), samples=20, entries=[("nvl-72", "nvl", {"size": 72}, (32,))])
+    text = format_waste_table(rows)
+    assert "| nvl-72 | 32 | 11.11 |" in text and "trace" in text.splitlines()[0]
+    row = {"label": "x", "tp": 8, "component": "node", "min": 0, "mean": 1.0, "max": 2, "own": 1.0,
+           "stranded": 0.0, "note": "n", "bandwidth_left": 0.5}
+    assert "bandwidth left 0.500" in format_blast_table([row])

@@ -1,0 +1,168 @@
+"""Study specs: expansion, point ids, and one-line errors naming the key (cli/study.py)."""
+
+import pytest
+
+from cli.study import load_study, parse_study
+from fabric.errors import FabricError
+
+BASE = {"gpus": 256, "architectures": [{"name": "dgx"}], "metrics": ["cost"]}
+
+
+def spec(**changes):
+    doc = {**BASE, **changes}
+    return {k: v for k, v in doc.items() if v is not None}
+
+
+def error_of(doc) -> FabricError:
+    with pytest.raises(FabricError) as info:
+        parse_study(doc, "study.yaml")
+    return info.value
+
+
+def test_grid_is_a_product_and_zip_goes_side_by_side():
+    s = parse_study(spec(architectures=[{
+        "name": "khop-ring", "params": {"gpus_per_node": 4},
+        "grid": {"k": [2, 3], "closed": [False, True]},
+        "zip": {"trx_per_gpu": [2, 4], "nodes_per_rack": [8, 4]}}]))
+    combos = [tuple(dict(p.given)[k] for k in ("k", "closed", "trx_per_gpu", "nodes_per_rack")) for p in s.points]
+    assert len(combos) == 2 * 2 * 2
+    assert {(c[2], c[3]) for c in combos} == {(2, 8), (4, 4)}  # zipped, never crossed
+    assert all(dict(p.given)["gpus_per_node"] == 4 for p in s.points)
+    assert s.points[0].label == "khop-ring k=2 closed=False trx_per_gpu=2 nodes_per_rack=8"
+
+
+def test_points_sharing_a_fabric_are_neighbours():
+    s = parse_study(spec(gpus=[256, 512], seeds=[0, 1, 2], faults={"ratios": [0.0, 0.03]},
+                         architectures=[{"name": "dgx"}, {"name": "khop-ring", "grid": {"k": [2, 3]}}]))
+    keys = [p.fabric_key for p in s.points]
+    runs = [k for i, k in enumerate(keys) if i == 0 or keys[i - 1] != k]
+    assert len(runs) == len(set(keys)) == 2 + 4  # each Fabric appears in one contiguous run
+    assert [p.index for p in s.points] == list(range(len(s.points)))
+
+
+def test_point_ids_are_stable_distinct_and_alias_aware():
+    a = parse_study(spec(architectures=[{"name": "nvl-72"}], seeds=[0, 1]))
+    b = parse_study(spec(architectures=[{"name": "nvl", "params": {"size": 72}}], seeds=[0, 1]))
+    assert [p.point_id for p in a.points] == [p.point_id for p in b.points]  # same design, same id
+    assert len({p.point_id for p in a.points}) == 2
+    # pinned: the id hashes the inputs only (not the run, machine or Python); a change breaks --resume
+    assert parse_study(BASE).points[0].point_id == "1c6d74435fd80d89"
+
+
+def test_input_columns():
+    s = parse_study(spec(workloads=[{"name": "llm", "tp": [8, 16], "params": {"model": "gpt3-175b"}}],
+                         faults={"ratios": [0.03]}, seeds=[7]))
+    row = s.points[-1].input_columns()
+    assert row["architecture"] == "dgx" and row["gpus"] == 256 and row["p_gpu"] == "h100"
+    assert (row["workload"], row["tp"], row["w_model"]) == ("llm", 16, "gpt3-175b")
+    assert (row["fault_model"], row["fault_ratio"], row["fault_component"], row["seed"]) == ("random", 0.03, "node", 7)
+
+
+def test_traces_are_relative_to_the_spec_and_hashed(tmp_path):
+    import shutil
+
+    trace = pytest.importorskip("fabric.trace")
+    shutil.copy(trace.shipped_path("stepfun") / "fault_trace.json", tmp_path / "t.json")
+    (tmp_path / "s.yaml").write_text("gpus: 256\narchitectures: [{name: dgx}]\nmetrics: [cost]\n"
+                                     "faults: {traces: [t.json, stepfun]}\n")
+    s = load_study(tmp_path / "s.yaml")
+    own, shipped = (p.fault for p in s.points)
+    assert (own.kind, own.trace, own.path) == ("trace", "t.json", str(tmp_path / "t.json"))
+    assert (shipped.trace, shipped.path) == ("stepfun", "stepfun")
+    assert own.sha256 == shipped.sha256 and len(own.sha256) == 64  # same content, same id part
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(FabricError, match=r"faults.traces\[0\]"):
+        parse_study(spec(faults={"traces": ["bad.json"]}), base_dir=tmp_path)
+
+
+@pytest.mark.parametrize("changes, field, words", [
+    ({"foo": 1}, "study.yaml:foo", "unknown key; allowed: name"),
+    ({"architectures": [{"name": "dgx"}, {"name": "khop-ring", "grid": {"k": []}}]},
+     "study.yaml:architectures[1].grid.k", "empty list"),
+    ({"architectures": [{"name": "dgx", "grid": {}}]}, "study.yaml:architectures[0].grid", "empty grid"),
+    ({"architectures": [{"name": "khop-ring", "grid": {"k": [2, "x"]}}]},
+     "study.yaml:architectures[0].grid.k[1]", "is not a int"),
+    ({"architectures": [{"name": "khop-ring", "grid": {"kk": [2]}}]},
+     "study.yaml:architectures[0].grid.kk", "unknown parameter for khop-ring; allowed:"),
+    ({"architectures": [{"name": "khop-ring", "params": {"k": [2, 3]}}]},
+     "study.yaml:architectures[0].params.k", "put lists of values under grid"),
+    ({"architectures": [{"name": "khop-ring", "zip": {"k": [2, 3], "closed": [True]}}]},
+     "study.yaml:architectures[0].zip", "equal lengths"),
+    ({"architectures": [{"name": "khop-ring", "params": {"k": 2}, "grid": {"k": [3]}}]},
+     "study.yaml:architectures[0].grid.k", "also given under params"),
+    ({"architectures": [{"name": "nvl-72", "grid": {"size": [36]}}]},
+     "study.yaml:architectures[0].grid.size", "set to 72 by the alias"),
+    ({"architectures": [{"name": "dgx"}, {"name": "dgx", "params": {"gpu": "h100"}}]},
+     "study.yaml:architectures[1]", "repeats a design of architectures[0]"),
+    ({"architectures": [{"name": "warp-drive"}]}, "study.yaml:architectures[0].name", "unknown architecture"),
+    ({"architectures": [{"label": "x"}]}, "study.yaml:architectures[0].name", "missing"),
+    ({"architectures": []}, "study.yaml:architectures", "empty list"),
+    ({"architectures": {"name": "dgx"}}, "study.yaml:architectures", "must be a list"),
+    ({"gpus": None}, "study.yaml:architectures[0].gpus", "missing; give gpus here or at the top level"),
+    ({"gpus": "4k"}, "study.yaml:gpus", "whole number >= 1"),
+    ({"gpus": [256, True]}, "study.yaml:gpus[1]", "whole number >= 1"),
+    ({"gpus": [256, 256]}, "study.yaml:gpus[1]", "repeats the value 256"),
+    ({"seeds": 3}, "study.yaml:seeds", "must be a list of seeds"),
+    ({"seeds": [0, -1]}, "study.yaml:seeds[1]", ">= 0"),
+    ({"metrics": []}, "study.yaml:metrics", "empty list"),
+    ({"metrics": ["cost", "speed"]}, "study.yaml:metrics[1]", "unknown metric 'speed'; available:"),
+    ({"metrics": ["cost", "cost"]}, "study.yaml:metrics[1]", "listed twice"),
+    ({"metrics": [{"noop": {"sleep": 1}}]}, "study.yaml:metrics[0].noop.sleep", "unknown key"),
+    ({"metrics": [{"noop": {"sleep_s": -1}}]}, "study.yaml:metrics[0].noop.sleep_s", "must be >= 0"),
+    ({"metrics": ["mfu"]}, "study.yaml:metrics[0]", "not available in this version"),
+    ({"faults": {"ratios": [0.5, 1.5]}}, "study.yaml:faults.ratios[1]", "in [0, 1]"),
+    ({"faults": {"ratios": [0.01], "component": "psu"}}, "study.yaml:faults.component", "not a component"),
+    ({"faults": {}}, "study.yaml:faults", "empty"),
+    ({"faults": {"traces": ["missing.json"]}}, "study.yaml:faults.traces[0]", "no such file"),
+    ({"workloads": [{"tp": 8}]}, "study.yaml:workloads[0].name", "missing"),
+    ({"workloads": [{"name": "a", "tp": 0}]}, "study.yaml:workloads[0].tp", ">= 1"),
+    ({"workloads": [{"name": "a", "tpp": 8}]}, "study.yaml:workloads[0].tpp", "unknown key"),
+    ({"batch_size": 0}, "study.yaml:batch_size", ">= 1"),
+    ({"catalog": "nope.yaml"}, "study.yaml:catalog", "no such file"),
+])
+def test_bad_specs_name_the_key(changes, field, words):
+    err = error_of(spec(**changes))
+    assert err.field == field, str(err)
+    assert words in err.message, str(err)
+    assert "\n" not in str(err)
+
+
+def test_metric_requirements_are_checked_before_work(monkeypatch):
+    from cli import evaluate
+
+    monkeypatch.setitem(evaluate.METRICS, "needs_tp",
+                        evaluate.MetricSpec("needs_tp", lambda ctx: {}, "test", requires=("tp",)))
+    err = error_of(spec(metrics=["needs_tp"]))
+    assert err.field == "study.yaml:workloads" and "needs a TP size" in err.message
+    err = error_of(spec(metrics=["needs_tp"], workloads=[{"name": "a", "tp": 8}, {"name": "b"}]))
+    assert err.field == "study.yaml:workloads[1].tp"
+
+
+def test_yaml_and_file_errors(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("architectures: [{name: dgx}\nmetrics: [cost]\n")
+    with pytest.raises(FabricError, match=r"bad.yaml: not valid YAML at line 2"):
+        load_study(bad)
+    with pytest.raises(FabricError, match="no such study file"):
+        load_study(tmp_path / "none.yaml")
+    (tmp_path / "list.yaml").write_text("- 1\n")
+    with pytest.raises(FabricError, match="must be a YAML mapping"):
+        load_study(tmp_path / "list.yaml")
+
+
+def test_fingerprint_follows_metrics_and_catalog(tmp_path):
+    a = parse_study(BASE)
+    assert a.fingerprint() == parse_study(spec(seeds=[0, 1])).fingerprint()  # more points, same rows
+    assert a.fingerprint() != parse_study(spec(metrics=["cost", "build"])).fingerprint()
+    cat = tmp_path / "cat.yaml"
+    cat.write_text("components: {}\n")
+    assert a.fingerprint() != parse_study(spec(catalog="cat.yaml"), base_dir=tmp_path).fingerprint()
+
+
+def test_an_architecture_may_override_the_workloads():
+    s = parse_study(spec(architectures=[{"name": "dgx", "workloads": [{"name": "tp8", "tp": 8}]},
+                                        {"name": "khop-ring"}],
+                         workloads=[{"name": "big", "tp": [16, 32]}]))
+    assert [(p.label, p.workload.tp) for p in s.points] == [("dgx", 8), ("khop-ring", 16), ("khop-ring", 32)]
+    err = error_of(spec(architectures=[{"name": "dgx", "workloads": [{"name": "x", "tp": []}]}]))
+    assert err.field == "study.yaml:architectures[0].workloads[0].tp" and "empty list" in err.message
