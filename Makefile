@@ -1,5 +1,5 @@
 # Two commands do all the set-up on a fresh machine with only Python:
-#   make run    the default design study (comparison table)
+#   make run    the default design study (studies/default.yaml: cost, waste, blast radius)
 #   make test   the whole test suite
 PYTHON ?= python3
 VENV   := .venv
@@ -15,10 +15,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/fabric compare --gpus 4608
+	$(BIN)/fabric sweep studies/default.yaml --out results/default --overwrite
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --doctest-modules fabric topologies solvers workloads cli tests
+	$(BIN)/python -m pytest -q -n 2 --nbmake --doctest-modules fabric topologies solvers workloads cli tests notebooks
 
 bench: $(STAMP)
 	$(BIN)/python -m pytest -q -m bench -s tests/benchmarks
