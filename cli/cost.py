@@ -11,18 +11,7 @@ from cli.common import CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT,
 from fabric.catalog import Catalog, load_catalog
 from fabric.cost import cost_of, price_sensitivity
 from fabric.errors import FabricError
-
-# The default comparison (InfiniteHBD's set): architecture label -> (arch, params)
-DEFAULT_COMPARISON = [
-    ("dgx-h100", "dgx", {"gpu": "h100"}),
-    ("nvl-36", "nvl", {"size": 36}),
-    ("nvl-72", "nvl", {"size": 72}),
-    ("nvl-576", "nvl", {"size": 576}),
-    ("tpuv4", "tpuv4", {}),
-    ("khop-ring k=2", "khop-ring", {"k": 2}),
-    ("khop-ring k=3", "khop-ring", {"k": 3}),
-    ("torus 2D", "torus", {}),
-]
+from topologies import REFERENCE_ARCHITECTURES
 
 
 def parse_versus(text: str) -> tuple[str, dict[str, str]]:
@@ -116,7 +105,7 @@ def _print_cost(data: dict) -> None:
         con.print(f"note: {n}")
 
 
-def compare_rows(gpus: int, catalog: Catalog, entries=DEFAULT_COMPARISON) -> list[dict]:
+def compare_rows(gpus: int, catalog: Catalog, entries=REFERENCE_ARCHITECTURES) -> list[dict]:
     """HBD / DCN / total capex and power per GPU for each architecture at (about) ``gpus`` GPUs."""
     from topologies import build
 

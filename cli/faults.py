@@ -20,6 +20,7 @@ from fabric.errors import FabricError
 from fabric.faults import COMPONENTS, MODES
 from fabric.model import Fabric
 from fabric.trace import MAPPINGS, Trace, load_trace
+from topologies import REFERENCE_ARCHITECTURES
 
 DEFAULT_SAMPLES = 1000
 TABLE_TPS = (8, 16, 32, 64)
@@ -33,16 +34,7 @@ TABLE_ENTRIES: list[tuple[str, str, dict, tuple[int, ...]]] = [
     ("khop-ring k=2", "khop-ring", {"k": 2}, TABLE_TPS),
     ("khop-ring k=3", "khop-ring", {"k": 3}, TABLE_TPS),
 ]
-BLAST_ENTRIES: list[tuple[str, str, dict]] = [
-    ("dgx", "dgx", {}),
-    ("nvl-36", "nvl", {"size": 36}),
-    ("nvl-72", "nvl", {"size": 72}),
-    ("nvl-576", "nvl", {"size": 576}),
-    ("tpuv4", "tpuv4", {}),
-    ("khop-ring k=2", "khop-ring", {"k": 2}),
-    ("khop-ring k=3", "khop-ring", {"k": 3}),
-    ("torus 2D", "torus", {}),
-]
+BLAST_ENTRIES: list[tuple[str, str, dict]] = REFERENCE_ARCHITECTURES
 
 
 def parse_ratios(text: str, field: str = "--node-fault-ratio") -> list[float]:

@@ -47,6 +47,18 @@ ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in [
     Architecture("rfabric", "fat-tree whose aggregation-core links pass through OCS (re-wirable)", "rfabric"),
 ]}
 
+# The reference comparison (InfiniteHBD's set plus NVL variants and a torus): label -> (architecture, params).
+REFERENCE_ARCHITECTURES: list[tuple[str, str, dict[str, Any]]] = [
+    ("dgx-h100", "dgx", {"gpu": "h100"}),
+    ("nvl-36", "nvl", {"size": 36}),
+    ("nvl-72", "nvl", {"size": 72}),
+    ("nvl-576", "nvl", {"size": 576}),
+    ("tpuv4", "tpuv4", {}),
+    ("khop-ring k=2", "khop-ring", {"k": 2}),
+    ("khop-ring k=3", "khop-ring", {"k": 3}),
+    ("torus 2D", "torus", {}),
+]
+
 ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
     "nvl-36": ("nvl", {"size": 36}),
     "nvl-72": ("nvl", {"size": 72}),

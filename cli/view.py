@@ -1,0 +1,237 @@
+"""`fabric view`: the topology, its faults, TP groups and link loads in a Bokeh page or app.
+
+This module composes what the viewer draws: it builds the architecture,
+samples node faults (``fabric.faults``), forms TP groups on the healthy GPUs
+(``solvers.allocation``) and, for a k-hop ring, lights the rings that bypass
+faulty nodes; then
+:func:`fabric.viewer.build_view` draws it.  ``--out`` writes one standalone
+page (BokehJS inlined: it opens offline); ``--serve`` runs the app with
+widgets on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import typer
+
+from cli.common import CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, emit_json
+from fabric.catalog import Catalog, load_catalog
+from fabric.errors import FabricError
+from fabric.model import Fabric
+
+# --------------------------------------------------------------------- faults
+def sample_faulty_nodes(fab: Fabric, ratio: float, seed: int) -> np.ndarray:
+    """Node ids (``node`` grouping) that fail, each i.i.d. with ``ratio`` (``fabric.faults``, seeded)."""
+    from fabric.faults import FaultModel, NodeIndex, sample_components
+
+    if ratio <= 0:
+        return np.zeros(0, dtype=np.int64)
+    nodes = NodeIndex.of(fab)
+    failed = sample_components(fab, FaultModel({"node": ratio}), 1, seed, nodes)["node"].row(0)
+    groups = nodes.node_group[failed]
+    return groups[groups >= 0]
+
+
+# ----------------------------------------------------------------- allocation
+def allocate_tp(fab: Fabric, faulty_nodes: np.ndarray, tp: int) -> tuple[Fabric, np.ndarray]:
+    """TP groups on the healthy GPUs (``solvers.allocation``), and the Fabric with their rings lit.
+
+    For a k-hop line the allocation's units are the ring's nodes in order;
+    lighting the candidate paths between them shows each ring, including the
+    hops that skip a faulty node.
+    """
+    from solvers.allocation import allocate
+
+    alloc = allocate(fab, tp, faulty_nodes=faulty_nodes)
+    if fab.hbd.kind == "khop_line" and alloc.unit_kind == "node":
+        from topologies.khop import ring_configuration
+
+        fab = fab.with_configuration(ring_configuration(fab, alloc.units.tolist()))
+    return fab, alloc.groups
+
+
+# ---------------------------------------------------------------- link loads
+def _from_records(records: list, n_links: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-link arrays from ``fabric simulate --links --json`` records.
+
+    The records list every link that carried bytes; the others were idle (0).
+    A circuit's load goes to both of its OCS-port fibres.
+    """
+    util = np.zeros(n_links)
+    nbytes = np.zeros(n_links)
+    for rec in records:
+        ids = [rec["link"]] if rec.get("link") is not None else list(rec.get("circuit_links", ()))
+        for j in ids:
+            if not 0 <= int(j) < n_links:
+                raise FabricError("--link-loads", f"link id {j} is not a physical link of this fabric "
+                                                  f"(0..{n_links - 1}); was it simulated on another one?")
+            util[j] = max(util[j], float(rec["utilisation"]))
+            nbytes[j] = max(nbytes[j], float(rec["bytes_fwd"]) + float(rec["bytes_rev"]))
+    return util, nbytes
+
+
+def read_link_loads(path: Path, n_links: int) -> tuple[Optional[np.ndarray], Optional[np.ndarray]]:
+    """Utilisation and bytes per physical link from a file.
+
+    Accepted: the JSON of ``fabric simulate ... --links --json`` (its
+    ``links`` records), or a JSON object / NPZ file with ``utilisation``
+    and/or ``bytes`` arrays of one value per physical link id.
+    """
+    field = "--link-loads"
+    try:
+        if path.suffix == ".npz":
+            with np.load(path) as data:
+                cols = {k: np.asarray(data[k], dtype=float) for k in data.files if k in ("utilisation", "bytes")}
+        else:
+            doc = json.loads(path.read_text())
+            if isinstance(doc, dict) and isinstance(doc.get("links"), list):
+                return _from_records(doc["links"], n_links)
+            cols = {k: np.asarray(v, dtype=float) for k, v in doc.items() if k in ("utilisation", "bytes")}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise FabricError(field, f"cannot read {str(path)!r}: {exc}") from None
+    if not cols:
+        raise FabricError(field, "needs the 'links' of `fabric simulate --links --json`, or 'utilisation' "
+                                 "and/or 'bytes' arrays (one value per physical link)")
+    for k, v in cols.items():
+        if v.shape != (n_links,):
+            raise FabricError(field, f"{k!r} has {v.size} values; the fabric has {n_links} physical links")
+    return cols.get("utilisation"), cols.get("bytes")
+
+
+# ------------------------------------------------------------------- compose
+def compose(settings: dict[str, Any], catalog: Catalog | None = None, params: list[str] | tuple = (),
+            topology: Optional[Path] = None, link_loads: Optional[Path] = None):
+    """Fabric, overlay and title for viewer ``settings`` (see ``fabric.viewer.server.DEFAULTS``).
+
+    ``settings["k"]`` sets the k-hop reach (``-p k``) of a khop-ring; it is
+    ignored by other architectures.  ``tp`` 0 or None forms no TP groups.
+    """
+    from fabric.viewer import Overlay
+    from topologies import resolve_architecture
+
+    arch = settings.get("architecture")
+    params = list(params)
+    if arch is not None and topology is None and settings.get("k") is not None:
+        if resolve_architecture(arch)[0].name == "khop-ring" and not any(p.startswith("k=") for p in params):
+            params.append(f"k={int(settings['k'])}")
+    fab = build_fabric(arch if topology is None else None, settings.get("gpus"), params,
+                       catalog or load_catalog(), topology)
+    ratio = float(settings.get("fault_ratio") or 0.0)
+    if not 0.0 <= ratio <= 1.0:
+        raise FabricError("--node-fault-ratio", f"{ratio} must be in [0, 1]")
+    seed = int(settings.get("seed") or 0)
+    faulty = sample_faulty_nodes(fab, ratio, seed)
+    tp = settings.get("tp")
+    groups = dp = None
+    if tp:
+        fab, groups = allocate_tp(fab, faulty, int(tp))
+        # pure TP x DP: the GPUs with the same rank in every TP group all-reduce gradients together
+        dp = groups.T
+    util = nbytes = None
+    if link_loads is not None:
+        util, nbytes = read_link_loads(link_loads, len(fab.links))
+    label = f"node fault ratio {ratio:g}, seed {seed}" if ratio > 0 else ""
+    overlay = Overlay(faulty_nodes=faulty if ratio > 0 else None, tp_groups=groups, dp_groups=dp,
+                      link_utilisation=util, link_bytes=nbytes, label=label)
+    title = f"{fab.architecture}: {fab.n_gpus:,} GPUs" + (f", {label}" if label else "") + \
+        (f", TP {tp}" if tp else "")
+    return fab, overlay, title
+
+
+# ----------------------------------------------------------------------- CLI
+def view_command(
+    arch: Optional[str] = typer.Argument(None, help="architecture (see `fabric list`); with --serve the initial one"),
+    gpus: Optional[int] = GPUS_OPT,
+    param: list[str] = PARAM_OPT,
+    topology: Optional[Path] = TOPOLOGY_OPT,
+    catalog: Optional[Path] = CATALOG_OPT,
+    node_fault_ratio: float = typer.Option(0.0, "--node-fault-ratio", help="i.i.d. node failure ratio in [0, 1]"),
+    seed: int = typer.Option(0, "--seed", help="seed of the fault sample"),
+    tp: Optional[int] = typer.Option(None, "--tp", help="form TP groups of this many GPUs on healthy GPUs"),
+    link_loads: Optional[Path] = typer.Option(None, "--link-loads",
+                                              help="`fabric simulate --links --json` output, or JSON/NPZ "
+                                                   "'utilisation'/'bytes' per physical link"),
+    color_links_by: str = typer.Option("type", "--color-links-by", help="type, medium or load"),
+    max_glyphs: int = typer.Option(0, "--max-glyphs", help="glyph budget before aggregating (0: default)"),
+    level: Optional[str] = typer.Option(None, "--level", help="force device, node or rack level of detail"),
+    backend: str = typer.Option("webgl", "--backend",
+                                help="webgl (GPU browsers) or canvas (browsers whose WebGL is CPU-emulated)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="write a standalone HTML page here"),
+    serve: bool = typer.Option(False, "--serve", help="run the interactive app on 127.0.0.1"),
+    port: int = typer.Option(5006, "--port", help="port of --serve"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """See the topology: faulty nodes, the rings and TP groups formed around them, ToRs, link load."""
+    from fabric.viewer import DEFAULT_MAX_GLYPHS, build_view, style, write_html
+    from fabric.viewer.document import BACKENDS
+    from fabric.viewer.page import check_writable
+
+    if not 0.0 <= node_fault_ratio <= 1.0:
+        raise FabricError("--node-fault-ratio", f"{node_fault_ratio} must be in [0, 1]")
+    if seed < 0:
+        raise FabricError("--seed", f"{seed} must be >= 0")
+    if color_links_by not in style.LINK_COLORINGS:
+        raise FabricError("--color-links-by", f"{color_links_by!r}; allowed: {', '.join(style.LINK_COLORINGS)}")
+    if max_glyphs < 0:
+        raise FabricError("--max-glyphs", f"{max_glyphs} must be >= 0")
+    if backend not in BACKENDS:
+        raise FabricError("--backend", f"{backend!r}; allowed: {', '.join(BACKENDS)}")
+    if serve == (out is not None):
+        raise FabricError("--out", "give --out FILE.html for a page, or --serve for the app (not both)")
+    budget = max_glyphs or DEFAULT_MAX_GLYPHS
+    cat = load_catalog(catalog)
+    settings = {"architecture": arch, "gpus": gpus, "tp": tp, "fault_ratio": node_fault_ratio, "seed": seed,
+                "color_links_by": color_links_by, "k": None}
+    if serve:
+        if topology is not None or link_loads is not None:
+            raise FabricError("--serve", "the app builds architectures by name; --topology and --link-loads "
+                                         "work with --out")
+        _serve(settings, cat, param, port, budget)
+        return
+    check_writable(out)
+    fab, overlay, title = compose(settings, cat, param, topology, link_loads)
+    layout = build_view(fab, overlay, color_links_by=color_links_by, max_glyphs=budget, level=level, title=title,
+                        backend=backend)
+    write_html(layout, out, title=title)
+    glyphs = len(layout.select_one({"name": "device_data"}).data["x"])
+    faulty = 0 if overlay.faulty_nodes is None else int(np.isin(fab.group("node")[fab.gpu_ids],
+                                                                overlay.faulty_nodes).sum())
+    summary = {"out": str(out), "architecture": fab.architecture, "gpus": fab.n_gpus, "devices": fab.n_devices,
+               "glyphs": glyphs, "faulty_gpus": faulty,
+               "tp_groups": 0 if overlay.tp_groups is None else len(overlay.tp_groups)}
+    if as_json:
+        emit_json(summary)
+    else:
+        sys.stderr.write(f"wrote {out} ({summary['glyphs']:,} glyphs for {fab.n_devices:,} devices)\n")
+
+
+def _serve(settings: dict, cat: Catalog, params: list[str], port: int, max_glyphs: int) -> None:
+    """Run the app until Ctrl-C; every browser session gets its own widgets and view."""
+    from fabric.viewer.server import DEFAULTS, ViewerApp, ViewerServer
+    from topologies import ARCHITECTURES, ALIASES
+
+    choices = sorted(set(ARCHITECTURES) | set(ALIASES))
+    if settings["architecture"] is None:
+        # no ARCH: the demo (a k-hop ring with faults and TP rings), changed by what was given
+        given = {k: v for k, v in settings.items() if v not in (None, 0, 0.0, "type")}
+        initial = {**DEFAULTS, **given}
+    else:
+        initial = {**DEFAULTS, **{k: v for k, v in settings.items() if k != "k"}, "tp": settings["tp"] or 0}
+    if initial["architecture"] not in choices:
+        raise FabricError("ARCH", f"unknown architecture {initial['architecture']!r}; allowed: {', '.join(choices)}")
+
+    def make_app() -> ViewerApp:
+        return ViewerApp(lambda s: compose(s, cat, params), choices, initial, max_glyphs)
+
+    make_app()  # bad initial settings fail here, with the usual one-line error, before listening
+    server = ViewerServer(make_app, port=port)
+    server.run(on_ready=lambda url: sys.stderr.write(f"serving the fabric viewer at {url} (Ctrl-C stops)\n"))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("view")(view_command)

@@ -1,0 +1,61 @@
+"""The standalone page: one HTML file with BokehJS inlined, written atomically.
+
+Inline resources (not the CDN) because the page must open on machines without
+internet access, e.g. inside a datacenter.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from bokeh.embed import file_html
+from bokeh.resources import INLINE
+
+from fabric.errors import FabricError
+
+
+def page_html(layout, title: str) -> str:
+    """The full HTML of a page showing ``layout``, with inline BokehJS."""
+    return file_html(layout, resources=INLINE, title=title)
+
+
+def write_html(layout, path: str | os.PathLike, title: str = "fabric view", field: str = "--out") -> Path:
+    """Write ``layout`` to ``path`` as a standalone page; nothing is left half-written.
+
+    The page goes to a temporary file next to ``path`` and replaces it in one
+    ``os.replace``, so a failure leaves any previous file intact.
+
+    Raises
+    ------
+    FabricError
+        If the directory does not exist or cannot be written, or ``path`` is a directory.
+    """
+    target = Path(path)
+    check_writable(target, field)
+    text = page_html(layout, title)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp makes it private (0600); a page is meant to be shared
+        os.replace(tmp, target)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise FabricError(field, f"cannot write {str(target)!r}: {exc.strerror or exc}") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def check_writable(target: Path, field: str = "--out") -> None:
+    """Fail early (before any slow work) when ``target`` cannot be written."""
+    parent = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise FabricError(field, f"{str(target)!r} is a directory; give a file name ending in .html")
+    if not parent.is_dir():
+        raise FabricError(field, f"directory {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise FabricError(field, f"directory {str(parent)!r} is not writable")
