@@ -457,6 +457,9 @@ class FabricBuilder:
         """
         count = int(count)
         ids = np.arange(self._n, self._n + count, dtype=np.int64)
+        if names is not None and self._names is None:
+            # name the devices added so far before this batch joins them
+            self._names = [self._default_names_so_far()]
         self._kinds.append(np.full(count, int(kind), dtype=np.int8))
         for gname, values in groups.items():
             if gname not in self._groups:
@@ -464,8 +467,8 @@ class FabricBuilder:
             arr = np.broadcast_to(np.asarray(values, dtype=np.int64), (count,))
             self._groups[gname].append((self._n, arr))
         if names is not None:
-            if self._names is None:
-                self._names = [self._default_names_so_far()]
+            if len(names) != count:
+                raise ValueError(f"{len(names)} names for {count} devices")
             self._names.append(np.asarray(names, dtype=object))
         elif self._names is not None:
             self._names.append(np.array([f"{DeviceKind(kind).label}@{i}" for i in ids], dtype=object))

@@ -74,3 +74,14 @@ def test_counts_and_inventory():
     assert c["optical_candidate_links"] == 1 and c["packet_switches"] == 1
     assert f.inventory() == {"fiber": 3}
     assert int((f.links.state == LinkState.OCS_PORT).sum()) == 4
+
+
+def test_named_devices_keep_their_names():
+    """Names given for some batches; the others get kind@id defaults, aligned with device ids."""
+    b = FabricBuilder("demo", {})
+    b.add_devices(DeviceKind.TOR, 1)
+    g = b.add_devices(DeviceKind.GPU, 2, names=["g0", "g1"])
+    b.add_devices(DeviceKind.NIC, 1)
+    f = b.build(HBDSpec(kind="none", gpus_per_node=1, domain_gpus=2))
+    assert f.device_names().tolist() == ["tor@0", "g0", "g1", "nic@3"]
+    assert f.device_name(int(g[1])) == "g1"

@@ -1,0 +1,281 @@
+"""`fabric simulate`: flow-level simulation of a collective or of a flows file.
+
+Ranks are GPU indices ``0..gpus-1`` (positions in ``Fabric.gpu_ids``).  In a
+flows file (a JSON list of ``{id, src, dst, bytes, start_s, after}``), ``src``
+and ``dst`` are device names (strings, as ``fabric build`` names them:
+``gpu3``, ``tor0``, or the names of a ``--topology`` file) or GPU indices
+(integers); ``bytes`` is a number or a size string (``1GiB``); ``start_s``
+(default 0) seconds or a time string (``10us``); ``after`` (optional) lists
+ids of flows that must finish first; ``id`` defaults to the position.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from cli.common import CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json
+from fabric.catalog import load_catalog
+from fabric.errors import FabricError
+from fabric.units import format_bandwidth, format_bytes, format_time, parse_bytes, parse_time
+
+BOTTLENECKS = 5
+
+
+def parse_ranks(text: str) -> list[int]:
+    """``0,1,2`` or ranges ``0-7,16-23`` -> list of GPU indices."""
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        try:
+            if sep:
+                a, b = int(lo), int(hi)
+                if b < a:
+                    raise ValueError
+                out.extend(range(a, b + 1))
+            else:
+                out.append(int(part))
+        except ValueError:
+            raise FabricError("--ranks", f"cannot read {part!r}; give GPU indices like 0,1,2 or 0-7") from None
+    if not out:
+        raise FabricError("--ranks", "no GPU indices given")
+    return out
+
+
+def rank_groups(n_gpus: int, ranks: Optional[str], group_size: Optional[int], groups: Optional[int]) -> list[list[int]]:
+    """The rank lists of the collectives to run (one per group)."""
+    if ranks is not None and group_size is not None:
+        raise FabricError("--ranks", "give either --ranks or --group-size, not both")
+    if ranks is not None:
+        if groups not in (None, 1):
+            raise FabricError("--groups", "only with --group-size")
+        return [parse_ranks(ranks)]
+    if group_size is None:
+        raise FabricError("--ranks", "missing; give --ranks r1,r2,... or --group-size n [--groups m]")
+    m = 1 if groups is None else groups
+    if group_size < 1:
+        raise FabricError("--group-size", f"{group_size} must be >= 1")
+    if m < 1:
+        raise FabricError("--groups", f"{m} must be >= 1")
+    if group_size * m > n_gpus:
+        raise FabricError("--groups", f"{m} groups of {group_size} GPUs need {group_size * m} GPUs; "
+                                      f"the topology has {n_gpus}")
+    return [list(range(g * group_size, (g + 1) * group_size)) for g in range(m)]
+
+
+def read_flows(path: Path, fabric) -> list:
+    """Read a flows file into :class:`fabric.sim.Flow` objects (device ids resolved)."""
+    from fabric.sim import Flow
+
+    where = path.name
+    if not path.is_file():
+        raise FabricError("--flows", f"no such file: {path}")
+    try:
+        doc = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise FabricError("--flows", f"{where} is not valid JSON ({exc})") from None
+    if not isinstance(doc, list):
+        raise FabricError(f"{where}", "must be a JSON list of flows {id, src, dst, bytes, start_s, after}")
+    names = {str(n): i for i, n in enumerate(fabric.device_names())}
+    gpu_ids = fabric.gpu_ids
+
+    def device(v, field):
+        if isinstance(v, str):
+            if v not in names:
+                raise FabricError(field, f"no device named {v!r}")
+            return names[v]
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise FabricError(field, f"{v!r} must be a device name or a GPU index")
+        if not 0 <= v < gpu_ids.size:
+            raise FabricError(field, f"GPU {v} is not in the topology (GPUs 0..{gpu_ids.size - 1})")
+        return int(gpu_ids[v])
+
+    allowed = {"id", "src", "dst", "bytes", "start_s", "after"}
+    flows = []
+    for i, item in enumerate(doc):
+        at = f"{where}:[{i}]"
+        if not isinstance(item, dict):
+            raise FabricError(at, "must be an object {id, src, dst, bytes, start_s, after}")
+        extra = set(item) - allowed
+        if extra:
+            raise FabricError(f"{at}.{sorted(extra)[0]}", f"unknown key; allowed: {', '.join(sorted(allowed))}")
+        for key in ("src", "dst", "bytes"):
+            if key not in item:
+                raise FabricError(f"{at}.{key}", "missing")
+        fid = item.get("id", i)
+        if not isinstance(fid, (str, int)) or isinstance(fid, bool):
+            raise FabricError(f"{at}.id", f"{fid!r} must be a string or an integer")
+        after = item.get("after", [])
+        if not isinstance(after, list):
+            raise FabricError(f"{at}.after", "must be a list of flow ids")
+        if isinstance(item["bytes"], bool):
+            raise FabricError(f"{at}.bytes", "must be a number of bytes or a size like 1GiB")
+        size = parse_bytes(item["bytes"], f"{at}.bytes")
+        start = item.get("start_s", 0.0)
+        if isinstance(start, bool):
+            raise FabricError(f"{at}.start_s", "must be seconds or a time like 10us")
+        start = parse_time(start, f"{at}.start_s")
+        flows.append(Flow(device(item["src"], f"{at}.src"), device(item["dst"], f"{at}.dst"), size, start,
+                          tuple(after), fid))
+    ids = [f.id for f in flows]
+    known = set(ids)
+    if len(known) != len(ids):
+        dup = next(x for x in ids if ids.count(x) > 1)
+        raise FabricError(f"{where}:id", f"duplicate flow id {dup!r}")
+    for i, f in enumerate(flows):
+        for a in f.after:
+            if isinstance(a, (list, dict)) or a not in known:
+                raise FabricError(f"{where}:[{i}].after", f"unknown flow id {a!r}")
+    return flows
+
+
+def simulate_command(
+    arch: Optional[str] = typer.Argument(None, help="architecture (see `fabric list`)"),
+    gpus: Optional[int] = GPUS_OPT,
+    param: list[str] = PARAM_OPT,
+    topology: Optional[Path] = TOPOLOGY_OPT,
+    catalog: Optional[Path] = CATALOG_OPT,
+    collective: Optional[str] = typer.Option(None, "--collective", help="all-reduce, reduce-scatter, all-gather, "
+                                                                        "all-to-all, broadcast or send-recv"),
+    size: Optional[str] = typer.Option(None, "--size", help="per-rank buffer: bytes or a size like 1GiB"),
+    ranks: Optional[str] = typer.Option(None, "--ranks", help="GPU indices, e.g. 0,1,2,3 or 0-7"),
+    group_size: Optional[int] = typer.Option(None, "--group-size", help="ranks per group (consecutive GPUs)"),
+    groups: Optional[int] = typer.Option(None, "--groups", help="disjoint groups running the collective at once"),
+    algorithm: Optional[str] = typer.Option(None, "--algorithm", help="ring, tree, hierarchical or direct"),
+    chunks: int = typer.Option(8, "--chunks", help="pipeline pieces for tree and chain broadcast"),
+    root: int = typer.Option(0, "--root", help="broadcast root (position in the ranks)"),
+    flows: Optional[Path] = typer.Option(None, "--flows", help="JSON list of flows {id, src, dst, bytes, start_s, "
+                                                               "after} instead of --collective"),
+    ecmp: str = typer.Option("ideal", "--ecmp", help="ideal (fluid split per next hop) or hash (per flow)"),
+    seed: int = typer.Option(0, "--seed", help="ECMP hash seed"),
+    method: str = typer.Option("auto", "--method", help="auto, dag (contention-free pass) or event"),
+    links: bool = typer.Option(False, "--links", help="report bytes and utilisation of every used link"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Simulate a collective (or a flows file) on the graph: completion time, algbw/busbw, link load.
+
+    Ranks are GPU indices 0..gpus-1.  A flows file is a JSON list of {id, src,
+    dst, bytes, start_s, after}: src/dst are device names (strings) or GPU
+    indices (integers), bytes a number or a size like 1GiB, after the ids of
+    flows that must finish first.
+    """
+    from fabric.sim import Collective, simulator
+
+    if (collective is None) == (flows is None):
+        raise FabricError("--collective", "give either --collective NAME or --flows FILE")
+    fab = build_fabric(arch, gpus, param, load_catalog(catalog), topology)
+    sim = simulator(fab)
+    if flows is not None:
+        for opt, val in (("--size", size), ("--ranks", ranks), ("--group-size", group_size),
+                         ("--algorithm", algorithm)):
+            if val is not None:
+                raise FabricError(opt, "only with --collective")
+        flow_list = read_flows(flows, fab)
+        try:
+            res = sim.run(flow_list, ecmp=ecmp, seed=seed, method=method)
+        except FabricError as exc:
+            if exc.field in ("ecmp", "method"):
+                raise FabricError(f"--{exc.field}", exc.message) from None
+            if exc.field.startswith("flows") or exc.field == "after":
+                raise FabricError(f"{flows.name}:{exc.field}", exc.message) from None
+            raise
+        data = {
+            "architecture": fab.architecture, "gpus": fab.n_gpus, "ecmp": ecmp, "seed": seed,
+            "makespan_s": res.makespan_s, "method": res.method, "events": res.events,
+            "flows": [{"id": fid, "release_s": float(r), "finish_s": float(f)}
+                      for fid, r, f in zip(res.flow_ids, res.release_s, res.finish_s)],
+            "bottlenecks": res.bottlenecks(BOTTLENECKS),
+        }
+        if links:
+            data["links"] = res.loads.records()
+        return _emit(data, as_json, flows_mode=True)
+    if size is None:
+        raise FabricError("--size", "missing; give the per-rank buffer, e.g. 1GiB")
+    nbytes = parse_bytes(size, "--size")
+    if nbytes <= 0:
+        raise FabricError("--size", f"{size!r} must be > 0 bytes")
+    lists = rank_groups(fab.n_gpus, ranks, group_size, groups)
+    colls = [Collective(collective, tuple(r), nbytes, algorithm, chunks, root) for r in lists]
+    try:
+        res = sim.collectives(colls, ecmp=ecmp, seed=seed, method=method)
+    except FabricError as exc:  # name the flag the user typed
+        flag = {"collective": "--collective", "algorithm": "--algorithm", "ranks": "--ranks", "chunks": "--chunks",
+                "root": "--root", "ecmp": "--ecmp", "method": "--method"}.get(exc.field)
+        if flag is None:
+            raise
+        raise FabricError(flag, exc.message) from None
+    first = res.collectives[0]
+    t = res.time_s
+    algbw = nbytes / t if t > 0 else float("inf")
+    from fabric.sim import bus_factor
+
+    data = {
+        "architecture": fab.architecture, "gpus": fab.n_gpus, "collective": first.name,
+        "algorithm": first.algorithm, "ranks": first.n_ranks, "groups": len(colls), "size_bytes": nbytes,
+        "ecmp": ecmp, "seed": seed, "time_s": t, "algbw_Bps": algbw, "busbw_Bps": algbw * bus_factor(first.name,
+                                                                                                    first.n_ranks),
+        "group_times_s": [c.time_s for c in res.collectives], "makespan_s": res.makespan_s,
+        "method": res.sim.method, "events": res.sim.events, "flows": res.sim.n_flows,
+        "bottlenecks": res.sim.bottlenecks(BOTTLENECKS),
+    }
+    if links:
+        data["links"] = res.sim.loads.records()
+    _emit(data, as_json, flows_mode=False)
+
+
+def _emit(data: dict, as_json: bool, flows_mode: bool) -> None:
+    if as_json:
+        emit_json(data)
+        return
+    from rich.table import Table
+
+    con = console()
+    if flows_mode:
+        con.print(f"{len(data['flows'])} flows on {data['architecture']} ({data['gpus']} GPUs), ecmp {data['ecmp']}: "
+                  f"makespan {format_time(data['makespan_s'])} ({data['method']}, {data['events']} events)")
+        t = Table(title="flows", title_justify="left")
+        for col in ("id", "release", "finish"):
+            t.add_column(col, justify="right")
+        for f in data["flows"]:
+            t.add_row(str(f["id"]), format_time(f["release_s"]), format_time(f["finish_s"]))
+        con.print(t)
+    else:
+        t = Table(title=f"{data['collective']} ({data['algorithm']}) on {data['architecture']}", title_justify="left")
+        t.add_column("metric")
+        t.add_column("value", justify="right")
+        rows = [("ranks x groups", f"{data['ranks']} x {data['groups']}"), ("size", format_bytes(data["size_bytes"])),
+                ("time", format_time(data["time_s"])), ("algbw", format_bandwidth(data["algbw_Bps"])),
+                ("busbw", format_bandwidth(data["busbw_Bps"])), ("flows", f"{data['flows']:,}"),
+                ("scheduler", f"{data['method']} ({data['events']} events)"), ("ecmp", data["ecmp"])]
+        if data["groups"] > 1:
+            times = data["group_times_s"]
+            rows.append(("group times", f"{format_time(min(times))} .. {format_time(max(times))}"))
+        for k, v in rows:
+            t.add_row(k, v)
+        con.print(t)
+    _link_table(con, "bottleneck links", data["bottlenecks"])
+    if "links" in data:
+        _link_table(con, "links", data["links"])
+
+
+def _link_table(con, title: str, recs: list) -> None:
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left")
+    for col in ("link", "src", "dst", "capacity", "bytes ->", "bytes <-", "util ->", "util <-"):
+        t.add_column(col, justify="right")
+    for r in recs:
+        t.add_row("circuit" if r["link"] is None else str(r["link"]), r["src"], r["dst"],
+                  format_bandwidth(r["capacity_Bps"]), format_bytes(r["bytes_fwd"]), format_bytes(r["bytes_rev"]),
+                  f"{r['utilisation_fwd']:.1%}", f"{r['utilisation_rev']:.1%}")
+    con.print(t)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("simulate")(simulate_command)

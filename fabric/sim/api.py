@@ -1,0 +1,339 @@
+"""The public entry points: :class:`Simulator` and the ``simulate_*`` functions.
+
+A :class:`Simulator` holds everything that depends only on the Fabric (its
+directed arcs, folded graph, BFS distances and a route cache per ECMP mode),
+so repeated simulations on one Fabric only pay for their own flows.
+:func:`simulator` returns the cached Simulator of a Fabric object; the
+module-level functions use it.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from fabric.errors import FabricError
+from fabric.model import Configuration, Fabric
+from fabric.sim.collectives import Collective, _rank_matrix, bus_factor, check_ranks, collective_flows
+from fabric.sim.engine import Problem, schedule
+from fabric.sim.flows import Flow, FlowTable, table_from_flows
+from fabric.sim.graph import ArcGraph, build_arc_graph, endpoint_devices
+from fabric.sim.maxmin import max_min_rates_csr
+from fabric.sim.results import CollectiveResult, CollectivesResult, LinkLoads, SimResult
+from fabric.sim.routing import ECMP_MODES, NoRoute, RouteTable
+
+
+class Simulator:
+    """Flow-level simulator bound to one Fabric.
+
+    Parameters
+    ----------
+    fabric : Fabric
+    configuration : Configuration, optional
+        OCS configuration to route over (default the Fabric's own).
+    fold : bool
+        Fold interchangeable switches and parallel links for ideal ECMP
+        (exact; see :mod:`fabric.sim.graph`).  False routes on every arc
+        (slower on large fabrics; used to test the folding).
+
+    Examples
+    --------
+    Two GPUs on one 1 GB/s link with 1 us latency: one flow of 1 MB takes
+    1 ms + 1 us.
+
+    >>> from fabric.model import FabricBuilder, DeviceKind, HBDSpec
+    >>> b = FabricBuilder("demo", {})
+    >>> g = b.add_devices(DeviceKind.GPU, 2, node=[0, 1])
+    >>> _ = b.add_links(g[:1], g[1:], capacity=1e9, latency=1e-6, medium="copper", layer="hbd")
+    >>> fab = b.build(HBDSpec(kind="none", gpus_per_node=1, domain_gpus=1))
+    >>> sim = Simulator(fab)
+    >>> round(sim.run([Flow(0, 1, 1e6)]).makespan_s, 9)
+    0.001001
+    >>> r = sim.collective(Collective("all-reduce", (0, 1), 2e6))
+    >>> round(r.time_s, 9), round(r.busbw_Bps / 1e9, 6)
+    (0.002002, 0.999001)
+    """
+
+    def __init__(self, fabric: Fabric, configuration: Configuration | None = None, *, fold: bool = True):
+        self.fabric = fabric
+        self.links = fabric.active_links(configuration)
+        self.fold = bool(fold)
+        self._graphs: dict[tuple, ArcGraph] = {}
+        self._tables: dict[tuple, RouteTable] = {}
+        self._name_index: dict[str, int] | None = None
+        self._names: np.ndarray | None = None
+
+    # ------------------------------------------------------------------ graph and routes
+    def graph(self, ecmp: str = "ideal", protect: tuple = ()) -> ArcGraph:
+        """The routing graph for an ECMP mode (cached)."""
+        _check_ecmp(ecmp)
+        key = ("ideal", protect) if ecmp == "ideal" else ("hash",)
+        if key not in self._graphs:
+            if ecmp == "ideal":
+                prot = np.union1d(endpoint_devices(self.fabric), np.asarray(protect, dtype=np.int64))
+                g = build_arc_graph(self.fabric, self.links, fold=self.fold, bundle=self.fold, protected=prot)
+            else:
+                g = build_arc_graph(self.fabric, self.links, fold=False, bundle=False)
+            self._graphs[key] = g
+        return self._graphs[key]
+
+    def _route_table(self, ecmp: str, seed: int, ends: np.ndarray) -> tuple[ArcGraph, RouteTable]:
+        protect: tuple = ()
+        g = self.graph(ecmp)
+        if ecmp == "ideal" and self.fold:
+            folded = ends[g.class_size[g.node_of_device[ends]] > 1]
+            if folded.size:  # endpoints that are folded switches: route on a graph that keeps them apart
+                protect = tuple(np.unique(folded).tolist())
+                g = self.graph(ecmp, protect)
+        gkey = ("ideal", protect) if ecmp == "ideal" else ("hash",)
+        key = (gkey, ecmp, int(seed) if ecmp == "hash" else 0)
+        if key not in self._tables:
+            self._tables[key] = RouteTable(g, ecmp, int(seed))
+        return g, self._tables[key]
+
+    def route(self, src: int | str, dst: int | str, *, ecmp: str = "ideal", seed: int = 0) -> dict:
+        """The route between two devices: the active links it uses and the share of bytes on each.
+
+        Returns
+        -------
+        dict
+            ``links`` (active-link indices), ``forward`` (True where the
+            route crosses the link ``src -> dst``), ``fraction`` (share of
+            the flow's bytes per link direction) and ``latency_s``.
+        """
+        s, d = self.device(src, "src"), self.device(dst, "dst")
+        g, rt = self._route_table(ecmp, seed, np.array([s, d]))
+        rid = int(self._ids(g, rt, np.array([s]), np.array([d]), "route")[0])
+        row = rt.matrix()[rid]
+        base, share = _to_base_arcs(g, row.indices, row.data)
+        return {"links": (base // 2).tolist(), "forward": (base % 2 == 0).tolist(), "fraction": share.tolist(),
+                "latency_s": float(rt.latency[rid])}
+
+    def _ids(self, g: ArcGraph, rt: RouteTable, src: np.ndarray, dst: np.ndarray, field: str) -> np.ndarray:
+        try:
+            return rt.ids(g.node_of_device[src], g.node_of_device[dst])
+        except NoRoute as exc:
+            names = self.names
+            raise FabricError(field, f"{names[exc.src_device]} cannot reach {names[exc.dst_device]} "
+                                     "(disconnected under the active configuration)") from None
+
+    def problem(self, flows: FlowTable, *, ecmp: str = "ideal", seed: int = 0,
+                field: str = "flows") -> tuple[Problem, ArcGraph, np.ndarray]:
+        """Route ``flows`` and assemble the engine's :class:`~fabric.sim.engine.Problem`.
+
+        Returns the problem, the graph, and the graph arc of every problem arc.
+        """
+        _check_ecmp(ecmp)
+        flows.validate(self.fabric.n_devices, field)
+        pair_of, ps, pd = flows.pairs()
+        g, rt = self._route_table(ecmp, seed, np.concatenate([ps, pd]))
+        ids = self._ids(g, rt, ps, pd, field)
+        uroutes, local = np.unique(ids, return_inverse=True)
+        R = rt.matrix()[uroutes]
+        # keep only the arcs these routes use
+        arcs, col = np.unique(R.indices, return_inverse=True)
+        R = type(R)((R.data, col, R.indptr), shape=(R.shape[0], arcs.size))
+        prob = Problem(R, g.capacity[arcs], rt.latency[uroutes], local[pair_of].astype(np.int64), flows.size,
+                       flows.start, flows.count, flows.dep_ptr, flows.dep_idx)
+        return prob, g, arcs
+
+    # ----------------------------------------------------------------------- simulation
+    def run(self, flows: FlowTable | Sequence[Flow], *, ecmp: str = "ideal", seed: int = 0,
+            method: str = "auto") -> SimResult:
+        """Simulate flows.
+
+        Parameters
+        ----------
+        flows : FlowTable or sequence of Flow
+        ecmp : {'ideal', 'hash'}
+            Fluid split per next hop, or one hashed path per (src, dst)
+            (see :mod:`fabric.sim.routing`).
+        seed : int
+            Hash seed for ``ecmp='hash'``.
+        method : {'auto', 'dag', 'event'}
+            Scheduler (see :mod:`fabric.sim.engine`).
+
+        Returns
+        -------
+        SimResult
+        """
+        ids = None
+        if not isinstance(flows, FlowTable):
+            flows, ids = table_from_flows(list(flows), self.device)
+        prob, g, arcs = self.problem(flows, ecmp=ecmp, seed=seed)
+        sched = schedule(prob, method)
+        makespan = float(sched.finish.max()) if len(flows) else 0.0
+        # bytes per arc do not depend on timing: route fractions x bytes
+        route_bytes = np.bincount(prob.route, weights=flows.size * flows.count, minlength=prob.R.shape[0])
+        arc_bytes = prob.R.T @ route_bytes
+        loads = self._loads(g, arcs, arc_bytes, makespan)
+        return SimResult(sched.release, sched.tx_end, sched.finish, makespan, sched.method, sched.events, loads, ids)
+
+    def rates(self, flows: FlowTable | Sequence[Flow], *, ecmp: str = "ideal", seed: int = 0) -> np.ndarray:
+        """Max-min fair rate of every flow (bytes/s) if all were active at once (starts and waits ignored)."""
+        if not isinstance(flows, FlowTable):
+            flows, _ = table_from_flows(list(flows), self.device)
+        prob, _, _ = self.problem(flows, ecmp=ecmp, seed=seed)
+        R = prob.R
+        cnt = R.indptr[prob.route + 1] - R.indptr[prob.route]
+        pos = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt - R.indptr[prob.route], cnt)
+        return max_min_rates_csr(np.concatenate([[0], np.cumsum(cnt)]), R.indices[pos], R.data[pos], prob.capacity,
+                                 prob.count)
+
+    def collective(self, coll: Collective, *, ecmp: str = "ideal", seed: int = 0,
+                   method: str = "auto") -> CollectiveResult:
+        """Simulate one collective alone."""
+        return self.collectives([coll], ecmp=ecmp, seed=seed, method=method).collectives[0]
+
+    def collectives(self, colls: Iterable[Collective], *, ecmp: str = "ideal", seed: int = 0,
+                    method: str = "auto") -> CollectivesResult:
+        """Simulate collectives that run at the same time and contend for links."""
+        colls = list(colls)
+        if not colls:
+            raise FabricError("collectives", "need at least one collective")
+        gpu_ids = self.fabric.gpu_ids
+        domain = self.fabric.group("domain")
+        batches: dict[tuple, list[int]] = {}
+        for k, c in enumerate(colls):
+            if not isinstance(c, Collective):
+                raise FabricError("collectives", f"item {k} is not a Collective")
+            c.validate_params()
+            batches.setdefault(c.batch_key(), []).append(k)
+        tables = []
+        for members in batches.values():
+            ranks = _rank_matrix([colls[k].ranks for k in members])
+            check_ranks(ranks, gpu_ids.size)
+            tables.append(collective_flows(colls[members[0]], gpu_ids[ranks], domain, tags=members))
+        flows = FlowTable.concat(tables)
+        prob, g, arcs = self.problem(flows, ecmp=ecmp, seed=seed, field="ranks")
+        sched = schedule(prob, method)
+        finish = np.full(len(colls), -np.inf)
+        if len(flows):
+            np.maximum.at(finish, flows.tag, sched.finish)
+        n_flows = np.bincount(flows.tag, minlength=len(colls)) if len(flows) else np.zeros(len(colls), dtype=int)
+        out = []
+        for k, c in enumerate(colls):
+            fin = max(float(finish[k]), float(c.start_s))
+            t = fin - float(c.start_s)
+            n = len(c.ranks)
+            algbw = float(c.size) / t if t > 0 else float("inf")
+            out.append(CollectiveResult(c.name, c.resolved_algorithm, n, float(c.size), float(c.start_s), fin, t,
+                                        algbw, algbw * bus_factor(c.name, n), int(n_flows[k])))
+        makespan = float(sched.finish.max()) if len(flows) else 0.0
+        route_bytes = np.bincount(prob.route, weights=flows.size * flows.count, minlength=prob.R.shape[0])
+        loads = self._loads(g, arcs, prob.R.T @ route_bytes, makespan)
+        sim = SimResult(sched.release, sched.tx_end, sched.finish, makespan, sched.method, sched.events, loads)
+        return CollectivesResult(out, sim)
+
+    # -------------------------------------------------------------------------- helpers
+    @property
+    def names(self) -> np.ndarray:
+        if self._names is None:
+            self._names = self.fabric.device_names()
+        return self._names
+
+    def device(self, value, field: str = "device") -> int:
+        """Device id of an id or a name."""
+        if isinstance(value, (str, np.str_)):
+            if self._name_index is None:
+                self._name_index = {str(n): i for i, n in enumerate(self.names)}
+            if value not in self._name_index:
+                raise FabricError(field, f"no device named {value!r}")
+            return self._name_index[str(value)]
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise FabricError(field, f"{value!r} must be a device id or name")
+        if not 0 <= int(value) < self.fabric.n_devices:
+            raise FabricError(field, f"device {value} is not in the topology (0..{self.fabric.n_devices - 1})")
+        return int(value)
+
+    def _loads(self, g: ArcGraph, arcs: np.ndarray, arc_bytes: np.ndarray, makespan: float) -> LinkLoads:
+        base, share = _to_base_arcs(g, arcs, arc_bytes)
+        n = len(self.links)
+        fwd = np.zeros(n)
+        rev = np.zeros(n)
+        is_fwd = base % 2 == 0
+        np.add.at(fwd, base[is_fwd] // 2, share[is_fwd])
+        np.add.at(rev, base[~is_fwd] // 2, share[~is_fwd])
+        return LinkLoads(self.links, fwd, rev, makespan, self.names)
+
+
+def _to_base_arcs(g: ArcGraph, arcs: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Spread per-arc values evenly over each bundle's member base arcs."""
+    cnt = g.member_ptr[arcs + 1] - g.member_ptr[arcs]
+    total = int(cnt.sum())
+    offsets = np.cumsum(cnt) - cnt
+    pos = np.arange(total, dtype=np.int64) - np.repeat(offsets - g.member_ptr[arcs], cnt)
+    return g.member_arc[pos], np.repeat(np.asarray(values, dtype=np.float64) / cnt, cnt)
+
+
+def _check_ecmp(ecmp: str) -> None:
+    if ecmp not in ECMP_MODES:
+        raise FabricError("ecmp", f"{ecmp!r} is not one of {', '.join(ECMP_MODES)}")
+
+
+# --------------------------------------------------------------------- module-level API
+_SIMULATORS: dict[int, tuple[weakref.ref, Simulator]] = {}
+
+
+def simulator(fabric: Fabric) -> Simulator:
+    """The cached :class:`Simulator` of a Fabric object (built on first use)."""
+    key = id(fabric)
+    hit = _SIMULATORS.get(key)
+    if hit is not None and hit[0]() is fabric:
+        return hit[1]
+    sim = Simulator(fabric)
+    _SIMULATORS[key] = (weakref.ref(fabric, lambda _r, k=key, cache=_SIMULATORS: cache.pop(k, None)), sim)
+    return sim
+
+
+def simulate_flows(fabric: Fabric, flows: FlowTable | Sequence[Flow], *, ecmp: str = "ideal", seed: int = 0,
+                   method: str = "auto") -> SimResult:
+    """Simulate flows on a Fabric (see :meth:`Simulator.run`)."""
+    return simulator(fabric).run(flows, ecmp=ecmp, seed=seed, method=method)
+
+
+def simulate_collective(fabric: Fabric, collective: Collective | str, ranks: Sequence[int] | None = None,
+                        size: float | None = None, *, algorithm: str | None = None, chunks: int | None = None,
+                        root: int = 0, ecmp: str = "ideal", seed: int = 0, method: str = "auto") -> CollectiveResult:
+    """Simulate one collective.
+
+    Parameters
+    ----------
+    fabric : Fabric
+    collective : Collective or str
+        A :class:`Collective`, or its name (then give ``ranks`` and ``size``).
+    ranks : sequence of int
+        GPU indices.
+    size : float
+        Per-rank buffer, bytes.
+    algorithm, chunks, root
+        See :class:`Collective`.
+    ecmp, seed, method
+        See :meth:`Simulator.run`.
+
+    Returns
+    -------
+    CollectiveResult
+        ``time_s``, ``algbw_Bps``, ``busbw_Bps``, ...
+    """
+    coll = _as_collective(collective, ranks, size, algorithm, chunks, root)
+    return simulator(fabric).collective(coll, ecmp=ecmp, seed=seed, method=method)
+
+
+def simulate_collectives(fabric: Fabric, collectives: Iterable[Collective], *, ecmp: str = "ideal", seed: int = 0,
+                         method: str = "auto") -> CollectivesResult:
+    """Simulate collectives running at once (e.g. every DP group of a job), contending for links."""
+    return simulator(fabric).collectives(collectives, ecmp=ecmp, seed=seed, method=method)
+
+
+def _as_collective(collective, ranks, size, algorithm, chunks, root) -> Collective:
+    if isinstance(collective, Collective):
+        return collective
+    if ranks is None or size is None:
+        raise FabricError("ranks", "give ranks and size with a collective name")
+    from fabric.sim.collectives import DEFAULT_CHUNKS
+
+    return Collective(str(collective), tuple(ranks), size, algorithm,
+                      DEFAULT_CHUNKS if chunks is None else chunks, root)

@@ -1,0 +1,465 @@
+"""Collectives as flow DAGs.
+
+Sizes: ``size`` is the per-rank buffer ``S`` in bytes, as in nccl-tests:
+all-reduce reduces ``S`` on every rank; reduce-scatter takes ``S`` in and
+leaves ``S/n`` per rank; all-gather leaves ``S`` on every rank, ``S/n`` from
+each; all-to-all sends ``S/n`` to every peer; broadcast sends ``S`` from the
+root; send-recv sends ``S`` from each rank to the next.
+
+Algorithms (``ranks`` order is the ring / chain order):
+
+=============== ================================================================
+ring            ``n-1`` steps (``2(n-1)`` for all-reduce); in step ``k`` rank
+                ``i`` sends ``S/n`` to rank ``i+1``.  A step's flow waits for
+                the flow it received in the previous step *and* for its own
+                previous send (one channel sends in order), so each step costs
+                a full per-step latency.  Broadcast ``ring`` is the pipelined
+                chain: ``S`` in ``chunks`` pieces along root, root+1, ...; piece
+                ``c`` leaves rank ``j`` after it arrived and after piece ``c-1``
+                left.
+tree            all-reduce: NCCL-style double binary tree.  Tree 1 is the
+                balanced in-order binary tree over rank positions, tree 2 the
+                same over positions shifted by one, so most ranks are a leaf in
+                one of them.  Each tree carries ``S/2`` in ``chunks`` pieces:
+                a piece goes up (reduce) once it arrived from all children,
+                then down (broadcast) from the root; pieces pipeline.
+                Broadcast: a pipelined binary heap tree under the root
+                (parent of position ``i`` is ``(i-1)//2`` counted from root).
+hierarchical    all-reduce: ring reduce-scatter inside each HBD domain (ranks
+                that share the Fabric's ``domain`` group) -> ring all-reduce of
+                ``S/h`` across domains among the ranks with the same position
+                in their domain -> ring all-gather inside the domain.  Every
+                domain must hold the same number ``h`` of the ranks.
+direct          all flows at once, no steps: all-to-all and direct
+                reduce-scatter / all-gather send ``S/n`` to every peer;
+                one-shot all-reduce sends all of ``S`` to every peer (for one
+                switch domain); send-recv sends ``S`` from rank ``i`` to
+                ``i+1`` (pipeline point-to-point, no wrap).
+=============== ================================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fabric.errors import FabricError
+from fabric.sim.flows import FlowTable
+
+COLLECTIVES = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all", "broadcast", "send-recv")
+ALGORITHMS = {
+    "all-reduce": ("ring", "tree", "hierarchical", "direct"),
+    "reduce-scatter": ("ring", "direct"),
+    "all-gather": ("ring", "direct"),
+    "all-to-all": ("direct",),
+    "broadcast": ("ring", "tree"),
+    "send-recv": ("direct",),
+}
+DEFAULT_CHUNKS = 8
+
+
+def bus_factor(name: str, n: int) -> float:
+    """nccl-tests bus-bandwidth factor: busbw = algbw x factor.
+
+    all-reduce ``2(n-1)/n``; reduce-scatter, all-gather, all-to-all ``(n-1)/n``;
+    broadcast, send-recv 1.
+    """
+    if name == "all-reduce":
+        return 2.0 * (n - 1) / n
+    if name in ("reduce-scatter", "all-gather", "all-to-all"):
+        return (n - 1) / n
+    return 1.0
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective among ranks.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`COLLECTIVES`.
+    ranks : tuple of int
+        GPU indices (into ``fabric.gpu_ids``); their order is the ring/chain order.
+    size : float
+        Per-rank buffer ``S``, bytes (> 0); see the module docstring.
+    algorithm : str, optional
+        One of :data:`ALGORITHMS` ``[name]``; default the first (ring, or direct).
+    chunks : int
+        Pipeline pieces for tree and chain algorithms (>= 1).
+    root : int
+        Position in ``ranks`` of the broadcast root.
+    start_s : float
+        When the collective starts, seconds.
+    """
+
+    name: str
+    ranks: tuple
+    size: float
+    algorithm: str | None = None
+    chunks: int = DEFAULT_CHUNKS
+    root: int = 0
+    start_s: float = 0.0
+
+    @property
+    def resolved_algorithm(self) -> str:
+        return self.algorithm or ALGORITHMS.get(self.name, ("ring",))[0]
+
+    def validate(self, n_gpus: int) -> None:
+        """Raise :class:`FabricError` naming the bad field."""
+        self.validate_params()
+        check_ranks(_rank_matrix([self.ranks]), n_gpus)
+
+    def validate_params(self) -> None:
+        """Check everything but the ranks themselves."""
+        if self.name not in COLLECTIVES:
+            raise FabricError("collective", f"unknown collective {self.name!r}; allowed: {', '.join(COLLECTIVES)}")
+        algo = self.resolved_algorithm
+        if algo not in ALGORITHMS[self.name]:
+            raise FabricError("algorithm", f"{algo!r} is not available for {self.name}; allowed: "
+                                           f"{', '.join(ALGORITHMS[self.name])}")
+        n = len(self.ranks)
+        if n == 0:
+            raise FabricError("ranks", "need at least one rank")
+        if isinstance(self.size, bool) or not isinstance(self.size, (int, float, np.integer, np.floating)) \
+                or not np.isfinite(self.size) or self.size <= 0:
+            raise FabricError("size", f"{self.size!r} must be a finite number of bytes > 0")
+        if isinstance(self.chunks, bool) or int(self.chunks) != self.chunks or self.chunks < 1:
+            raise FabricError("chunks", f"{self.chunks!r} must be a whole number >= 1")
+        if int(self.root) != self.root or not 0 <= int(self.root) < n:
+            raise FabricError("root", f"{self.root!r} must be a position in ranks (0..{n - 1})")
+        if not np.isfinite(self.start_s) or self.start_s < 0:
+            raise FabricError("start_s", f"{self.start_s!r} must be a finite time >= 0")
+
+    def batch_key(self) -> tuple:
+        """Collectives with equal keys differ only in their ranks (and are generated together)."""
+        return (self.name, self.resolved_algorithm, len(self.ranks), float(self.size), int(self.chunks),
+                int(self.root), float(self.start_s))
+
+
+def _rank_matrix(rank_lists) -> np.ndarray:
+    try:
+        arr = np.array([tuple(r) for r in rank_lists])
+    except (TypeError, ValueError):
+        raise FabricError("ranks", "must be sequences of GPU indices") from None
+    if arr.dtype.kind not in "iu" and arr.size:
+        raise FabricError("ranks", "must be GPU indices (whole numbers)")
+    return arr.astype(np.int64).reshape(len(rank_lists), -1)
+
+
+def check_ranks(ranks: np.ndarray, n_gpus: int) -> None:
+    """Every row of ``ranks`` must hold distinct GPU indices in ``0..n_gpus-1``."""
+    if ranks.size == 0:
+        raise FabricError("ranks", "need at least one rank")
+    bad = (ranks < 0) | (ranks >= n_gpus)
+    if bad.any():
+        raise FabricError("ranks", f"GPU {int(ranks[bad][0])} is not in the topology (GPUs 0..{n_gpus - 1})")
+    srt = np.sort(ranks, axis=1)
+    dup = srt[:, 1:] == srt[:, :-1]
+    if dup.any():
+        raise FabricError("ranks", f"GPU {int(srt[:, 1:][dup][0])} appears twice in one collective")
+
+
+# ----------------------------------------------------------------------------- DAG building
+# Builders work on G groups of n ranks at once (every DP group of a job runs the same
+# collective): rank *slot* g*n + i is position i of group g.  Flows are laid out step by
+# step (all groups' step 0, then all groups' step 1, ...), so the engine sees one block per
+# step however many groups there are.
+class _Builder:
+    """Accumulates flow blocks; flow indices are global across blocks."""
+
+    def __init__(self, start: float, tags: np.ndarray, n: int):
+        self.start = start
+        self.tags = np.asarray(tags, dtype=np.int64)
+        self.n_ranks = n  # per group
+        self.parts: list[FlowTable] = []
+        self.n = 0
+
+    @property
+    def groups(self) -> int:
+        return int(self.tags.size)
+
+    def table(self) -> FlowTable:
+        return FlowTable.concat(self.parts, shift_deps=False)  # parts hold global indices
+
+
+def _csr(lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    ptr = np.concatenate([[0], np.cumsum([len(x) for x in lists])]).astype(np.int64)
+    idx = np.array([v for x in lists for v in x], dtype=np.int64)
+    return ptr, idx
+
+
+def _empty_entry(n: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+
+
+def _replicate(G: int, n: int, t_src: np.ndarray, t_dst: np.ndarray, same: tuple, prev: tuple):
+    """A one-group template (rank positions 0..n-1) repeated for G groups (rank slots)."""
+    T = t_src.size
+    if G == 1:
+        return t_src, t_dst, same, prev
+    off = np.repeat(np.arange(G, dtype=np.int64), T)
+    out = [np.tile(t_src, G) + off * n, np.tile(t_dst, G) + off * n]
+    for ptr, idx in (same, prev):
+        lens = np.tile(np.diff(ptr), G)
+        new_ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+        new_idx = np.tile(idx, G) + np.repeat(np.arange(G, dtype=np.int64), idx.size) * T
+        out.append((new_ptr, new_idx))
+    return tuple(out)
+
+
+def _repeat_template(b: _Builder, devices: np.ndarray, t_src: np.ndarray, t_dst: np.ndarray, size: float,
+                     copies: int, same: tuple, prev: tuple, entry: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Add ``copies`` copies of a template of ``T`` flows between rank slots.
+
+    Flow ``t`` of copy ``c`` waits for flows ``same[t]`` of copy ``c``, flows
+    ``prev[t]`` of copy ``c-1`` and, in copy 0, the global flows
+    ``entry[slot of its source]``.  Returns the exit CSR per rank slot: the
+    flows of the last copy a rank sends or receives.
+    """
+    n_slots = devices.size
+    T = int(t_src.size)
+    if T == 0 or copies == 0:
+        return entry
+    base = b.n
+    s_ptr, s_idx = same
+    p_ptr, p_idx = prev
+    e_ptr, e_idx = entry
+    s_len, p_len = np.diff(s_ptr), np.diff(p_ptr)
+    e_len = np.diff(e_ptr)[t_src]
+    # copy 0: same-copy deps then entry deps of the sending rank
+    len0 = s_len + e_len
+    idx0 = np.empty(int(len0.sum()), dtype=np.int64)
+    start0 = np.cumsum(len0) - len0
+    idx0[_ranges(start0, s_len)] = base + s_idx
+    idx0[_ranges(start0 + s_len, e_len)] = e_idx[_ranges(e_ptr[t_src], e_len)]
+    # copies 1..: same-copy deps (shift c T) then previous-copy deps (shift (c-1) T)
+    lenc = s_len + p_len
+    tmpl = np.empty(int(lenc.sum()), dtype=np.int64)
+    startc = np.cumsum(lenc) - lenc
+    pos_s, pos_p = _ranges(startc, s_len), _ranges(startc + s_len, p_len)
+    tmpl[pos_s] = s_idx
+    tmpl[pos_p] = p_idx - T
+    if copies > 1:
+        c = np.repeat(np.arange(1, copies, dtype=np.int64) * T + base, tmpl.size)
+        idxc = np.tile(tmpl, copies - 1) + c
+    else:
+        idxc = np.zeros(0, dtype=np.int64)
+    lens = np.concatenate([len0, np.tile(lenc, copies - 1)])
+    ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    F = T * copies
+    pair_keys, pair_of_t = np.unique(t_src * n_slots + t_dst, return_inverse=True)
+    tag_t = b.tags[t_src // b.n_ranks]
+    # constant columns are read-only broadcast views (no memory per flow)
+    table = FlowTable(np.tile(devices[t_src], copies), np.tile(devices[t_dst], copies),
+                      np.broadcast_to(np.float64(size), (F,)), np.broadcast_to(np.float64(b.start), (F,)), ptr,
+                      np.concatenate([idx0, idxc]), np.broadcast_to(np.int64(1), (F,)),
+                      np.tile(tag_t, copies) if b.groups > 1 else np.broadcast_to(tag_t[0], (F,)),
+                      np.tile(pair_of_t.astype(np.int64), copies), devices[pair_keys // n_slots],
+                      devices[pair_keys % n_slots], trusted=True)
+    b.parts.append(table)
+    b.n += F
+    last = base + (copies - 1) * T + np.arange(T)
+    ends = np.concatenate([t_src, t_dst])
+    order = np.argsort(ends, kind="stable")
+    exit_ptr = np.concatenate([[0], np.cumsum(np.bincount(ends, minlength=n_slots))]).astype(np.int64)
+    return exit_ptr, np.concatenate([last, last])[order]
+
+
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.cumsum(counts) - counts
+    return np.arange(total, dtype=np.int64) - np.repeat(offsets - starts, counts)
+
+
+def _rings(rings: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple]:
+    """Template of disjoint rings (rows of ``rings``, rank slots): each sends to its successor.
+
+    Returns src, dst and the previous-step deps (incoming flow and own send).
+    """
+    m, h = rings.shape
+    src = rings.ravel()
+    dst = np.roll(rings, -1, axis=1).ravel()
+    local = np.arange(m * h).reshape(m, h)
+    incoming = np.roll(local, 1, axis=1).ravel()  # flow into my source in the previous step
+    mine = local.ravel()
+    prev_idx = np.stack([incoming, mine], axis=1).ravel()
+    prev_ptr = np.arange(0, 2 * m * h + 1, 2, dtype=np.int64)
+    return src, dst, (prev_ptr, prev_idx)
+
+
+def _ring_phase(b: _Builder, devices: np.ndarray, rings: np.ndarray, steps: int, chunk: float, entry):
+    """``steps`` ring steps on every row of ``rings`` (rank positions of one group), in all groups."""
+    if rings.shape[1] < 2 or steps == 0:
+        return entry
+    G, n = b.groups, b.n_ranks
+    slots = (np.arange(G)[:, None, None] * n + rings[None, :, :]).reshape(-1, rings.shape[1])
+    src, dst, prev = _rings(slots)
+    return _repeat_template(b, devices, src, dst, chunk, steps, _empty_entry(src.size), prev, entry)
+
+
+def _templated(b: _Builder, devices: np.ndarray, t_src, t_dst, size: float, copies: int, same, prev, entry):
+    t_src, t_dst, same, prev = _replicate(b.groups, b.n_ranks, np.asarray(t_src, dtype=np.int64),
+                                          np.asarray(t_dst, dtype=np.int64), same, prev)
+    return _repeat_template(b, devices, t_src, t_dst, size, copies, same, prev, entry)
+
+
+def _chain_broadcast(b: _Builder, devices: np.ndarray, order: np.ndarray, size: float, chunks: int, entry):
+    n = order.size
+    if n < 2:
+        return entry
+    j = np.arange(n - 1)
+    same = _csr([[int(x) - 1] if x > 0 else [] for x in j])
+    prev = (np.arange(n, dtype=np.int64), j.astype(np.int64))
+    return _templated(b, devices, order[:-1], order[1:], size / chunks, chunks, same, prev, entry)
+
+
+def _heap_broadcast(b: _Builder, devices: np.ndarray, order: np.ndarray, size: float, chunks: int, entry):
+    n = order.size
+    if n < 2:
+        return entry
+    child = np.arange(1, n)
+    parent = (child - 1) // 2
+    # template flow t carries a piece from parent(t+1) to t+1; it waits for the piece reaching the parent
+    same = _csr([[int(p) - 1] if p > 0 else [] for p in parent])
+    prev = (np.arange(n, dtype=np.int64), np.arange(n - 1, dtype=np.int64))
+    return _templated(b, devices, order[parent], order[child], size / chunks, chunks, same, prev, entry)
+
+
+def inorder_tree(n: int) -> np.ndarray:
+    """Parent of every position of a balanced in-order binary tree over ``0..n-1`` (-1: root)."""
+    parent = np.full(n, -1, dtype=np.int64)
+    stack = [(0, n - 1, -1)]
+    while stack:
+        lo, hi, par = stack.pop()
+        if lo > hi:
+            continue
+        mid = (lo + hi) // 2
+        parent[mid] = par
+        stack.append((lo, mid - 1, mid))
+        stack.append((mid + 1, hi, mid))
+    return parent
+
+
+def _double_binary_tree(b: _Builder, devices: np.ndarray, n: int, size: float, chunks: int, entry):
+    if n < 2:
+        return entry
+    base_parent = inorder_tree(n)
+    src, dst, same = [], [], []
+    for shift in (0, 1):
+        node = (np.arange(n) + shift) % n  # tree position p holds rank position node[p]
+        parent = base_parent
+        nonroot = [p for p in range(n) if parent[p] >= 0]
+        root = int(np.flatnonzero(parent < 0)[0])
+        children: dict[int, list[int]] = {p: [] for p in range(n)}
+        for p in nonroot:
+            children[int(parent[p])].append(p)
+        off = len(src)
+        up = {p: off + k for k, p in enumerate(nonroot)}                   # reduce: p -> parent
+        down = {p: off + len(nonroot) + k for k, p in enumerate(nonroot)}  # broadcast: parent -> p
+        for p in nonroot:
+            src.append(node[p])
+            dst.append(node[parent[p]])
+            same.append([up[c] for c in children[p]])
+        for p in nonroot:
+            src.append(node[parent[p]])
+            dst.append(node[p])
+            q = int(parent[p])
+            same.append([up[c] for c in children[root]] if q == root else [down[q]])
+    T = len(src)
+    prev = (np.arange(T + 1, dtype=np.int64), np.arange(T, dtype=np.int64))
+    return _templated(b, devices, np.array(src), np.array(dst), size / (2 * chunks), chunks, _csr(same), prev, entry)
+
+
+def _all_pairs(b: _Builder, devices: np.ndarray, n: int, size: float, entry):
+    if n < 2:
+        return entry
+    i, j = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    off = i != j
+    src, dst = i[off], j[off]
+    none = _empty_entry(src.size)
+    return _templated(b, devices, src, dst, size, 1, none, none, entry)
+
+
+def domain_matrix(devices: np.ndarray, domain: np.ndarray) -> np.ndarray:
+    """Rank positions as a (domains, h) matrix: rows in order of first appearance.
+
+    Ranks share a row when their devices share the Fabric's ``domain`` group
+    (a device outside any domain is a domain of its own).
+    """
+    dom = domain[devices].copy()
+    alone = dom < 0
+    dom[alone] = -1 - np.flatnonzero(alone)
+    _, first, inv = np.unique(dom, return_index=True, return_inverse=True)
+    rank_of_domain = np.argsort(np.argsort(first))
+    row = rank_of_domain[inv]
+    counts = np.bincount(row)
+    if np.unique(counts).size != 1:
+        raise FabricError("algorithm", "hierarchical needs the same number of ranks in every HBD domain "
+                                       f"(got {sorted(set(counts.tolist()))})")
+    order = np.lexsort((np.arange(devices.size), row))
+    return order.reshape(counts.size, counts[0])
+
+
+def collective_flows(coll: Collective, devices: np.ndarray, domain: np.ndarray | None = None,
+                     tags=0) -> FlowTable:
+    """The flow DAG of one collective, or of the same collective in several groups at once.
+
+    Parameters
+    ----------
+    coll : Collective
+        What to run (its ``ranks`` are not read here).
+    devices : ndarray of int, shape (n,) or (G, n)
+        Device ids of the ranks, one row per group.
+    domain : ndarray of int, optional
+        The Fabric's ``domain`` group per device (needed for ``hierarchical``;
+        every group must split into domains the same way as the first).
+    tags : int or array_like of int, shape (G,)
+        Written into the ``tag`` of each group's flows.
+    """
+    devices = np.atleast_2d(np.asarray(devices, dtype=np.int64))
+    G, n = devices.shape
+    b = _Builder(float(coll.start_s), np.broadcast_to(np.asarray(tags, dtype=np.int64), (G,)), n)
+    flat = devices.ravel()
+    S = float(coll.size)
+    algo = coll.resolved_algorithm
+    entry = _empty_entry(G * n)
+    pos = np.arange(n)
+    name = coll.name
+    if name == "all-reduce" and algo == "ring":
+        _ring_phase(b, flat, pos[None, :], 2 * (n - 1), S / n, entry)
+    elif name in ("reduce-scatter", "all-gather") and algo == "ring":
+        _ring_phase(b, flat, pos[None, :], n - 1, S / n, entry)
+    elif name == "all-reduce" and algo == "hierarchical":
+        if domain is None:
+            raise FabricError("algorithm", "hierarchical needs the Fabric's domain grouping")
+        groups = domain_matrix(devices[0], domain)
+        for g in range(1, G):
+            if not np.array_equal(domain_matrix(devices[g], domain), groups):
+                raise FabricError("algorithm", "hierarchical groups must split into HBD domains alike")
+        m, h = groups.shape
+        e1 = _ring_phase(b, flat, groups, h - 1, S / h, entry)
+        e2 = _ring_phase(b, flat, groups.T.copy(), 2 * (m - 1), S / h / m, e1)
+        _ring_phase(b, flat, groups, h - 1, S / h, e2)
+    elif name == "all-reduce" and algo == "tree":
+        _double_binary_tree(b, flat, n, S, int(coll.chunks), entry)
+    elif name == "all-reduce" and algo == "direct":
+        _all_pairs(b, flat, n, S, entry)
+    elif name in ("reduce-scatter", "all-gather", "all-to-all") and algo == "direct":
+        _all_pairs(b, flat, n, S / n, entry)
+    elif name == "broadcast":
+        order = np.roll(pos, -int(coll.root))
+        if algo == "ring":
+            _chain_broadcast(b, flat, order, S, int(coll.chunks), entry)
+        else:
+            _heap_broadcast(b, flat, order, S, int(coll.chunks), entry)
+    elif name == "send-recv":
+        if n >= 2:
+            none = _empty_entry(n - 1)
+            _templated(b, flat, pos[:-1], pos[1:], S, 1, none, none, entry)
+    else:  # pragma: no cover - validate() rejects these
+        raise FabricError("algorithm", f"{algo!r} is not available for {name}")
+    return b.table()

@@ -1,0 +1,444 @@
+"""Shortest-path (hop count) ECMP routes on an :class:`~fabric.sim.graph.ArcGraph`.
+
+A route is the fraction of a flow's bytes on every arc it uses, plus its
+latency.  Two ECMP models:
+
+``ideal``
+    Fluid split **per next hop**, as ECMP does at each switch: a node divides
+    what arrives for destination ``d`` evenly over its ports toward ``d``
+    (arcs to neighbours one hop closer to ``d``; a bundle arc counts for its
+    ports).  A path's share is the product of the splits along it, so paths
+    through a wide switch get less than paths through a narrow one (not an
+    even split over paths).  The flow has one rate; its arcs carry that rate
+    times their fraction.
+``hash``
+    Per-flow hashing: every switch picks one of its next-hop ports from a
+    hash of ``(seed, source, destination, switch)``, so all flows between one
+    pair share one path (as the packets of one connection do) and different
+    seeds give independent hash functions.
+
+Routes are computed for many (source, destination) pairs at once
+(vectorised) and cached per pair in a :class:`RouteTable`.  A batch runs one
+breadth-first search per destination (all of them together, each only as far
+as its farthest source) on the core of the graph (pendant trees are walked
+directly), records the shortest-path DAG toward that destination, and walks
+every source down it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from fabric.errors import FabricError
+from fabric.sim.graph import ArcGraph, mix64
+
+ECMP_MODES = ("ideal", "hash")
+
+# Searches x nodes up to which the search keeps dense per-(search, node) tables
+# (~130 MB at the limit); beyond it, sorted keys.
+_DENSE_SEEN_ENTRIES = 15_000_000
+# Pairs routed per vectorised batch (bounds the expansion arrays).
+_ROUTE_BATCH = 200_000
+
+
+class NoRoute(FabricError):
+    """Two devices have no path between them under the active configuration."""
+
+    def __init__(self, src_device: int, dst_device: int):
+        self.src_device = int(src_device)
+        self.dst_device = int(dst_device)
+        super().__init__("route", f"device {src_device} cannot reach device {dst_device}")
+
+
+def shortest_path_dags(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_v: np.ndarray) -> "DagIndex":
+    """Next-hop arcs toward every destination, by breadth-first search from all of them at once.
+
+    Parameters
+    ----------
+    g : ArcGraph
+    dests : ndarray of int
+        Destination core nodes, one search each (search ``q`` is ``dests[q]``).
+    need_q, need_v : ndarray of int
+        Search ``need_q[i]`` must reach core node ``need_v[i]`` (a source).
+
+    Returns
+    -------
+    DagIndex
+        For every key ``q * n_nodes + v``, the arcs ``v -> u`` with ``u`` one
+        hop closer to ``dests[q]``: the shortest-path DAG.
+
+    A search stops as soon as all its sources are settled, so local traffic
+    explores a small ball and all-to-all traffic the whole core.  The DAG arcs
+    are recorded while searching: an arc that reaches a node of the next level
+    for the first time (in this level) is the reverse of a next-hop arc.
+    Before a level is expanded, the pending sources check their own (few)
+    neighbours: if every pending source of a search touches the current
+    level, they are all one hop further, their arcs into the level are their
+    next hops, and the search ends without expanding that last level (the
+    widest one, for local traffic).  Raises :class:`NoRoute` (with graph nodes)
+    for a source that cannot be reached.
+    """
+    n = g.n_nodes
+    D = dests.size
+    ptr, out = g.core_out_ptr, g.core_out_arc
+    deg = np.diff(ptr)
+    dense = D * n <= _DENSE_SEEN_ENTRIES
+    lev = np.full((D, n), -1, dtype=np.int32) if dense else None
+    stamp = np.empty((D, n), dtype=np.int32) if dense else None
+    need_keys = np.unique(need_q * n + need_v)
+    nq, nv = need_keys // n, need_keys % n
+    fq, fv = np.arange(D, dtype=np.int64), np.asarray(dests, dtype=np.int64)
+    level_keys = [np.sort(fq * n + fv)]
+    if dense:
+        lev[fq, fv] = 0
+    found = _member(need_keys, level_keys[0])
+    remaining = np.bincount(nq[~found], minlength=D)
+    out_keys, out_arcs = [], []
+    level = 0
+    while True:
+        # the pending sources of a search all next to the current level: finish it from their side
+        pend = np.flatnonzero(~found)
+        if pend.size:
+            cnt = deg[nv[pend]]
+            rep = np.repeat(pend, cnt)
+            a = out[_ranges(ptr[nv[pend]], cnt)]
+            w, qq = g.dst[a], nq[rep]
+            hit = (lev[qq, w] == level) if dense else _member(qq * n + w, level_keys[-1])
+            touching = np.zeros(need_keys.size, dtype=bool)
+            touching[rep[hit]] = True
+            done_q = (remaining > 0) & (np.bincount(nq[pend[~touching[pend]]], minlength=D) == 0)
+            if done_q.any():
+                take = hit & done_q[qq]
+                out_keys.append(qq[take] * n + nv[rep[take]])
+                out_arcs.append(a[take])  # source -> neighbour one hop closer
+                found[pend[done_q[nq[pend]]]] = True
+                remaining[done_q] = 0
+        keep = remaining[fq] > 0
+        fq, fv = fq[keep], fv[keep]
+        if fq.size == 0:
+            break
+        level += 1
+        cnt = deg[fv]
+        q = np.repeat(fq, cnt)
+        a = out[_ranges(ptr[fv], cnt)]
+        u = g.dst[a]
+        key = q * n + u
+        if dense:
+            fresh = lev[q, u] < 0
+            # distinct new nodes without sorting: the last candidate written to a cell owns it
+            idx = np.flatnonzero(fresh)
+            stamp[q[idx], u[idx]] = idx
+            new_keys = key[idx[stamp[q[idx], u[idx]] == idx]]
+            lev[new_keys // n, new_keys % n] = level
+        else:
+            # neighbours of level L lie on level L-1, L or L+1: only the last two levels can hold them
+            ukeys = np.unique(key)
+            old = _member(ukeys, level_keys[-1])
+            if len(level_keys) > 1:
+                old |= _member(ukeys, level_keys[-2])
+            new_keys = ukeys[~old]
+            fresh = _member(key, new_keys)
+        out_keys.append(key[fresh])
+        out_arcs.append(g.rev_arc[a[fresh]])
+        fq, fv = new_keys // n, new_keys % n
+        level_keys.append(new_keys if not dense else np.sort(new_keys))
+        pend = np.flatnonzero(~found)
+        found[pend] = (lev[nq[pend], nv[pend]] >= 0) if dense else _member(need_keys[pend], level_keys[-1])
+        remaining = np.bincount(nq[~found], minlength=D)
+    if not found.all():
+        k = int(np.flatnonzero(~found)[0])
+        raise NoRoute(int(nv[k]), int(dests[nq[k]]))
+    keys = np.concatenate(out_keys) if out_keys else np.zeros(0, dtype=np.int64)
+    arcs = np.concatenate(out_arcs) if out_arcs else np.zeros(0, dtype=np.int64)
+    order = np.argsort(keys, kind="stable")
+    keys, arcs = keys[order], arcs[order]
+    if dense:  # small enough for a direct index: (q, v) -> range of its arcs
+        ptr_ = np.concatenate([[0], np.cumsum(np.bincount(keys, minlength=D * n))]).astype(np.int32)
+        return DagIndex(ptr_, None, arcs)
+    return DagIndex(None, keys, arcs)
+
+
+class DagIndex:
+    """Next-hop arcs per (search, node): a direct CSR pointer array, or sorted keys."""
+
+    def __init__(self, ptr: np.ndarray | None, keys: np.ndarray | None, arcs: np.ndarray):
+        self.ptr, self.keys, self.arcs = ptr, keys, arcs
+
+    def lookup(self, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """First position and count of the arcs of each key."""
+        if self.ptr is not None:
+            lo = self.ptr[key]
+            return lo, self.ptr[key + 1] - lo
+        lo = np.searchsorted(self.keys, key, side="left")
+        return lo, np.searchsorted(self.keys, key, side="right") - lo
+
+
+def _member(x: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """``x in sorted_set`` elementwise (``sorted_set`` sorted, unique)."""
+    if sorted_set.size == 0:
+        return np.zeros(x.shape, dtype=bool)
+    pos = np.minimum(np.searchsorted(sorted_set, x), sorted_set.size - 1)
+    return sorted_set[pos] == x
+
+
+class RouteTable:
+    """Routes of one graph and ECMP mode (and seed), computed on demand and cached per pair.
+
+    Routes are rows of a sparse matrix (routes x arcs) of byte fractions.
+    """
+
+    def __init__(self, graph: ArcGraph, mode: str, seed: int):
+        if mode not in ECMP_MODES:
+            raise FabricError("ecmp", f"{mode!r} is not one of {', '.join(ECMP_MODES)}")
+        self.graph = graph
+        self.mode = mode
+        self.seed = int(seed)
+        self._keys = np.zeros(0, dtype=np.int64)  # sorted pair keys
+        self._key_ids = np.zeros(0, dtype=np.int64)
+        self._ptr_parts: list[np.ndarray] = []
+        self._arc_parts: list[np.ndarray] = []
+        self._frac_parts: list[np.ndarray] = []
+        self._lat_parts: list[np.ndarray] = []
+        self._n = 0
+        self._matrix: sp.csr_matrix | None = None
+        self._latency: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return self._n
+
+    def ids(self, src_nodes: np.ndarray, dst_nodes: np.ndarray) -> np.ndarray:
+        """Route ids for graph-node pairs, computing (vectorised) the ones not cached yet."""
+        n = self.graph.n_nodes
+        keys = np.asarray(src_nodes, dtype=np.int64) * n + np.asarray(dst_nodes, dtype=np.int64)
+        ukeys, inv = np.unique(keys, return_inverse=True)
+        pos = np.searchsorted(self._keys, ukeys)
+        found = pos < self._keys.size
+        found[found] = self._keys[pos[found]] == ukeys[found]
+        out = np.empty(ukeys.size, dtype=np.int64)
+        out[found] = self._key_ids[pos[found]]
+        miss = np.flatnonzero(~found)
+        if miss.size:
+            # batches hold whole destinations where possible: one search per destination
+            miss = miss[np.lexsort((ukeys[miss] // n, ukeys[miss] % n))]
+            new = ukeys[miss]
+            new_ids = np.arange(self._n, self._n + new.size, dtype=np.int64)
+            for lo in range(0, new.size, _ROUTE_BATCH):
+                chunk = new[lo:lo + _ROUTE_BATCH]
+                ptr, arcs, frac, lat = compute_routes(self.graph, chunk // n, chunk % n, self.mode, self.seed)
+                self._ptr_parts.append(ptr)
+                self._arc_parts.append(arcs)
+                self._frac_parts.append(frac)
+                self._lat_parts.append(lat)
+            self._n += new.size
+            out[miss] = new_ids
+            merged = np.concatenate([self._keys, new])
+            merged_ids = np.concatenate([self._key_ids, new_ids])
+            order = np.argsort(merged, kind="stable")
+            self._keys, self._key_ids = merged[order], merged_ids[order]
+            self._matrix = None
+            self._latency = None
+        return out[inv]
+
+    def matrix(self) -> sp.csr_matrix:
+        """All cached routes as a CSR matrix (routes x arcs) of byte fractions."""
+        if self._matrix is None:
+            ptrs, offset = [np.zeros(1, dtype=np.int64)], 0
+            for p in self._ptr_parts:
+                ptrs.append(p[1:] + offset)
+                offset += int(p[-1])
+            indptr = np.concatenate(ptrs)
+            arcs = np.concatenate(self._arc_parts) if self._arc_parts else np.zeros(0, dtype=np.int64)
+            frac = np.concatenate(self._frac_parts) if self._frac_parts else np.zeros(0)
+            m = sp.csr_matrix((frac, arcs, indptr), shape=(self._n, self.graph.n_arcs))
+            m.sum_duplicates()  # canonical (sorted, no duplicates): scipy may otherwise sort shared arrays
+            self._matrix = m
+            indptr, arcs, frac = m.indptr, m.indices, m.data
+            # one chunk each from now on
+            self._ptr_parts, self._arc_parts, self._frac_parts = [indptr], [arcs], [frac]
+        return self._matrix
+
+    @property
+    def latency(self) -> np.ndarray:
+        """Latency of every cached route, seconds (max over its ECMP paths)."""
+        if self._latency is None:
+            self._latency = np.concatenate(self._lat_parts) if self._lat_parts else np.zeros(0)
+            self._lat_parts = [self._latency]
+        return self._latency
+
+
+def compute_routes(graph: ArcGraph, src: np.ndarray, dst: np.ndarray, mode: str,
+                   seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Routes for graph-node pairs ``(src[i], dst[i])``.
+
+    Returns
+    -------
+    indptr, arcs, fractions, latency
+        CSR rows (one per pair) of arc ids and the fraction of the flow's
+        bytes on each; latency in seconds (sum of arc latencies along a path,
+        the maximum over the ECMP paths).
+    """
+    g = graph
+    P = src.size
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    # pendant-tree parts (unique paths)
+    t_p, t_a, lat = _tree_parts(g, src, dst)
+    parts_p, parts_a, parts_f = [t_p], [t_a], [np.ones(t_a.size)]
+    rs, rd = g.root[src], g.root[dst]
+    need_core = np.flatnonzero(rs != rd)
+    if need_core.size:
+        if mode == "ideal" and np.array_equal(rs, src) and np.array_equal(rd, dst):
+            # no pendant trees involved: the pairs are the (distinct) core pairs
+            cptr, carc, cfrac, clat = _core_walk(g, src[need_core], dst[need_core], mode, seed, None, None,
+                                                 src[need_core], dst[need_core], np.arange(need_core.size))
+            rows = np.arange(need_core.size)
+        elif mode == "ideal":
+            # the core route depends only on the two roots: route each root pair once
+            ck, cinv = np.unique(rs[need_core] * g.n_nodes + rd[need_core], return_inverse=True)
+            cptr, carc, cfrac, clat = _core_walk(g, ck // g.n_nodes, ck % g.n_nodes, mode, seed, None, None,
+                                                 src[need_core], dst[need_core], cinv)
+            rows = cinv
+        else:
+            # hashing depends on the end devices, so every pair walks on its own
+            cptr, carc, cfrac, clat = _core_walk(g, rs[need_core], rd[need_core], mode, seed, src[need_core],
+                                                 dst[need_core], src[need_core], dst[need_core],
+                                                 np.arange(need_core.size))
+            rows = np.arange(need_core.size)
+        counts = np.diff(cptr)[rows]
+        pos = _ranges(cptr[rows], counts)
+        parts_p.append(np.repeat(need_core, counts))
+        parts_a.append(carc[pos])
+        parts_f.append(cfrac[pos])
+        lat[need_core] += clat[rows]
+    p = np.concatenate(parts_p)
+    a = np.concatenate(parts_a)
+    f = np.concatenate(parts_f)
+    if p.size and np.any(p[1:] < p[:-1]):
+        order = np.argsort(p, kind="stable")
+        a, f = a[order], f[order]
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(p, minlength=P))]).astype(np.int64)
+    return indptr, a.astype(np.int64), f, lat
+
+
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(starts[i], starts[i] + counts[i])``."""
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.cumsum(counts) - counts
+    return np.arange(total, dtype=np.int64) - np.repeat(offsets - starts, counts)
+
+
+def _tree_parts(g: ArcGraph, src: np.ndarray, dst: np.ndarray):
+    """Arcs of the pendant-tree parts of each route, and their latency sum.
+
+    Different roots: the whole way up from the source and down to the
+    destination.  Same root: up to the lowest common ancestor and down.
+    """
+    P = src.size
+    lat = np.zeros(P)
+    ps, arcs = [], []
+    a, b = src.copy(), dst.copy()
+    da, db = g.depth[a].copy(), g.depth[b].copy()
+    same = g.root[a] == g.root[b]
+    idx = np.arange(P)
+    while True:
+        meet = same & (a != b)
+        move_a = (~same & (da > 0)) | (meet & (da >= db))
+        move_b = (~same & (db > 0)) | (meet & (db >= da))
+        if not (move_a.any() or move_b.any()):
+            break
+        ia, ib = idx[move_a], idx[move_b]
+        ua, db_arc = g.up_arc[a[ia]], g.down_arc[b[ib]]
+        ps += [ia, ib]
+        arcs += [ua, db_arc]
+        lat[ia] += g.latency[ua]
+        lat[ib] += g.latency[db_arc]
+        a[ia], da[ia] = g.parent[a[ia]], da[ia] - 1
+        b[ib], db[ib] = g.parent[b[ib]], db[ib] - 1
+    if ps:
+        return np.concatenate(ps), np.concatenate(arcs), lat
+    return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), lat
+
+
+def _hash_pick(seed: int, s: np.ndarray, d: np.ndarray, v: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Deterministic per-(seed, source, destination, switch) choice in ``range(count)``."""
+    with np.errstate(over="ignore"):
+        h = mix64(np.full(s.size, int(seed) % 2**64, dtype=np.uint64) + np.uint64(0x632BE59BD9B4E019))
+        h = mix64(h ^ s.astype(np.uint64))
+        h = mix64(h ^ d.astype(np.uint64))
+        h = mix64(h ^ v.astype(np.uint64))
+    return (h % count.astype(np.uint64)).astype(np.int64)
+
+
+def _core_walk(g: ArcGraph, cs: np.ndarray, cd: np.ndarray, mode: str, seed: int, hs, hd,
+               err_src: np.ndarray, err_dst: np.ndarray, err_row: np.ndarray):
+    """Walk from core nodes ``cs`` to ``cd`` along shortest paths, splitting (ideal) or hashing.
+
+    Returns CSR rows (one per pair) of arcs and fractions, and the latency
+    (max over paths).  ``hs, hd`` are the end devices the hash reads;
+    ``err_*`` name the original pair of each walk for the error message.
+    """
+    P = cs.size
+    n = g.n_nodes
+    udest, row_of = np.unique(cd, return_inverse=True)
+    try:
+        dag = shortest_path_dags(g, udest, row_of, cs)
+    except NoRoute as exc:
+        bad = np.flatnonzero((cs == exc.src_device) & (cd == exc.dst_device))[0]
+        j = int(np.flatnonzero(err_row == bad)[0])
+        raise NoRoute(g.device_of_node[err_src[j]], g.device_of_node[err_dst[j]]) from None
+    st_p = np.arange(P, dtype=np.int64)
+    st_v = cs.copy()
+    st_m = np.ones(P)
+    st_l = np.zeros(P)
+    lat = np.zeros(P)
+    out_p, out_a, out_f = [], [], []
+    for _ in range(n + 1):  # a shortest path has fewer hops than there are nodes
+        if st_p.size == 0:
+            break
+        done = st_v == cd[st_p]
+        if done.any():
+            np.maximum.at(lat, st_p[done], st_l[done])
+            keep = ~done
+            st_p, st_v, st_m, st_l = st_p[keep], st_v[keep], st_m[keep], st_l[keep]
+            if st_p.size == 0:
+                break
+        lo, cnt = dag.lookup(row_of[st_p] * n + st_v)
+        if not cnt.all():
+            raise RuntimeError("route walk reached a node with no next hop (shortest-path DAG is incomplete)")
+        if mode == "ideal":
+            rep = np.repeat(np.arange(st_p.size), cnt)
+            arcs = dag.arcs[_ranges(lo, cnt)]
+            w = g.weight[arcs]
+            tot = np.bincount(rep, weights=w, minlength=st_p.size)
+            frac = st_m[rep] * w / tot[rep]
+        else:
+            rep = np.arange(st_p.size)
+            arcs = dag.arcs[lo + _hash_pick(seed, hs[st_p], hd[st_p], g.device_of_node[st_v], cnt)]
+            frac = st_m
+        p_sel = st_p[rep]
+        out_p.append(p_sel)
+        out_a.append(arcs)
+        out_f.append(frac)
+        l_sel = st_l[rep] + g.latency[arcs]
+        nxt = g.dst[arcs]
+        # merge states of one pair that meet at a node; most pairs have a single state (no merge)
+        per_pair = np.diff(np.flatnonzero(np.diff(p_sel, prepend=-1, append=P + 1)))
+        if per_pair.max() == 1:
+            st_p, st_v, st_m, st_l = p_sel, nxt, frac, l_sel
+        else:
+            ukey, inv = np.unique(p_sel * n + nxt, return_inverse=True)
+            st_p, st_v = ukey // n, ukey % n
+            st_m = np.bincount(inv, weights=frac, minlength=ukey.size)
+            st_l = np.full(ukey.size, -np.inf)
+            np.maximum.at(st_l, inv, l_sel)
+    else:
+        raise RuntimeError("route walk did not reach its destinations (shortest-path DAG has a cycle)")
+    p = np.concatenate(out_p) if out_p else np.zeros(0, dtype=np.int64)
+    a = np.concatenate(out_a) if out_a else np.zeros(0, dtype=np.int64)
+    f = np.concatenate(out_f) if out_f else np.zeros(0)
+    order = np.argsort(p, kind="stable")
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(p, minlength=P))]).astype(np.int64)
+    return indptr, a[order], f[order], lat

@@ -1,0 +1,154 @@
+"""`fabric simulate`: JSON output and one-line errors (exit 2) for bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cli.app import main
+
+
+def run(capsys, *argv):
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_collective_json(capsys):
+    rc, out, err = run(capsys, "simulate", "dgx", "--gpus", "16", "--collective", "all-reduce", "--size", "1MiB",
+                       "--group-size", "8", "--groups", "2", "--json")
+    assert rc == 0, err
+    data = json.loads(out)
+    assert data["ranks"] == 8 and data["groups"] == 2 and data["size_bytes"] == 2**20
+    assert len(data["group_times_s"]) == 2 and data["time_s"] == pytest.approx(max(data["group_times_s"]))
+    assert data["algbw_Bps"] == pytest.approx(2**20 / data["time_s"])
+    assert data["busbw_Bps"] == pytest.approx(data["algbw_Bps"] * 2 * 7 / 8)
+    assert "links" not in data and len(data["bottlenecks"]) == 5
+
+
+def test_collective_links_and_table(capsys):
+    rc, out, err = run(capsys, "simulate", "fat-tree", "-p", "k=4", "-p", "tiers=2", "--collective", "all-to-all",
+                       "--size", "64MiB", "--ranks", "0-3,6", "--links", "--json")
+    assert rc == 0, err
+    data = json.loads(out)
+    assert data["ranks"] == 5
+    links = data["links"]
+    for x in links:
+        for d in ("fwd", "rev"):
+            assert x[f"utilisation_{d}"] == pytest.approx(x[f"bytes_{d}"] / (x["capacity_Bps"] * data["makespan_s"]))
+            assert x[f"utilisation_{d}"] <= 1.0 + 1e-9
+    # every rank sends 4 pieces of S/5 through its own GPU-NIC link (and receives 4)
+    gpu_links = [x for x in links if x["src"].startswith("gpu") and x["dst"].startswith("nic")]
+    assert len(gpu_links) == 5
+    assert all(x["bytes_fwd"] == pytest.approx(4 * 64 * 2**20 / 5) for x in gpu_links)
+    rc, out, err = run(capsys, "simulate", "fat-tree", "-p", "k=4", "-p", "tiers=2", "--collective", "broadcast",
+                       "--size", "1GiB", "--ranks", "0,1,2", "--algorithm", "tree", "--chunks", "4")
+    assert rc == 0 and "busbw" in out and "bottleneck" in out
+
+
+def test_flows_file(capsys, tmp_path):
+    path = tmp_path / "flows.json"
+    path.write_text(json.dumps([
+        {"id": "a", "src": 0, "dst": 1, "bytes": "1MiB", "start_s": 0},
+        {"id": "b", "src": "gpu1", "dst": "gpu2", "bytes": 2**20, "after": ["a"]},
+        {"id": "c", "src": 3, "dst": 1, "bytes": 1000, "start_s": "5us"},
+    ]))
+    rc, out, err = run(capsys, "simulate", "fat-tree", "-p", "k=4", "-p", "tiers=2", "--flows", path, "--json",
+                       "--links")
+    assert rc == 0, err
+    data = json.loads(out)
+    fin = {f["id"]: f["finish_s"] for f in data["flows"]}
+    rel = {f["id"]: f["release_s"] for f in data["flows"]}
+    assert rel["b"] == pytest.approx(fin["a"]) and rel["c"] == pytest.approx(5e-6)
+    assert data["makespan_s"] == pytest.approx(max(fin.values()))
+    assert data["links"]
+
+
+def test_topology_file(capsys, tmp_path):
+    pytest.importorskip("topologies.custom")
+    topo = {"nodes": [{"id": "g0", "kind": "gpu", "node": 0}, {"id": "g1", "kind": "gpu", "node": 1},
+                      {"id": "sw", "kind": "tor"}],
+            "links": [{"source": "g0", "target": "sw", "capacity": 1e9, "latency": "1us"},
+                      {"source": "g1", "target": "sw", "capacity": 1e9, "latency": "1us"}]}
+    path = tmp_path / "topo.json"
+    path.write_text(json.dumps(topo))
+    rc, out, err = run(capsys, "simulate", "--topology", path, "--collective", "send-recv", "--size", "1e6",
+                       "--ranks", "0,1", "--json")
+    assert rc == 0, err
+    assert json.loads(out)["time_s"] == pytest.approx(2e-6 + 1e-3)
+    flows = tmp_path / "f.json"
+    flows.write_text(json.dumps([{"src": 0, "dst": 1, "bytes": 1e6}]))
+    rc, out, err = run(capsys, "simulate", "--topology", path, "--flows", flows, "--json")
+    assert rc == 0, err
+    assert json.loads(out)["makespan_s"] == pytest.approx(2e-6 + 1e-3)
+
+
+BASE = ["simulate", "dgx", "--gpus", "16"]
+
+
+@pytest.mark.parametrize("args", [
+    ["--collective", "all-reduce", "--size", "1MiB", "--ranks", "0,1,99"],    # rank not in the topology
+    ["--collective", "all-reduce", "--size", "1MiB", "--ranks", "0,1,1"],     # rank twice
+    ["--collective", "all-reduce", "--size", "1MiB", "--ranks", "0,x"],       # not a number
+    ["--collective", "all-reduce", "--size", "0", "--ranks", "0,1"],          # size <= 0
+    ["--collective", "all-reduce", "--size", "-1MiB", "--ranks", "0,1"],
+    ["--collective", "all-reduce", "--size", "lots", "--ranks", "0,1"],
+    ["--collective", "all-reduce", "--ranks", "0,1"],                         # size missing
+    ["--collective", "allreduce", "--size", "1MiB", "--ranks", "0,1"],        # unknown collective
+    ["--collective", "all-reduce", "--size", "1MiB", "--ranks", "0,1", "--algorithm", "magic"],
+    ["--collective", "all-to-all", "--size", "1MiB", "--ranks", "0,1", "--algorithm", "ring"],
+    ["--collective", "all-reduce", "--size", "1MiB", "--group-size", "8", "--groups", "3"],
+    ["--collective", "all-reduce", "--size", "1MiB"],                          # no ranks
+    ["--collective", "all-reduce", "--size", "1MiB", "--ranks", "0,1", "--group-size", "2"],
+    ["--collective", "all-reduce", "--size", "1MiB", "--ranks", "0,1", "--ecmp", "spray"],
+    ["--collective", "all-reduce", "--size", "1MiB", "--ranks", "0,1", "--method", "fast"],
+    ["--size", "1MiB", "--ranks", "0,1"],                                      # neither collective nor flows
+    ["--collective", "all-reduce", "--size", "1MiB", "--ranks", "0,1,2,3,8,9", "--algorithm", "hierarchical"],
+])
+def test_bad_input_is_one_line_exit_2(capsys, args):
+    rc, out, err = run(capsys, *BASE, *args)
+    assert rc == 2
+    assert err.startswith("error:") and err.count("\n") == 1, err
+    assert out == ""
+
+
+@pytest.mark.parametrize("content", [
+    "not json",
+    json.dumps({"src": 0}),
+    json.dumps([{"src": 0, "dst": 1}]),
+    json.dumps([{"src": 0, "dst": 1, "bytes": "big"}]),
+    json.dumps([{"src": 0, "dst": 1, "bytes": -5}]),
+    json.dumps([{"src": 0, "dst": 99, "bytes": 5}]),
+    json.dumps([{"src": "nowhere", "dst": 1, "bytes": 5}]),
+    json.dumps([{"src": 0, "dst": 1, "bytes": 5, "after": ["z"]}]),
+    json.dumps([{"src": 0, "dst": 1, "bytes": 5, "after": "a"}]),
+    json.dumps([{"src": 0, "dst": 1, "bytes": 5, "colour": "red"}]),
+    json.dumps([{"id": "a", "src": 0, "dst": 1, "bytes": 5}, {"id": "a", "src": 1, "dst": 0, "bytes": 5}]),
+    json.dumps([{"id": "a", "src": 0, "dst": 1, "bytes": 5, "after": ["b"]},
+                {"id": "b", "src": 1, "dst": 0, "bytes": 5, "after": ["a"]}]),
+    json.dumps([7]),
+    json.dumps([{"src": 0, "dst": 1, "bytes": 5, "start_s": -1}]),
+])
+def test_malformed_flows_file_is_one_line_exit_2(capsys, tmp_path, content):
+    path = tmp_path / "flows.json"
+    path.write_text(content)
+    rc, out, err = run(capsys, *BASE, "--flows", path)
+    assert rc == 2
+    assert err.startswith("error:") and err.count("\n") == 1, err
+
+
+def test_missing_flows_file(capsys, tmp_path):
+    rc, _, err = run(capsys, *BASE, "--flows", tmp_path / "nope.json")
+    assert rc == 2 and err.startswith("error:") and err.count("\n") == 1
+
+
+def test_disconnected_ranks_via_cli(capsys, tmp_path):
+    pytest.importorskip("topologies.custom")
+    topo = {"nodes": [{"id": "g0", "kind": "gpu"}, {"id": "g1", "kind": "gpu"}, {"id": "g2", "kind": "gpu"}],
+            "links": [{"source": "g0", "target": "g1", "capacity": 1e9}]}
+    path = tmp_path / "topo.json"
+    path.write_text(json.dumps(topo))
+    rc, _, err = run(capsys, "simulate", "--topology", path, "--collective", "all-gather", "--size", "1MiB",
+                     "--ranks", "0,1,2")
+    assert rc == 2 and err.startswith("error:") and "cannot reach" in err and err.count("\n") == 1
