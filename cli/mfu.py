@@ -1,0 +1,306 @@
+"""`fabric mfu`: LLM training step time, MFU and memory of a model on an architecture.
+
+A thin shell over :mod:`workloads`: build the Fabric, load the model, then
+either evaluate one parallel configuration (flags) or search the best one
+(``--search``; given flags pin their dimension).  ``--versus ARCH:p=v,...``
+evaluates the same question on a second architecture and prints both
+breakdowns side by side, so a gain can be traced to compute, exposed
+communication per dimension, or the pipeline bubble.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from cli.common import CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json
+from fabric.catalog import Catalog, load_catalog
+from fabric.errors import FabricError
+
+RUNTIMES = ("megatron-core", "megatron-2021")
+# Tokens per step when --global-batch is not given (assumed: Llama 3 405B began pre-training at 4M tokens
+# per step, arXiv 2407.21783 Sec. 3.4; GPT-3 175B used 3.2M).
+DEFAULT_TOKENS_PER_STEP = 4 * 2**20
+
+
+def default_global_batch(seq_len: int) -> int:
+    """Sequences per step when none is given: about 4 Mi tokens (assumed, see DEFAULT_TOKENS_PER_STEP)."""
+    return max(1, round(DEFAULT_TOKENS_PER_STEP / seq_len))
+
+
+def _runtime(name: str, fp8: bool):
+    from workloads.step import MEGATRON_2021, MEGATRON_CORE
+
+    if name not in RUNTIMES:
+        raise FabricError("--runtime", f"{name!r} not allowed; use one of {', '.join(RUNTIMES)}")
+    rt = MEGATRON_CORE if name == "megatron-core" else MEGATRON_2021
+    if fp8:
+        from dataclasses import replace
+
+        rt = replace(rt, fp8=True)
+    return rt
+
+
+def _backend(name: str):
+    from workloads.comm import analytic_comm_time, simulator_backend
+
+    if name == "analytic":
+        return analytic_comm_time
+    if name == "sim":
+        be = simulator_backend()
+        if be is None:
+            raise FabricError("--comm", "the flow simulator (fabric.sim) is not available; use --comm analytic")
+        return be
+    raise FabricError("--comm", f"{name!r} not allowed; use sim or analytic")
+
+
+def default_dp(sm, par_kwargs: dict, global_batch: int) -> int:
+    """The largest DP size that the usable GPUs allow and that divides the global batch."""
+    from workloads.parallelism import Parallelism, validate
+    from workloads.placement import usable_gpus
+
+    tp, cp, pp, mb = (par_kwargs[k] for k in ("tp", "cp", "pp", "micro_batch"))
+    if tp < 1 or cp < 1 or pp < 1 or mb < 1:
+        return 1
+    # the model and HBD rules first, so that their message (not "no dp fits") reaches the user
+    validate(sm.model, Parallelism(**{**par_kwargs, "dp": 1, "global_batch": mb}), sm.fabric.hbd)
+    most = usable_gpus(sm.fabric, tp) // (tp * cp * pp)
+    for d in range(most, 0, -1):
+        if global_batch % (d * mb) == 0:
+            return d
+    flag = "--tp" if most == 0 else "--global-batch"
+    raise FabricError(flag, f"no data-parallel size fits: tp x cp x pp = {tp * cp * pp} on {sm.fabric.n_gpus} GPUs "
+                            f"with global batch {global_batch} and micro-batch {mb}")
+
+
+def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: bool = True,
+                global_batch: Optional[int] = None, seq_len: Optional[int] = None, runtime: str = "megatron-core",
+                comm: str = "sim", confirm: int = 3, fp8: bool = False, **fixed: Any) -> dict:
+    """The JSON object of `fabric mfu` for a built Fabric (also the sweep metric).
+
+    Parameters
+    ----------
+    fabric : Fabric
+    model : str, Path or ModelSpec
+        Preset name or model file.
+    search : bool
+        Search the best configuration (``fixed`` pins dimensions); else
+        evaluate the configuration ``fixed`` describes (unset: tp = pp = cp =
+        ep = micro_batch = 1, the largest fitting dp).
+    global_batch, seq_len : int, optional
+    runtime : {'megatron-core', 'megatron-2021'}
+    comm : {'sim', 'analytic'}
+    confirm : int
+        Search: candidates re-timed by the simulator.
+    fixed : dict
+        ``tp, pp, dp, ep, cp, micro_batch, interleave, recompute, sequence_parallel``.
+
+    Raises
+    ------
+    FabricError
+        Bad input, or (without search) a configuration that does not fit in memory.
+    """
+    from workloads.models import load_model
+    from workloads.parallelism import Parallelism
+    from workloads.search import search as run_search
+    from workloads.step import StepModel, check_fit
+
+    spec = load_model(model)
+    if seq_len is not None:
+        spec = spec.with_seq_len(seq_len)
+    B = global_batch if global_batch is not None else default_global_batch(spec.seq_len)
+    if isinstance(B, bool) or not isinstance(B, int) or B < 1:
+        raise FabricError("--global-batch", f"{B!r} must be a whole number >= 1")
+    sm = StepModel(fabric, spec, catalog=catalog or load_catalog(), runtime=_runtime(runtime, fp8),
+                   backend=_backend(comm))
+    head = {"architecture": fabric.architecture, "params": fabric.params, "gpus": fabric.n_gpus, "gpu": sm.gpu.item,
+            "model_spec": spec.to_dict(), "model_params_billion": spec.params() / 1e9,
+            "active_params_billion": spec.active_params() / 1e9, "global_batch": B, "runtime": sm.runtime.name,
+            "gemm_model": sm.gemm.to_dict(), "comm_backend": sm.backend_name}
+    if search:
+        res = run_search(sm, B, fixed=fixed, confirm=confirm)
+        if res.best is None:
+            raise FabricError("--model", f"no configuration of {spec.name} fits in {sm.gpu.hbm_bytes / 1e9:.0f} GB on "
+                                         f"{fabric.n_gpus} GPUs ({res.oom} candidates out of memory)")
+        return {**head, **res.best.to_dict(), "search": res.to_dict()}
+    kw = {"tp": 1, "pp": 1, "ep": 1, "cp": 1, "micro_batch": 1, "interleave": 1, "recompute": "none"}
+    kw.update({k: v for k, v in fixed.items() if v is not None})
+    kw.setdefault("sequence_parallel", kw["tp"] > 1)
+    if kw.get("dp") is None:
+        kw["dp"] = default_dp(sm, kw, B)
+    par = Parallelism(global_batch=B, **kw)
+    result = sm.evaluate(par)
+    check_fit(result)
+    return {**head, **result.to_dict()}
+
+
+# The seeds' comparison: the same B200-class GPU (bf16 2.25 PFLOP/s, 180 GB, 400G NIC) behind three HBDs.
+SEED_ARCHITECTURES = [
+    ("dgx-b200 (HBD 8)", "dgx", {"gpu": "b200"}),
+    ("nvl-72 (HBD 72)", "nvl", {"size": 72, "gpu": "gpu_b200"}),
+    ("khop-ring k=2 (HBD line)", "khop-ring", {"k": 2, "gpu": "gpu_b200"}),
+]
+
+
+def mfu_comparison(models, scales, entries=SEED_ARCHITECTURES, *, catalog: Catalog | None = None,
+                   comm: str = "sim", seq_len: Optional[int] = None, global_batch: Optional[int] = None,
+                   confirm: int = 3) -> list[dict]:
+    """Best-configuration MFU of each model at each scale on each architecture (one row each).
+
+    Every architecture is searched (:func:`workloads.search.search`), so each
+    is compared at its own best parallelism, on the same GPU and global batch.
+    """
+    from topologies import build
+
+    cat = catalog or load_catalog()
+    rows = []
+    for model in models:
+        for gpus in scales:
+            for label, arch, params in entries:
+                fab = build(arch, gpus, params, cat)
+                d = mfu_summary(fab, model, catalog=cat, search=True, comm=comm, seq_len=seq_len,
+                                global_batch=global_batch, confirm=confirm)
+                rows.append({"model": d["model"], "seq_len": d["model_spec"]["seq_len"], "gpus": gpus,
+                             "label": label, "architecture": arch, "config": d["config"], "mfu": d["mfu"],
+                             "cluster_mfu": d["cluster_mfu"], "step_time_s": d["step_time_s"],
+                             "gpus_used": d["gpus_used"], "memory_gb_per_gpu": d["memory_gb_per_gpu"],
+                             "breakdown_s": d["breakdown_s"], "search_s": d["search"]["seconds"],
+                             "comm_backend": d["comm_backend"]})
+    for r in rows:  # MFU relative to the DGX row of the same model and scale
+        ref = next((x for x in rows if x["model"] == r["model"] and x["gpus"] == r["gpus"]
+                    and x["architecture"] == "dgx"), None)
+        r["vs_dgx"] = r["cluster_mfu"] / ref["cluster_mfu"] if ref else None
+    return rows
+
+
+def comparison_table(rows: list[dict]) -> str:
+    """Markdown table of :func:`mfu_comparison` rows, with the exposed-time shares."""
+    out = ["| model | seq | GPUs | architecture | best configuration | MFU | MFU (all GPUs) | vs DGX | compute | "
+           "TP | CP | EP | PP | bubble | DP |",
+           "|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        b, t = r["breakdown_s"], r["step_time_s"]
+        share = [f"{100 * b.get(k, 0) / t:.0f} %" for k in ("compute", "tp", "cp", "ep", "pp", "bubble", "dp")]
+        out.append(f"| {r['model']} | {r['seq_len']:,} | {r['gpus']:,} | {r['label']} | {r['config']} | "
+                   f"{100 * r['mfu']:.1f} % | {100 * r['cluster_mfu']:.1f} % | {r['vs_dgx']:.2f}x | "
+                   + " | ".join(share) + " |")
+    return "\n".join(out)
+
+
+def parse_versus(text: str) -> tuple[str, dict[str, str]]:
+    """``dgx:gpu=b200`` -> (``dgx``, {gpu: b200})."""
+    from topologies.params import parse_assignments
+
+    name, _, rest = text.partition(":")
+    return name.strip(), parse_assignments([p for p in rest.split(",") if p.strip()])
+
+
+def mfu_command(
+    arch: Optional[str] = typer.Argument(None, help="architecture (see `fabric list`)"),
+    gpus: Optional[int] = GPUS_OPT,
+    param: list[str] = PARAM_OPT,
+    model: str = typer.Option(..., "--model", help="model preset (e.g. llama3-70b, gpt3-175b) or a .yaml/.json file"),
+    tp: Optional[int] = typer.Option(None, "--tp", help="tensor-parallel size (inside the HBD)"),
+    pp: Optional[int] = typer.Option(None, "--pp", help="pipeline-parallel size"),
+    dp: Optional[int] = typer.Option(None, "--dp", help="data-parallel size (default: as many as fit)"),
+    ep: Optional[int] = typer.Option(None, "--ep", help="expert-parallel size (MoE)"),
+    cp: Optional[int] = typer.Option(None, "--cp", help="context-parallel size"),
+    micro_batch: Optional[int] = typer.Option(None, "--micro-batch", help="sequences per micro-batch"),
+    global_batch: Optional[int] = typer.Option(None, "--global-batch", help="sequences per step (default ~4M tokens)"),
+    seq_len: Optional[int] = typer.Option(None, "--seq-len", help="sequence length (default: the model's)"),
+    recompute: Optional[str] = typer.Option(None, "--recompute", help="activation recomputation: none|selective|full"),
+    sequence_parallel: Optional[bool] = typer.Option(None, "--sequence-parallel/--no-sequence-parallel",
+                                                     help="sequence parallelism (default: on when --tp > 1)"),
+    interleave: Optional[int] = typer.Option(None, "--interleave", help="virtual pipeline chunks per stage (v)"),
+    do_search: bool = typer.Option(False, "--search", help="search the best configuration (flags given pin theirs)"),
+    confirm: int = typer.Option(3, "--confirm", help="--search: candidates re-timed with the simulator"),
+    runtime: str = typer.Option("megatron-core", "--runtime", help="megatron-core | megatron-2021"),
+    fp8: bool = typer.Option(False, "--fp8", help="weight GEMMs at the fp8 peak"),
+    comm: str = typer.Option("sim", "--comm", help="collective timing: sim (flow simulator) | analytic (fallback)"),
+    comm_cache: Optional[Path] = typer.Option(None, "--comm-cache", help="JSON file of cached collective fits "
+                                                                         "(read if present, written after)"),
+    versus: Optional[str] = typer.Option(None, "--versus", help="second architecture, e.g. dgx:gpu=b200"),
+    topology: Optional[Path] = TOPOLOGY_OPT,
+    catalog: Optional[Path] = CATALOG_OPT,
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Step time, MFU, TFLOP/s and memory per GPU of a model, with the time breakdown."""
+    from workloads import comm as comm_mod
+
+    cat = load_catalog(catalog)
+    if confirm < 1:
+        raise FabricError("--confirm", f"{confirm} must be >= 1")
+    if comm_cache is not None and comm_cache.is_file():
+        try:
+            comm_mod.load_fits(comm_cache)
+        except (ValueError, KeyError, TypeError):
+            raise FabricError("--comm-cache", f"{comm_cache.name} is not a cache written by fabric mfu") from None
+    fixed = {"tp": tp, "pp": pp, "dp": dp, "ep": ep, "cp": cp, "micro_batch": micro_batch, "interleave": interleave,
+             "recompute": recompute, "sequence_parallel": sequence_parallel}
+    if recompute is not None and recompute not in ("none", "selective", "full"):
+        raise FabricError("--recompute", f"{recompute!r} not allowed; use none, selective or full")
+    opts = dict(catalog=cat, search=do_search, global_batch=global_batch, seq_len=seq_len, runtime=runtime,
+                comm=comm, confirm=confirm, fp8=fp8, **fixed)
+    fab = build_fabric(arch, gpus, param, cat, topology)
+    data = mfu_summary(fab, model, **opts)
+    if versus:
+        from topologies import build
+
+        vname, vparams = parse_versus(versus)
+        other = mfu_summary(build(vname, fab.n_gpus, vparams, cat), model, **opts)
+        data["versus"] = other
+        data["mfu_ratio"] = data["mfu"] / other["mfu"]
+        data["throughput_ratio"] = data["tokens_per_s"] / other["tokens_per_s"]
+    if comm_cache is not None:
+        comm_mod.save_fits(comm_cache)
+    if as_json:
+        emit_json(data)
+        return
+    _print(data)
+
+
+def _print(data: dict) -> None:
+    from rich.table import Table
+
+    con = console()
+    cols = [data] + ([data["versus"]] if "versus" in data else [])
+    t = Table(title=f"{data['model']} ({data['model_params_billion']:.1f} B params), global batch "
+                    f"{data['global_batch']:,} x {data['model_spec']['seq_len']:,} tokens", title_justify="left")
+    t.add_column("")
+    for d in cols:
+        t.add_column(f"{d['architecture']} {d['gpu']} ({d['gpus']:,} GPUs)", justify="right")
+    rows = [
+        ("configuration", lambda d: d["config"]),
+        ("GPUs used", lambda d: f"{d['gpus_used']:,} of {d['gpus_total']:,}"),
+        ("step time", lambda d: f"{d['step_time_s']:.3f} s"),
+        ("MFU", lambda d: f"{100 * d['mfu']:.1f} %"),
+        ("MFU over all GPUs", lambda d: f"{100 * d['cluster_mfu']:.1f} %"),
+        ("HFU", lambda d: f"{100 * d['hfu']:.1f} %"),
+        ("TFLOP/s per GPU (hardware)", lambda d: f"{d['tflops_per_gpu']:.1f}"),
+        ("tokens/s", lambda d: f"{d['tokens_per_s']:,.0f}"),
+        ("memory per GPU", lambda d: f"{d['memory_gb_per_gpu']:.1f} GB of {d['memory']['hbm_gb']:.0f}"),
+    ]
+    for label, fn in rows:
+        t.add_row(label, *[fn(d) for d in cols])
+    t.add_section()
+    for part in ("compute", "tp", "cp", "ep", "pp", "bubble", "dp", "optimizer"):
+        if any(d["breakdown_s"].get(part, 0) > 0 for d in cols):
+            label = {"compute": "compute", "bubble": "pipeline bubble", "optimizer": "optimizer step"}.get(
+                part, f"exposed {part.upper()} comm")
+            t.add_row(label, *[f"{d['breakdown_s'][part]:.3f} s ({100 * d['breakdown_s'][part] / d['step_time_s']:.1f} %)"
+                               for d in cols])
+    con.print(t)
+    if "versus" in data:
+        con.print(f"MFU ratio {data['mfu_ratio']:.2f}x, throughput ratio {data['throughput_ratio']:.2f}x")
+    for d in cols:
+        if "search" in d:
+            s = d["search"]
+            con.print(f"{d['architecture']}: searched {s['considered']:,} configurations ({s['invalid']:,} invalid, "
+                      f"{s['oom']:,} out of memory) in {s['seconds']:.1f} s; {s['notes'][0] if s['notes'] else ''}")
+    con.print(f"collectives timed by: {data['comm_backend']}; GEMM model: {data['gemm_model']['source']}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("mfu")(mfu_command)

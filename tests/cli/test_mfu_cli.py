@@ -1,0 +1,65 @@
+"""`fabric mfu` through the real entry point: JSON, search, versus, and one-line errors with exit 2."""
+
+import json
+
+import pytest
+
+from cli.app import main
+
+
+def run(capsys, *argv):
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_one_configuration_json(capsys):
+    rc, out, err = run(capsys, "mfu", "dgx", "--gpus", 16, "-p", "gpu=a100", "--model", "megatron-1.7b", "--tp", 2,
+                       "--global-batch", 64, "--recompute", "full", "--runtime", "megatron-2021", "--comm", "analytic",
+                       "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    for key in ("step_time_s", "mfu", "hfu", "tflops_per_gpu", "memory_gb_per_gpu", "breakdown_s", "config"):
+        assert key in d
+    assert d["config"] == "tp2 pp1 dp8 mb1 sp full" and d["gpus_used"] == 16
+    assert sum(d["breakdown_s"].values()) == pytest.approx(d["step_time_s"])
+    assert 0 < d["mfu"] < d["hfu"] < 1 and d["comm_backend"] == "analytic"
+
+
+def test_search_and_versus_table(capsys):
+    rc, out, err = run(capsys, "mfu", "nvl-72", "--gpus", 72, "-p", "gpu=gpu_b200", "--model", "llama3-8b",
+                       "--global-batch", 72, "--search", "--comm", "analytic", "--versus", "dgx:gpu=b200")
+    assert rc == 0, err
+    assert "MFU ratio" in out and "compute" in out
+    assert "searched" in out
+
+
+def test_not_fitting_reports_numbers(capsys):
+    rc, out, err = run(capsys, "mfu", "dgx", "--gpus", 64, "--model", "gpt3-175b", "--tp", 8, "--comm", "analytic")
+    assert rc == 2 and out == ""
+    assert err.startswith("error: memory:") and "GB per GPU" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("args, text", [
+    (["--model", "gpt3-175b", "--tp", 64], "error: --tp: 64 does not divide heads=96"),
+    (["--model", "gpt3-175b", "--pp", 7], "error: --pp: 7 does not divide layers=96"),
+    (["--model", "gpt-5"], "error: --model: unknown preset 'gpt-5'"),
+    (["--model", "gpt3-175b", "--recompute", "most"], "error: --recompute:"),
+    (["--model", "gpt3-175b", "--tp", 16], "error: --tp: 16 exceeds the HBD size"),
+    (["--model", "mixtral-8x7b", "--ep", 3], "error: --ep: 3 does not divide experts=8"),
+])
+def test_bad_input_one_line_exit_2(capsys, args, text):
+    rc, out, err = run(capsys, "mfu", "dgx", "--gpus", 64, "--comm", "analytic", *args)
+    assert rc == 2 and out == ""
+    assert err.startswith(text) and err.count("\n") == 1
+
+
+def test_malformed_model_file(capsys, tmp_path):
+    bad = tmp_path / "m.yaml"
+    bad.write_text("hidden: 4096\nlayers: [1, 2\n")
+    rc, out, err = run(capsys, "mfu", "dgx", "--gpus", 8, "--model", bad)
+    assert rc == 2 and err.startswith("error: --model: m.yaml is not valid YAML") and err.count("\n") == 1
+    wrong = tmp_path / "w.yaml"
+    wrong.write_text("hidden: 4096\nlayers: 32\nheads: 32\nvocab: 32000\nseq_len: 0\n")
+    rc, out, err = run(capsys, "mfu", "dgx", "--gpus", 8, "--model", wrong)
+    assert rc == 2 and err.startswith("error: w.yaml:seq_len:")

@@ -1,0 +1,42 @@
+"""Search: finds a fitting configuration, honours pinned dimensions, is no worse than fixed choices."""
+
+import pytest
+
+from fabric.errors import FabricError
+from workloads.comm import analytic_comm_time
+from workloads.models import load_model
+from workloads.parallelism import Parallelism
+from workloads.search import candidates, search
+from workloads.step import StepModel
+
+
+@pytest.fixture(scope="module")
+def sm(dgx64):
+    return StepModel(dgx64, load_model("llama3-8b"), backend=analytic_comm_time)
+
+
+def test_search_beats_a_fixed_configuration(sm):
+    res = search(sm, 64, confirm=2, screen_backend=None)
+    assert res.best is not None and res.best.fits and res.considered > 50
+    fixed = sm.evaluate(Parallelism(tp=8, pp=1, dp=8, micro_batch=1, global_batch=64, sequence_parallel=True,
+                                    recompute="full"))
+    assert res.best.step_time_s <= fixed.step_time_s
+    assert [r.step_time_s for r in res.top] == sorted(r.step_time_s for r in res.top)
+
+
+def test_pinned_dimensions(sm):
+    res = search(sm, 64, fixed={"tp": 4, "recompute": "full"}, confirm=1, screen_backend=None)
+    assert res.best.parallelism.tp == 4 and res.best.parallelism.recompute == "full"
+    assert all(p.tp == 2 for p in candidates(sm, 64, {"tp": 2}))
+
+
+def test_nothing_fits(dgx64):
+    s = StepModel(dgx64, load_model("llama3-405b"), backend=analytic_comm_time)
+    res = search(s, 64, fixed={"pp": 1, "tp": 1})
+    assert res.best is None and res.oom > 0
+
+
+def test_no_valid_candidate(dgx64):
+    s = StepModel(dgx64, load_model("llama3-8b"), backend=analytic_comm_time)
+    with pytest.raises(FabricError):
+        search(s, 64, fixed={"tp": 3})

@@ -1,0 +1,236 @@
+"""Compute time on one GPU: an achieved-GEMM-efficiency model and memory-bound kernels.
+
+GEMM model
+----------
+A product of ``batch`` (m x k)(k x n) matrices takes the longer of its
+compute time and its HBM time (a roofline)::
+
+    t = max( 2 m n k batch / (peak * eta(m, n, k)),
+             bytes * batch * (m k + k n + m n) / (hbm_bandwidth * mem_efficiency) )
+
+    eta(m, n, k) = eta_max * m/(m + d0) * n/(n + d0) * k/(k + d0)
+
+``eta_max`` is the fraction of the dense peak a large GEMM sustains inside a
+training step and ``d0`` the matrix dimension at which a small dimension
+halves it (tile and wave quantisation, short inner loops).  The product is
+symmetric in (m, n, k), so the two backward products of a layer (data and
+weight gradient: the same three dimensions permuted) take exactly twice the
+forward time, as their FLOPs do.
+
+Calibration (see :data:`DEFAULT_GEMM` and ``workloads.validation``): ``eta_max``
+and ``d0`` are fitted by least squares on the relative error of achieved
+TFLOP/s of three *calibration rows* of the Megatron weak-scaling table
+(FIGURES: ``narayanan2021-table1.csv`` rows 1.7B, 39B and 530B: small, middle
+and large models) and judged on the other seven, which are not used; a
+leave-one-out cross-validation over all ten rows is reported as well.  The
+efficiency is the same for every GPU (a calibration on A100, assumed to carry
+over to H100/B200: an assumption, not a measurement).
+
+Memory-bound kernels
+--------------------
+Norms, softmax, dropout, activations, residual adds, token permutation,
+cross-entropy and the optimizer step are timed by the bytes they move at
+``hbm_bandwidth * mem_efficiency`` (``mem_efficiency`` assumed 0.85, about
+what a streaming kernel reaches on A100/H100 HBM, not fitted).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from workloads.flops import Gemm
+
+
+@dataclass(frozen=True)
+class GemmEfficiency:
+    """Parameters of the achieved-GEMM-efficiency model (module docstring).
+
+    Attributes
+    ----------
+    eta_max : float
+        Fraction of the dense peak a large GEMM reaches.
+    d0 : float
+        Matrix dimension (elements) at which one small dimension halves efficiency.
+    mem_efficiency : float
+        Fraction of the HBM bandwidth memory-bound kernels reach (assumed).
+    source : str
+        Where the values come from.
+    """
+
+    eta_max: float
+    d0: float
+    mem_efficiency: float = 0.85
+    source: str = ""
+
+    def efficiency(self, m: float, n: float, k: float) -> float:
+        """Achieved fraction of peak for an (m x k)(k x n) product."""
+        d0 = self.d0
+        return self.eta_max * (m / (m + d0)) * (n / (n + d0)) * (k / (k + d0))
+
+    def gemm_time(self, g: Gemm, peak_flops: float, hbm_bandwidth: float, dtype_bytes: float = 2.0) -> float:
+        """Seconds for the forward product ``g`` (the backward takes twice this)."""
+        t_compute = g.flops / (peak_flops * self.efficiency(g.m, g.n, g.k))
+        moved = dtype_bytes * g.batch * (g.m * g.k + g.k * g.n + g.m * g.n)
+        return max(t_compute, moved / (hbm_bandwidth * self.mem_efficiency))
+
+    def memory_time(self, nbytes: float, hbm_bandwidth: float) -> float:
+        """Seconds for a memory-bound kernel moving ``nbytes``."""
+        return nbytes / (hbm_bandwidth * self.mem_efficiency)
+
+    def with_values(self, **changes) -> "GemmEfficiency":
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return {"eta_max": self.eta_max, "d0": self.d0, "mem_efficiency": self.mem_efficiency,
+                "source": self.source}
+
+
+# Fitted by workloads.validation.Validator.calibrate() on rows 1.7B, 39B, 530B of narayanan2021-table1.csv
+# (DGX A100, Megatron-LM 2021 runtime, collectives timed by fabric.sim); the other seven rows are held out.
+DEFAULT_GEMM = GemmEfficiency(
+    eta_max=0.7321, d0=118.8, mem_efficiency=0.85,
+    source="calibrated: least squares on rows 1.7B, 39B, 530B of narayanan2021-table1.csv (FIGURES), "
+           "7 rows held out; mem_efficiency assumed",
+)
+
+
+# --------------------------------------------------------------------------- one layer on one GPU
+@dataclass(frozen=True)
+class GpuSpec:
+    """The numbers of a GPU the step model needs (from the catalog).
+
+    Attributes
+    ----------
+    item : str
+        Catalog id.
+    peak_bf16_flops, peak_fp8_flops : float
+        Dense peak, FLOP/s.
+    hbm_bytes : float
+    hbm_bandwidth : float
+        Bytes/s.
+    """
+
+    item: str
+    peak_bf16_flops: float
+    peak_fp8_flops: float
+    hbm_bytes: float
+    hbm_bandwidth: float
+
+    @classmethod
+    def from_catalog(cls, catalog, item: str) -> "GpuSpec":
+        return cls(item, catalog.value(item, "peak_bf16_flops"), catalog.value(item, "peak_fp8_flops"),
+                   catalog.value(item, "hbm_bytes"), catalog.value(item, "hbm_bandwidth"))
+
+
+@dataclass(frozen=True)
+class LayerTimes:
+    """Seconds one layer takes for one micro-batch on one GPU, without communication.
+
+    Attributes
+    ----------
+    fwd, bwd : float
+        Forward and backward compute.
+    recompute : float
+        Extra forward work in the backward pass (full or selective recomputation).
+    attn_fwd, attn_bwd : float
+        The core-attention part of ``fwd`` / ``bwd`` (what context-parallel
+        ring exchanges overlap with).
+    """
+
+    fwd: float
+    bwd: float
+    recompute: float
+    attn_fwd: float
+    attn_bwd: float
+
+
+def layer_times(model, par, moe: bool, gpu: GpuSpec, gemm: GemmEfficiency, *, flash: bool,
+                fp8: bool = False) -> LayerTimes:
+    """Compute time of one layer (module docstring: GEMM model + memory-bound kernels).
+
+    Parameters
+    ----------
+    model : ModelSpec
+    par : Parallelism
+    moe : bool
+        An MoE layer (else a dense MLP).
+    flash : bool
+        Fused flash attention (causal blocks skipped: half the score FLOPs;
+        backward 2.5x forward, FlashAttention-2) instead of explicit score
+        GEMMs, softmax and dropout kernels over ``s x s`` tensors (Megatron 2021).
+    fp8 : bool
+        Weight GEMMs at the fp8 peak (attention stays bf16).
+    """
+    from workloads.flops import layer_gemms
+
+    peak16 = gpu.peak_bf16_flops
+    peak_w = gpu.peak_fp8_flops if fp8 else peak16
+    bw = gpu.hbm_bandwidth
+    b, s, h, t = par.micro_batch, model.seq_len, model.hidden, par.tp
+    T = b * s / par.cp
+    Tn = T / t if par.sequence_parallel else T
+    drop = 1.0 if model.dropout > 0 else 0.0
+    gemms = layer_gemms(model, b, moe=moe, tp=t, cp=par.cp, ep=par.ep)
+    w_fwd = attn_fwd = 0.0
+    for g in gemms:
+        if g.name in ("scores", "context"):
+            if flash:
+                # one fused kernel; causal masking skips half the blocks
+                attn_fwd += 0.5 * g.flops / (peak16 * gemm.efficiency(g.m, g.n, g.k))
+            else:
+                attn_fwd += gemm.gemm_time(g, peak16, bw)
+        else:
+            w_fwd += gemm.gemm_time(g, peak_w, bw, dtype_bytes=1.0 if fp8 else 2.0)
+    attn_bwd = 2.5 * attn_fwd if flash else 2.0 * attn_fwd
+    # memory-bound kernels: bytes moved (2-byte activations, 1-byte dropout masks)
+    mult_f = 6.0 if model.swiglu else 4.0   # activation forward: read 2 (or 4) + write 2 per output element
+    mult_b = 10.0 if model.swiglu else 6.0  # activation backward
+    mem_f = 8 * Tn * h + 2 * (6 + drop) * Tn * h   # two norms, two (bias-)dropout-residual adds
+    mem_b = 12 * Tn * h + 2 * (6 + drop) * Tn * h
+    if moe:
+        T_loc = T / t
+        rows = T_loc * model.top_k
+        mem_f += mult_f * rows * model.expert_ffn_hidden + 8 * rows * h  # activation, permute + unpermute
+        mem_b += mult_b * rows * model.expert_ffn_hidden + 8 * rows * h
+        if model.shared_experts:
+            f = model.shared_experts * model.shared_ffn_hidden
+            mem_f += mult_f * T * f / t
+            mem_b += mult_b * T * f / t
+    else:
+        mem_f += mult_f * T * model.ffn_hidden / t
+        mem_b += mult_b * T * model.ffn_hidden / t
+    attn_mem_f = attn_mem_b = 0.0
+    if not flash:
+        E = b * (model.heads / t) * (s / par.cp) * s
+        attn_mem_f = (4 + 5 * drop) * E  # scale-mask-softmax; dropout
+        attn_mem_b = (6 + 5 * drop) * E
+    attn_fwd += gemm.memory_time(attn_mem_f, bw)
+    attn_bwd += gemm.memory_time(attn_mem_b, bw)
+    fwd = w_fwd + attn_fwd + gemm.memory_time(mem_f, bw)
+    bwd = 2 * w_fwd + attn_bwd + gemm.memory_time(mem_b, bw)
+    if par.recompute == "full":
+        rec = fwd
+    elif par.recompute == "selective" and not flash:
+        rec = attn_fwd  # the core attention (flash attention recomputes it inside its backward anyway)
+    else:
+        rec = 0.0
+    return LayerTimes(fwd, bwd, rec, attn_fwd, attn_bwd)
+
+
+def logits_times(model, par, gpu: GpuSpec, gemm: GemmEfficiency, *, fp8: bool = False) -> tuple[float, float]:
+    """(forward, backward) seconds of the output layer and the cross-entropy loss, one micro-batch."""
+    from workloads.flops import logits_gemm
+
+    g = logits_gemm(model, par.micro_batch, tp=par.tp, cp=par.cp)
+    peak = gpu.peak_fp8_flops if fp8 else gpu.peak_bf16_flops
+    t = gemm.gemm_time(g, peak, gpu.hbm_bandwidth)
+    elems = g.m * g.n
+    # vocab-parallel cross-entropy in fp32: about 3 passes forward, 2 backward
+    return (t + gemm.memory_time(12 * elems, gpu.hbm_bandwidth), 2 * t + gemm.memory_time(8 * elems, gpu.hbm_bandwidth))
+
+
+def embedding_times(model, par, gpu: GpuSpec, gemm: GemmEfficiency) -> tuple[float, float]:
+    """(forward, backward) seconds of the input embedding lookup (a gather and a scatter-add)."""
+    T = par.micro_batch * model.seq_len / par.cp
+    nbytes = 4 * T * model.hidden
+    return gemm.memory_time(nbytes, gpu.hbm_bandwidth), gemm.memory_time(2 * nbytes, gpu.hbm_bandwidth)

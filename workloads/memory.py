@@ -1,0 +1,233 @@
+"""Peak HBM use per GPU: weights, gradients, optimizer states, activations.
+
+Static memory counts the parameters a GPU holds (its pipeline stage; TP
+splits attention and dense MLPs; EP splits experts; the first stage holds
+the input embedding and the last the output layer) at ``param_bytes`` +
+``grad_bytes`` + ``optimizer_bytes`` per parameter, the optimizer part divided
+by the data-parallel group with the distributed optimizer (ZeRO-1).
+
+Activation memory follows Korthikanti et al. 2022 (arXiv 2205.05198), whose
+GPT layer stores ``s b h (34 + 5 a s / h)`` bytes without parallelism; here
+the same tensors are listed one by one so that GQA, SwiGLU, MoE, flash
+attention and missing dropout change the count correctly, and so that TP
+without sequence parallelism keeps ``10 s b h`` replicated (their eq. 2),
+SP divides everything by ``t`` (eq. 4), selective recomputation drops the
+``s^2`` terms and full recomputation keeps only each layer's input.
+The first pipeline stage holds ``min(p, m)`` micro-batches in flight under
+1F1B, ``(1 + (p-1)/(p v))`` times that when interleaved (Korthikanti et al.,
+Sec. 4.2.3); one layer's full activations are live during its backward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from workloads.models import ModelSpec
+from workloads.parallelism import Parallelism
+
+GB = 1e9
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    """Bytes per GPU on the most loaded pipeline stage.
+
+    Attributes
+    ----------
+    weights, grads, optimizer, activations, other : float
+        Bytes; ``other`` is the output-layer logits buffer and the
+        recomputation working set.
+    capacity : float
+        Usable HBM bytes (the GPU's HBM minus the reserve).
+    hbm : float
+        The GPU's HBM bytes.
+    stage : int
+        The pipeline stage these numbers are for.
+    """
+
+    weights: float
+    grads: float
+    optimizer: float
+    activations: float
+    other: float
+    capacity: float
+    hbm: float
+    stage: int
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.grads + self.optimizer + self.activations + self.other
+
+    @property
+    def fits(self) -> bool:
+        return self.total <= self.capacity
+
+    def to_dict(self) -> dict:
+        return {"total_gb": self.total / GB, "weights_gb": self.weights / GB, "grads_gb": self.grads / GB,
+                "optimizer_gb": self.optimizer / GB, "activations_gb": self.activations / GB,
+                "other_gb": self.other / GB, "capacity_gb": self.capacity / GB, "hbm_gb": self.hbm / GB,
+                "stage": self.stage, "fits": self.fits}
+
+    def summary(self) -> str:
+        """One line with the numbers, e.g. for a does-not-fit error."""
+        return (f"{self.total / GB:.1f} GB per GPU (weights {self.weights / GB:.1f}, grads {self.grads / GB:.1f}, "
+                f"optimizer {self.optimizer / GB:.1f}, activations {self.activations / GB:.1f}, "
+                f"other {self.other / GB:.1f}) vs {self.capacity / GB:.1f} GB usable of {self.hbm / GB:.0f} GB HBM")
+
+
+def layer_params(model: ModelSpec, par: Parallelism, moe: bool) -> tuple[float, float]:
+    """Parameters of one layer on one GPU: (dense part, expert part)."""
+    h, t = model.hidden, par.tp
+    attn = model.attention_params()
+    if model.is_mla:
+        # down-projections are replicated over TP ranks, the rest is split
+        down = h * (model.q_lora_rank + model.kv_lora_rank + model.rope_head_dim)
+        attn_local = down + (attn - down) / t
+    else:
+        attn_local = attn / t
+    dense = attn_local + 2 * h  # + two norm weights (replicated)
+    if not moe:
+        return dense + model.mlp_params(model.ffn_hidden) / t, 0.0
+    dense += h * model.experts  # router
+    dense += model.shared_experts * model.mlp_params(model.shared_ffn_hidden) / t
+    experts = (model.experts / par.ep) * model.mlp_params(model.expert_ffn_hidden)
+    return dense, experts
+
+
+def stage_layer_counts(model: ModelSpec, par: Parallelism, stage: int) -> tuple[int, int]:
+    """(dense layers, MoE layers) held by ``stage``."""
+    layers = stage_layers(model, par, stage)
+    n_moe = sum(1 for i in layers if model.is_moe and i >= model.dense_layers)
+    return len(layers) - n_moe, n_moe
+
+
+def stage_params(model: ModelSpec, par: Parallelism, stage: int) -> tuple[float, float]:
+    """(dense, expert) parameters on one GPU of pipeline ``stage``.
+
+    Layers are assigned to stages (and virtual chunks) in order; layer ``i``
+    is an MoE layer if ``i >= dense_layers``.
+    """
+    n_dense, n_moe = stage_layer_counts(model, par, stage)
+    d0, _ = layer_params(model, par, moe=False)
+    d1, e1 = layer_params(model, par, moe=True) if n_moe else (0.0, 0.0)
+    dense, experts = n_dense * d0 + n_moe * d1, n_moe * e1
+    emb = model.vocab * model.hidden / par.tp
+    if stage == 0:
+        dense += emb
+    if stage == par.pp - 1 and (par.pp > 1 or not model.tied_embeddings):
+        dense += emb  # output layer (a copy of the tied embedding when pp > 1, as Megatron keeps)
+    return dense, experts
+
+
+def stage_layers(model: ModelSpec, par: Parallelism, stage: int) -> list[int]:
+    """Layer indices held by ``stage`` (its ``interleave`` chunks)."""
+    chunk = model.layers // (par.pp * par.interleave)
+    out: list[int] = []
+    for c in range(par.interleave):
+        start = (c * par.pp + stage) * chunk
+        out.extend(range(start, start + chunk))
+    return out
+
+
+def layer_activation_bytes(model: ModelSpec, par: Parallelism, moe: bool, *, flash: bool,
+                           recompute: str | None = None) -> float:
+    """Bytes one layer stores for backward, per micro-batch, on one GPU.
+
+    Parameters
+    ----------
+    flash : bool
+        Fused (flash) attention: no ``s x s`` score tensors are stored, only
+        the softmax log-sum-exp per query.
+    recompute : str, optional
+        Overrides ``par.recompute``; ``"none"`` gives the full working set of
+        a layer (live while its backward runs).
+    """
+    rc = par.recompute if recompute is None else recompute
+    b, s, h, t = par.micro_batch, model.seq_len, model.hidden, par.tp
+    T = b * s / par.cp  # tokens of this CP rank
+    Tn = T / t if par.sequence_parallel else T  # tokens seen by norms/dropout (replicated without SP)
+    drop = 1.0 if model.dropout > 0 else 0.0
+    if rc == "full":
+        return 2.0 * Tn * h  # the layer input only
+    a_t = model.heads / t
+    g_t = max(model.kv_heads / t, 1.0)
+    d, dv = model.head_dim, model.v_head_dim
+    # attention block
+    act = 2 * Tn * h + 2 * Tn * h  # norm input, QKV input (norm output)
+    act += 2 * T * a_t * d + 2 * T * g_t * (d + dv)  # Q, K, V
+    E = b * a_t * (s / par.cp) * s  # score elements
+    if flash:
+        act += 4 * b * a_t * s / par.cp  # log-sum-exp (fp32); the output is the projection input below
+    elif rc != "selective":
+        act += 2 * E + drop * 3 * E  # softmax output; dropout mask (1 B) and output (2 B)
+    act += 2 * T * a_t * dv + drop * Tn * h  # projection input, dropout mask
+    # MLP block
+    act += 2 * Tn * h + drop * Tn * h  # norm input, dropout mask
+    mult = 2 if model.swiglu else 1
+    if moe:
+        T_loc = T / t
+        rows = T_loc * model.top_k
+        act += 2 * T_loc * h  # router / dispatch input
+        act += 2 * rows * h + 2 * rows * mult * model.expert_ffn_hidden + 2 * rows * model.expert_ffn_hidden
+        if model.shared_experts:
+            f = model.shared_experts * model.shared_ffn_hidden
+            act += 2 * Tn * h + 2 * T * mult * f / t + 2 * T * f / t
+    else:
+        f = model.ffn_hidden
+        act += 2 * Tn * h + 2 * T * mult * f / t + 2 * T * f / t  # up input, activation input, down input
+    return act
+
+
+def inflight_microbatches(par: Parallelism, stage: int = 0) -> float:
+    """Micro-batches whose activations stage ``stage`` holds at its peak (1F1B / interleaved)."""
+    m = par.microbatches
+    n = min(par.pp - stage, m)
+    if par.interleave > 1:
+        n = min(par.pp, m) * (1 + (par.pp - 1) / (par.pp * par.interleave)) if stage == 0 else n
+    return float(n)
+
+
+def memory_per_gpu(model: ModelSpec, par: Parallelism, hbm_bytes: float, *, flash: bool = True,
+                   param_bytes: float = 2.0, grad_bytes: float = 4.0, optimizer_bytes: float = 12.0,
+                   reserve_fraction: float = 0.1) -> MemoryReport:
+    """Peak memory of the most loaded pipeline stage.
+
+    Parameters
+    ----------
+    hbm_bytes : float
+        HBM capacity of the GPU (bytes).
+    flash : bool
+        Flash attention (no stored ``s^2`` tensors).
+    param_bytes, grad_bytes, optimizer_bytes : float
+        Bytes per parameter: bf16 weights (2), fp32 main gradients (4; 2 for
+        fp16 gradients), fp32 master weights + Adam moments (12).
+    reserve_fraction : float
+        HBM kept back for the CUDA context, communication buffers and
+        allocator fragmentation (assumed 10 %).
+    """
+    best: MemoryReport | None = None
+    dense_shard = par.dp * par.cp if par.distributed_optimizer else 1
+    expert_shard = par.expert_dp if par.distributed_optimizer else 1
+    kinds = [False, True] if model.is_moe else [False]
+    stored = {moe: layer_activation_bytes(model, par, moe, flash=flash) for moe in kinds}
+    working = {moe: layer_activation_bytes(model, par, moe, flash=flash, recompute="none") for moe in kinds}
+    for st in sorted({0, par.pp - 1}):
+        dense, experts = stage_params(model, par, st)
+        n_params = dense + experts
+        opt = optimizer_bytes * (dense / dense_shard + experts / expert_shard)
+        n_dense, n_moe = stage_layer_counts(model, par, st)
+        per_mb = n_dense * stored[False] + (n_moe * stored[True] if n_moe else 0.0)
+        acts = per_mb * inflight_microbatches(par, st)
+        other = 0.0
+        if par.recompute != "none":
+            # the layer being recomputed holds its full working set during backward
+            other += max(working[moe] for moe, n in ((False, n_dense), (True, n_moe)) if n)
+        if st == par.pp - 1:
+            T = par.micro_batch * model.seq_len / par.cp
+            other += 6.0 * T * model.vocab / par.tp  # bf16 logits + fp32 softmax for the loss, one micro-batch
+        rep = MemoryReport(param_bytes * n_params, grad_bytes * n_params, opt, acts, other,
+                           hbm_bytes * (1 - reserve_fraction), hbm_bytes, st)
+        if best is None or rep.total > best.total:
+            best = rep
+    assert best is not None
+    return best

@@ -1,0 +1,190 @@
+"""Search the best parallelism of a model on a Fabric (so architectures compare at their best).
+
+The space (each dimension can be pinned by the caller):
+
+* ``tp``: divisors of the heads that fit the HBD (and divide or are multiples
+  of a k-hop node); sequence parallelism on whenever ``tp > 1`` (it never
+  costs time and saves memory);
+* ``cp``: 1, 2, 4, ... while ``2 cp`` divides the sequence and ``s / cp >= 1024``;
+* ``pp``: divisors of the layers; ``interleave`` 1, 2, 4 where it divides the
+  layers per stage and the micro-batch count;
+* ``ep``: divisors of the experts that divide ``tp * cp * dp`` (MoE only);
+* ``dp``: the largest that fits the GPUs usable at this TP size and divides
+  the global batch with the micro-batch (the global batch is fixed, so every
+  candidate does the same work per step and the fastest step wins);
+* ``micro_batch`` 1, 2, 4, 8; ``recompute`` none, selective (only with
+  unfused attention, where it differs from none), full.
+
+Candidates that fail validation or do not fit in HBM are dropped (counted).
+The rest are ranked by a communication-free lower bound on the step time
+(compute and bubble); they are then evaluated in that order with the
+*screening* backend (by default the analytic alpha-beta model, fast), and the
+best ``confirm`` of them are evaluated again with the step model's own backend
+(the flow simulator) whose result decides.  Screening stops once the lower
+bound of the next candidate exceeds the ``confirm``-th best screened time
+(branch and bound: nothing later can enter the confirmed set).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from fabric.errors import FabricError
+from workloads.comm import analytic_comm_time
+from workloads.parallelism import Parallelism, validate
+from workloads.placement import usable_gpus
+from workloads.step import StepModel, StepResult
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+@dataclass
+class SearchResult:
+    """Outcome of :func:`search`.
+
+    Attributes
+    ----------
+    best : StepResult or None
+        The fastest configuration (simulator-timed), None if nothing fits.
+    top : list of StepResult
+        The confirmed candidates, fastest first.
+    considered, invalid, oom, screened, confirmed : int
+        Candidates enumerated; rejected by validation; not fitting in HBM;
+        evaluated with the screening backend; evaluated with the final backend.
+    seconds : float
+        Wall time of the search.
+    """
+
+    best: StepResult | None
+    top: list[StepResult]
+    considered: int
+    invalid: int
+    oom: int
+    screened: int
+    confirmed: int
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"best": self.best.to_dict() if self.best else None,
+                "top": [{"config": r.parallelism.label(), "step_time_s": r.step_time_s, "mfu": r.mfu,
+                         "cluster_mfu": r.cluster_mfu, "memory_gb_per_gpu": r.memory_gb_per_gpu} for r in self.top],
+                "considered": self.considered, "invalid": self.invalid, "oom": self.oom, "screened": self.screened,
+                "confirmed": self.confirmed, "seconds": self.seconds, "notes": list(self.notes)}
+
+
+def candidates(sm: StepModel, global_batch: int, fixed: dict[str, Any] | None = None) -> Iterable[Parallelism]:
+    """Every configuration of the search space (module docstring), pinned dimensions honoured."""
+    fixed = {k: v for k, v in (fixed or {}).items() if v is not None}
+    m, fab = sm.model, sm.fabric
+    hbd = fab.hbd
+    max_tp = hbd.max_tp or hbd.domain_gpus or 1
+    unit = max(hbd.tp_multiple_of, 1)
+
+    def pick(name: str, values: Iterable) -> list:
+        return [fixed[name]] if name in fixed else list(values)
+
+    tps = pick("tp", [t for t in _divisors(m.heads) if t <= max_tp and (t % unit == 0 or unit % t == 0)])
+    cps = pick("cp", [c for c in (1, 2, 4, 8, 16, 32) if m.seq_len % (2 * c) == 0 and m.seq_len // c >= 1024
+                      or c == 1])
+    pps = pick("pp", _divisors(m.layers))
+    mbs = pick("micro_batch", (1, 2, 4, 8))
+    rcs = pick("recompute", ("none", "full") if sm.runtime.attention == "flash" else ("none", "selective", "full"))
+    usable = {t: usable_gpus(fab, t) for t in tps}
+    for tp, cp, pp in itertools.product(tps, cps, pps):
+        base = tp * cp * pp
+        if base > usable[tp]:
+            continue
+        dp_max = usable[tp] // base
+        for mb in mbs:
+            if "dp" in fixed:
+                dp = fixed["dp"]
+            else:
+                dp = next((d for d in range(dp_max, 0, -1) if global_batch % (d * mb) == 0), 0)
+            if dp == 0:
+                continue
+            nmb = global_batch // (dp * mb)
+            vs = pick("interleave", [v for v in (1, 2, 4) if m.layers % (pp * v) == 0 and
+                                     (v == 1 or (pp > 1 and nmb % pp == 0))])
+            eps = pick("ep", [e for e in _divisors(m.experts) if (tp * cp * dp) % e == 0] if m.is_moe else [1])
+            sp_opts = [fixed["sequence_parallel"]] if "sequence_parallel" in fixed else [tp > 1]
+            for v, ep, rc, sp in itertools.product(vs, eps, rcs, sp_opts):
+                yield Parallelism(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, micro_batch=mb, global_batch=global_batch,
+                                  interleave=v, sequence_parallel=sp, recompute=rc,
+                                  distributed_optimizer=fixed.get("distributed_optimizer", True))
+
+
+def search(sm: StepModel, global_batch: int, *, fixed: dict[str, Any] | None = None, confirm: int = 3,
+           screen_backend=analytic_comm_time, limit: int | None = None) -> SearchResult:
+    """The fastest valid, fitting configuration of ``sm.model`` on ``sm.fabric``.
+
+    Parameters
+    ----------
+    sm : StepModel
+        Model, Fabric, runtime and final (simulator) backend.
+    global_batch : int
+        Sequences per step.
+    fixed : dict, optional
+        Pinned dimensions (``tp``, ``pp``, ``dp``, ``ep``, ``cp``,
+        ``micro_batch``, ``interleave``, ``recompute``, ``sequence_parallel``).
+    confirm : int
+        How many of the best screened candidates the final backend times.
+    screen_backend : callable or None
+        Backend for screening; None screens with the final backend itself.
+    limit : int, optional
+        Stop enumerating after this many candidates (benchmarks).
+
+    Raises
+    ------
+    FabricError
+        If no candidate is valid (the message says why the first one failed).
+    """
+    t0 = time.perf_counter()
+    screen = sm if screen_backend is None else StepModel(sm.fabric, sm.model, catalog=sm.catalog, runtime=sm.runtime,
+                                                         gemm=sm.gemm, backend=screen_backend, gpu=sm.gpu)
+    pool: list[tuple[float, Parallelism]] = []
+    considered = invalid = oom = 0
+    first_error: FabricError | None = None
+    for par in candidates(sm, global_batch, fixed):
+        considered += 1
+        if limit is not None and considered > limit:
+            considered -= 1
+            break
+        try:
+            validate(sm.model, par, sm.fabric.hbd, sm.fabric.n_gpus)
+        except FabricError as exc:
+            invalid += 1
+            first_error = first_error or exc
+            continue
+        if not sm.memory(par).fits:
+            oom += 1
+            continue
+        pool.append((sm.lower_bound(par), par))
+    if not pool:
+        if first_error is not None and oom == 0:
+            raise FabricError(first_error.field, f"no valid configuration; e.g. {first_error.message}")
+        return SearchResult(None, [], considered, invalid, oom, 0, 0, time.perf_counter() - t0,
+                            ["nothing fits in memory" if oom else "no candidate"])
+    pool.sort(key=lambda x: (x[0], x[1].label()))
+    screened: list[StepResult] = []
+    for bound, par in pool:
+        if len(screened) >= confirm and bound > sorted(r.step_time_s for r in screened)[confirm - 1]:
+            break
+        screened.append(screen.evaluate(par, check=False))
+    screened.sort(key=lambda r: (r.step_time_s, r.parallelism.label()))
+    shortlist = [r.parallelism for r in screened[:confirm]]
+    if screen is sm:
+        top = screened[:confirm]
+    else:
+        top = sorted((sm.evaluate(p, check=False) for p in shortlist), key=lambda r: (r.step_time_s,
+                                                                                        r.parallelism.label()))
+    notes = [f"screened {len(screened)} of {len(pool)} fitting candidates with the "
+             f"{getattr(screen.backend, 'name', 'custom')} backend; the best {len(top)} re-timed with "
+             f"{sm.backend_name}"]
+    return SearchResult(top[0] if top else None, top, considered, invalid, oom, len(screened), len(top),
+                        time.perf_counter() - t0, notes)
