@@ -107,8 +107,12 @@ def test_server_starts_on_localhost_and_stops_cleanly():
         server.stop()
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(server.url, timeout=5)
-    with socket.socket() as s:  # the port is free again
+    with socket.socket() as s:  # no listener remains: a new server can take the port again
+        # SO_REUSEADDR as any server sets it: the test's own request may leave a TIME_WAIT
+        # connection on the port, but binding and listening still fail while a listener is alive
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", port))
+        s.listen()
 
 
 def test_server_refuses_a_bad_port():

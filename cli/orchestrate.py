@@ -1,0 +1,297 @@
+"""`fabric orchestrate` (place TP rings and DP groups on a faulty fabric) and `fabric orchestrate-table`.
+
+``fabric orchestrate [ARCH] --tp T --dp D|max [--pp P] (--faulty-nodes i,j | --node-fault-ratio R [--seed X]
+| --trace stepfun|FILE [--trace-time DAYS]) [--solver ilp|greedy|fault-unaware] [--time-limit S] [--placement]
+[--json]`` prints the placement's metrics (:func:`solvers.orchestrator.orchestrate_summary`: the function a
+sweep registers as a metric, so both give the same numbers).  Exit status: 0, 1 when the request is
+infeasible (the JSON says ``status: infeasible``), 2 for bad input.
+
+``fabric orchestrate-table`` evaluates :func:`cross_tor_table`: cross-ToR traffic ratio against node fault
+ratio for the ILP, the greedy and the fault-unaware plan, on the k-hop ring (k = 2, 3) and the other
+architectures at equal GPU count, i.i.d. and with the production trace.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import typer
+
+from cli.common import CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json
+from fabric.catalog import load_catalog
+from fabric.errors import FabricError
+
+EXIT_INFEASIBLE = 1
+
+
+def parse_dp(text: str) -> int | None:
+    """``--dp``: a whole number >= 1, or ``max``."""
+    t = str(text).strip().lower()
+    if t == "max":
+        return None
+    try:
+        v = int(t)
+    except ValueError:
+        raise FabricError("--dp", f"{text!r} must be a whole number >= 1 or 'max'") from None
+    if v < 1:
+        raise FabricError("--dp", f"{text!r} must be a whole number >= 1 or 'max'")
+    return v
+
+
+def parse_tor_map(text: str) -> list[int]:
+    """``--tor-map``: comma-separated ToR ids (one per line position) or a file with them (JSON list or text)."""
+    raw = text
+    p = Path(text)
+    if p.suffix or p.exists():
+        if not p.is_file():
+            raise FabricError("--tor-map", f"{text!r} is not a file")
+        raw = p.read_text()
+        try:
+            data = json.loads(raw)
+            if isinstance(data, list):
+                raw = ",".join(str(x) for x in data)
+        except json.JSONDecodeError:
+            pass
+    out = []
+    for part in raw.replace("\n", ",").replace(" ", ",").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            out.append(int(part))
+        except ValueError:
+            raise FabricError("--tor-map", f"{part!r} is not a ToR id (whole numbers >= 0)") from None
+    if not out:
+        raise FabricError("--tor-map", "no ToR ids given")
+    return out
+
+
+def orchestrate_command(
+    arch: Optional[str] = typer.Argument("khop-ring", help="architecture (khop-ring, dgx, nvl-72, tpuv4, ...)"),
+    gpus: Optional[int] = GPUS_OPT,
+    param: list[str] = PARAM_OPT,
+    topology: Optional[Path] = TOPOLOGY_OPT,
+    catalog: Optional[Path] = CATALOG_OPT,
+    tp: int = typer.Option(..., "--tp", help="GPUs per TP group (a multiple of gpus_per_node on a k-hop ring)"),
+    dp: str = typer.Option(..., "--dp", help="TP groups per DP group, or 'max' (one instance, all replicas that fit)"),
+    pp: int = typer.Option(1, "--pp", help="pipeline stages"),
+    count: Optional[int] = typer.Option(None, "--count", help="instances wanted (default: as many as fit)"),
+    faulty_nodes: Optional[str] = typer.Option(None, "--faulty-nodes", help="comma-separated node ids that are down"),
+    node_fault_ratio: Optional[float] = typer.Option(None, "--node-fault-ratio", help="i.i.d. node fault ratio"),
+    seed: int = typer.Option(0, "--seed", help="seed of the fault sample or of the trace replay"),
+    trace: Optional[str] = typer.Option(None, "--trace", help="fault trace: stepfun or a JSON file"),
+    trace_time: Optional[float] = typer.Option(None, "--trace-time",
+                                               help="trace day to read (default: the most nodes down)"),
+    solver: str = typer.Option("ilp", "--solver", help="ilp, greedy or fault-unaware"),
+    time_limit: float = typer.Option(60.0, "--time-limit", help="ILP time limit, seconds"),
+    gap: float = typer.Option(0.0, "--gap", help="stop the ILP at this relative gap (0: prove optimality)"),
+    mip_solver: str = typer.Option("auto", "--mip-solver", help="auto (HiGHS, else CBC), highs or cbc"),
+    tor_map: Optional[str] = typer.Option(None, "--tor-map", help="k-hop: ToR of each line position (list or file)"),
+    dp_bytes: Optional[str] = typer.Option(None, "--dp-bytes",
+                                           help="DP all-reduce buffer per GPU per step (e.g. 10GB)"),
+    pp_bytes: Optional[str] = typer.Option(None, "--pp-bytes", help="PP bytes per TP rank per stage boundary per step"),
+    placement: bool = typer.Option(False, "--placement", help="include the placement (node ids per group)"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Place TP rings and DP groups on a faulty fabric: most GPUs in complete groups, least cross-ToR traffic."""
+    from fabric.units import parse_bytes
+    from solvers.orchestrator import orchestrate_summary
+    from solvers.orchestrator.space import parse_node_list
+
+    if not time_limit > 0:
+        raise FabricError("--time-limit", f"{time_limit} must be > 0 seconds")
+    if not 0 <= gap < 1:
+        raise FabricError("--gap", f"{gap} must be in [0, 1)")
+    nodes = parse_node_list(faulty_nodes) if faulty_nodes is not None else None
+    fab = build_fabric(arch if topology is None else None, gpus, param, load_catalog(catalog), topology)
+    data = orchestrate_summary(
+        fab, tp=tp, dp=parse_dp(dp), pp=pp, count=count, faulty_nodes=nodes, node_fault_ratio=node_fault_ratio,
+        seed=seed, trace=trace, trace_time=trace_time, solver=solver, time_limit=time_limit, gap_rel=gap,
+        mip_solver=mip_solver, tor_map=parse_tor_map(tor_map) if tor_map is not None else None,
+        dp_bytes=parse_bytes(dp_bytes, "--dp-bytes") if dp_bytes is not None else None,
+        pp_bytes=parse_bytes(pp_bytes, "--pp-bytes") if pp_bytes is not None else None,
+        placement=placement)
+    data = {"architecture": fab.architecture, **data}
+    if as_json:
+        emit_json(data)
+    else:
+        _print_summary(data)
+    if data["status"] == "infeasible":
+        raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def _print_summary(d: dict) -> None:
+    from rich.table import Table
+
+    con = console()
+    t = Table(title=f"{d['architecture']}: TP {d['tp']} x DP {d['dp']} x PP {d['pp']} ({d['solver']})",
+              title_justify="left")
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+
+    def fmt(v):
+        if v is None:
+            return "-"
+        if isinstance(v, float):
+            return f"{v:.6g}"
+        return str(v)
+
+    for key in ("status", "model", "objective", "bound", "gap", "solve_seconds", "instances", "tp_groups",
+                "dp_groups", "spare_tp_groups", "healthy_gpus", "used_gpus", "gpu_utilization",
+                "cross_tor_traffic_ratio", "cross_tor_bytes", "dcn_bytes", "tors_per_dp_group_mean",
+                "tors_per_dp_group_max", "faulty_nodes", "fault_source"):
+        t.add_row(key, fmt(d.get(key)))
+    con.print(t)
+    if d.get("notes"):
+        con.print(f"note: {d['notes']}")
+
+
+# ------------------------------------------------------------------------------------------ the figure
+DEFAULT_ARCHS = (
+    ("khop-ring k=2", "khop-ring", {"k": 2, "gpus_per_node": 4, "nodes_per_tor": 16}),
+    ("khop-ring k=3", "khop-ring", {"k": 3, "gpus_per_node": 4, "nodes_per_tor": 16}),
+    ("dgx-h100", "dgx", {}),
+    ("nvl-72", "nvl-72", {}),
+    ("tpuv4", "tpuv4", {}),
+)
+"""Architectures of the cross-ToR table: label, architecture, parameters (k-hop: 64 GPUs per ToR, like DGX)."""
+
+
+def cross_tor_table(*, ratios=tuple(i / 100 for i in range(11)), samples: int = 2, seed: int = 0, gpus: int = 1024,
+                    tp: int = 8, dp: int = 4, load: float | None = None, archs=DEFAULT_ARCHS,
+                    solvers=("ilp", "greedy", "fault-unaware"), trace: str | None = "stepfun",
+                    trace_points: int = 8, time_limit: float = 60.0, mode: str = "exact") -> list[dict]:
+    """Cross-ToR traffic ratio (and GPU utilisation) against node fault ratio, per architecture and solver.
+
+    Parameters
+    ----------
+    ratios : sequence of float
+        Node fault ratios of the i.i.d. rows (``mode='exact'``: exactly
+        ``round(ratio x nodes)`` faulty nodes, a uniform random subset).
+    samples : int
+        Fault sets per ratio (seeds ``seed .. seed + samples - 1``); the table holds their mean.
+    gpus, tp, dp : int
+        Equal terms for every architecture.
+    load : float, optional
+        Instances wanted as a fraction of the fault-free maximum (spare
+        capacity); None: as many as fit (the lexicographic maximum).
+    trace : str or None
+        Also replay this trace: ``trace_points`` fault sets at random times
+        (time-weighted, seeded), binned by their node fault ratio (nearest
+        ratio of ``ratios``).
+
+    Returns
+    -------
+    list of dict
+        One row per (architecture, fault source, ratio, solver): ``cross_tor_traffic_ratio``,
+        ``gpu_utilization``, ``status`` counts.
+    """
+    from topologies import build
+    from solvers.orchestrator import orchestrate_summary
+
+    rows = []
+    for label, arch, params in archs:
+        fab = build(arch, gpus, dict(params))
+        count = None
+        if load is not None:
+            clean = orchestrate_summary(fab, tp=tp, dp=dp, solver="greedy")
+            count = max(1, int(math.floor(load * clean["instances"])))
+        cells: dict[tuple, list[dict]] = {}
+        for ratio in ratios:
+            for s in range(samples):
+                for solver in solvers:
+                    d = orchestrate_summary(fab, tp=tp, dp=dp, count=count, node_fault_ratio=ratio, seed=seed + s,
+                                            solver=solver, time_limit=time_limit, **({"fault_mode": mode}))
+                    cells.setdefault(("iid", ratio, solver), []).append(d)
+        if trace:
+            for time_day in _trace_times(fab, trace, trace_points, seed):
+                for solver in solvers:
+                    d = orchestrate_summary(fab, tp=tp, dp=dp, count=count, trace=trace, trace_time=time_day,
+                                            seed=seed, solver=solver, time_limit=time_limit)
+                    near = min(ratios, key=lambda r: abs(r - d["node_fault_ratio"]))
+                    cells.setdefault(("trace", near, solver), []).append(d)
+        for (source, ratio, solver), ds in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
+            cr = [d["cross_tor_traffic_ratio"] for d in ds if d["cross_tor_traffic_ratio"] is not None]
+            rows.append({
+                "architecture": label, "source": source, "node_fault_ratio": ratio, "solver": solver,
+                "samples": len(ds), "cross_tor_traffic_ratio": float(np.mean(cr)) if cr else None,
+                "gpu_utilization": float(np.mean([d["gpu_utilization"] for d in ds])),
+                "proven_optimal": sum(d["status"] == "optimal" for d in ds),
+                "infeasible": sum(d["status"] == "infeasible" for d in ds),
+                "tp": tp, "dp": dp, "load": load,
+            })
+    return rows
+
+
+def _trace_times(fab, trace: str, points: int, seed: int) -> list[float]:
+    """``points`` trace days drawn time-weighted (seeded) from the replay on ``fab``'s nodes."""
+    from fabric.faults import NodeIndex
+    from fabric.trace import load_trace
+
+    rep = load_trace(trace).replay(NodeIndex.of(fab).n_nodes, method="tile", seed=seed)
+    w = rep.durations
+    rng = np.random.default_rng(seed)
+    idx = rng.choice(w.size, size=points, p=w / w.sum())
+    return sorted(float(rep.times[i]) for i in idx)
+
+
+def table_markdown(rows: list[dict]) -> str:
+    """One markdown table per (fault source): rows = architecture x solver, columns = node fault ratio."""
+    out = []
+    for source in sorted({r["source"] for r in rows}):
+        sub = [r for r in rows if r["source"] == source]
+        ratios = sorted({r["node_fault_ratio"] for r in sub})
+        keys = sorted({(r["architecture"], r["solver"]) for r in sub}, key=lambda k: (k[0], k[1]))
+        out.append(f"**{source}**: cross-ToR traffic ratio (GPU utilisation)\n")
+        out.append("| architecture | solver | " + " | ".join(f"{x:.0%}" for x in ratios) + " |")
+        out.append("|---|---|" + "---|" * len(ratios))
+        for arch, solver in keys:
+            cells = []
+            for x in ratios:
+                r = next((r for r in sub if (r["architecture"], r["solver"], r["node_fault_ratio"]) ==
+                          (arch, solver, x)), None)
+                if r is None or r["cross_tor_traffic_ratio"] is None:
+                    cells.append("-")
+                else:
+                    cells.append(f"{r['cross_tor_traffic_ratio']:.3f} ({r['gpu_utilization']:.2f})")
+            out.append(f"| {arch} | {solver} | " + " | ".join(cells) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
+def table_command(
+    gpus: int = typer.Option(1024, "--gpus", help="GPUs of every architecture"),
+    tp: int = typer.Option(8, "--tp"),
+    dp: int = typer.Option(4, "--dp"),
+    load: Optional[float] = typer.Option(None, "--load", help="instances as a fraction of the fault-free maximum"),
+    max_ratio: float = typer.Option(0.10, "--max-ratio", help="largest node fault ratio"),
+    step: float = typer.Option(0.01, "--step", help="node fault ratio step"),
+    samples: int = typer.Option(2, "--samples", help="fault sets per ratio"),
+    seed: int = typer.Option(0, "--seed"),
+    trace: Optional[str] = typer.Option("stepfun", "--trace", help="trace to replay too ('' for none)"),
+    trace_points: int = typer.Option(8, "--trace-points"),
+    time_limit: float = typer.Option(60.0, "--time-limit"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Cross-ToR traffic ratio vs node fault ratio: ILP, greedy, fault-unaware; k-hop ring and the others."""
+    if not (0 < step <= max_ratio <= 1):
+        raise FabricError("--step", "need 0 < step <= max-ratio <= 1")
+    if load is not None and not 0 < load <= 1:
+        raise FabricError("--load", f"{load} must be in (0, 1]")
+    n = int(round(max_ratio / step))
+    ratios = tuple(round(i * step, 6) for i in range(n + 1))
+    rows = cross_tor_table(ratios=ratios, samples=samples, seed=seed, gpus=gpus, tp=tp, dp=dp, load=load,
+                           trace=trace or None, trace_points=trace_points, time_limit=time_limit)
+    if as_json:
+        emit_json({"rows": rows})
+    else:
+        console().print(table_markdown(rows), markup=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("orchestrate")(orchestrate_command)
+    app.command("orchestrate-table")(table_command)

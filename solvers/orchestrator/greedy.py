@@ -1,0 +1,77 @@
+"""Baselines: the obvious greedy, and a fault-unaware plan.
+
+greedy
+    Cut rings left to right over the healthy nodes (the maximum ring count,
+    :func:`solvers.allocation.segments.line_blocks`), then fill instances
+    with consecutive rings in line order: instance ``i`` takes the next
+    ``dp * pp`` rings, stage ``p`` of it the ``p``-th run of ``dp`` of them.
+    It uses as many GPUs as the ILP (the same maximum ring count) but does
+    not look at ToRs.
+fault-unaware
+    Plan the same greedy on the fault-free line, then drop every ring that
+    contains a faulty node and every instance that lost a ring: what a
+    scheduler gets if it keeps its fault-free plan.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from solvers.orchestrator.jobs import Job
+from solvers.orchestrator.placement import PlacedInstance, Placement
+from solvers.orchestrator.rings import max_rings
+from solvers.orchestrator.space import Line
+
+
+def fill_instances(rings: list[tuple[int, ...]], jobs: list[Job]) -> Placement:
+    """Instances from consecutive rings, jobs in order (each job's ``dp`` and ``count`` resolved)."""
+    instances = []
+    i = 0
+    for j, job in enumerate(jobs):
+        D, P = job.dp, job.pp
+        for _ in range(job.count):
+            if i + D * P > len(rings):
+                break
+            stages = tuple(tuple(range(i + p * D, i + (p + 1) * D)) for p in range(P))
+            instances.append(PlacedInstance(j, stages))
+            i += D * P
+    return Placement(tuple(rings), tuple(instances), tuple(range(i, len(rings))))
+
+
+def greedy_placement(line: Line, jobs: list[Job]) -> Placement:
+    """Rings cut left to right, instances filled in line order (module docstring)."""
+    m = jobs[0].tp // line.space.g
+    return fill_instances(max_rings(line, m), jobs)
+
+
+def fault_unaware_placement(line: Line, jobs: list[Job], plan_jobs: list[Job] | None = None) -> Placement:
+    """The greedy plan of the fault-free line, minus every ring and instance a fault touches.
+
+    Parameters
+    ----------
+    line : Line
+        With its faults.
+    jobs : list of Job
+        For the accounting (bytes); ``plan_jobs`` (default ``jobs``) give the
+        DP size and instance count planned on the fault-free line.
+    """
+    from dataclasses import replace
+
+    plan_jobs = plan_jobs or jobs
+    m = jobs[0].tp // line.space.g
+    clean = replace(line, space=replace(line.space, healthy=np.ones(line.n, dtype=bool)))
+    plan = fill_instances(max_rings(clean, m), plan_jobs)
+    ok = line.space.healthy
+    alive = [all(ok[u] for u in ring) for ring in plan.rings]
+    keep = [inst for inst in plan.instances if all(alive[r] for r in inst.rings)]
+    # renumber: keep only the rings that survive
+    new_index = {}
+    rings = []
+    for r, ring in enumerate(plan.rings):
+        if alive[r]:
+            new_index[r] = len(rings)
+            rings.append(ring)
+    instances = tuple(PlacedInstance(inst.job, tuple(tuple(new_index[r] for r in st) for st in inst.stages))
+                      for inst in keep)
+    used = {r for inst in instances for r in inst.rings}
+    return Placement(tuple(rings), instances, tuple(r for r in range(len(rings)) if r not in used))

@@ -1,0 +1,62 @@
+"""Build step: choose and build the placement ILP for a k-hop line (testable without solving).
+
+:func:`choose_model` says which formulation is exact *and* small for the
+request; :func:`build_model` builds it.
+
+* ``blocks`` (:mod:`~solvers.orchestrator.model_blocks`): ToR blocks, one
+  job, PP = 1.  Size O(ToRs x (slots + D) + D^2): scales to thousands of nodes.
+* ``blocks-single``: the same with one DP group (``--dp max``).
+* ``explicit`` (:mod:`~solvers.orchestrator.model_explicit`): anything else
+  (interleaved or arbitrary ToR maps, several jobs, PP > 1, closed lines
+  with no more ToRs than D); size grows with candidate rings x instances,
+  so it is for small and medium lines.
+* ``none``: nothing to optimise (D = 1 and PP = 1: no DCN bytes at all).
+"""
+
+from __future__ import annotations
+
+from solvers.orchestrator.built import BuiltModel
+from solvers.orchestrator.jobs import Job
+from solvers.orchestrator.model_blocks import build_blocks_model
+from solvers.orchestrator.model_explicit import build_explicit_model, position_conflicts, unit_costs
+from solvers.orchestrator.rings import Blocks, block_structure, candidate_rings
+from solvers.orchestrator.space import Line
+
+MODELS = ("auto", "blocks", "explicit")
+
+
+def choose_model(line: Line, jobs: list[Job], prefer: str = "auto") -> tuple[str, Blocks | None]:
+    """(model kind, block view or None) for resolved ``jobs`` on ``line``."""
+    if all(j.dp == 1 and j.pp == 1 for j in jobs):
+        return "none", None
+    m = jobs[0].tp // line.space.g
+    blocks = None
+    if len(jobs) == 1 and jobs[0].pp == 1 and prefer != "explicit":
+        blocks = block_structure(line, m)
+        D = jobs[0].dp
+        if blocks is not None and line.closed and 1 < blocks.T <= D and jobs[0].count > 1:
+            blocks = None  # a chain of straddles could close around the circle: not modelled
+        if blocks is not None:
+            return ("blocks-single" if jobs[0].count == 1 else "blocks"), blocks
+    if prefer == "blocks":
+        from fabric.errors import FabricError
+
+        raise FabricError("--model", "the block model needs ToR blocks of >= (m-1)k nodes, one job and PP = 1")
+    return "explicit", None
+
+
+def build_model(line: Line, jobs: list[Job], prefer: str = "auto") -> BuiltModel | None:
+    """The chosen ILP, built but not solved (None when there is nothing to optimise)."""
+    kind, blocks = choose_model(line, jobs, prefer)
+    if kind == "none":
+        return None
+    g = line.space.g
+    unit, _, _ = unit_costs(jobs, g)
+    if kind.startswith("blocks"):
+        job = jobs[0]
+        return build_blocks_model(blocks, job.dp, job.count, unit)
+    m = jobs[0].tp // g
+    cands = candidate_rings(line, m)
+    model = build_explicit_model(cands, position_conflicts(cands, line.n), jobs, g)
+    model.meta["tor"] = line.space.tor
+    return model

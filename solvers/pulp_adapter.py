@@ -1,0 +1,412 @@
+"""The one PuLP adapter: solver choice, time limit, warm start, and the *true* solve status.
+
+Every ILP of the project is solved through :func:`solve`.  It
+
+* picks the solver: HiGHS (``pulp.HiGHS``, the highspy API) by default, CBC
+  (``pulp.PULP_CBC_CMD``) as the fallback when highspy is missing, or
+  whichever the caller names;
+* applies a time limit, a relative gap at which to stop, and a thread count;
+* passes a warm start (a possibly *partial* assignment of variables: HiGHS
+  and CBC both try to complete it);
+* reports what the solver really proved.  PuLP 3.x maps "time limit reached
+  with an incumbent" to ``LpStatusOptimal``, and HiGHS calls a solve that
+  stopped at ``mip_rel_gap`` "optimal" too, so the status word is never
+  trusted: the adapter reads the solver's own model status, its incumbent and
+  its dual bound, and derives the status from them.
+
+Statuses (:data:`STATUSES`)
+---------------------------
+``optimal``
+    The incumbent is proven optimal: the gap between it and the dual bound
+    is within ``gap_abs`` (and ``1e-9`` relative).
+``feasible``
+    An incumbent exists but optimality is not proven (time limit, or the
+    solver stopped at the requested ``gap_rel``); ``gap`` says how far.
+``time_limit``
+    The time limit passed before any incumbent was found.
+``infeasible``, ``unbounded``
+    As proven by the solver.
+``error``
+    The solver failed; ``raw_status`` says how.
+
+Solver logs (``msg=True``) go to stderr, never stdout: stdout belongs to the
+JSON a command prints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Iterator, Mapping
+
+import pulp
+
+from fabric.errors import FabricError
+
+SOLVERS = ("highs", "cbc")
+STATUSES = ("optimal", "feasible", "time_limit", "infeasible", "unbounded", "error")
+_REL_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class SolveOptions:
+    """How to solve.
+
+    Attributes
+    ----------
+    solver : {'auto', 'highs', 'cbc'}
+        ``auto``: HiGHS when available, else CBC.
+    time_limit : float, optional
+        Seconds of solver wall time (model building not included).
+    gap_rel : float
+        Stop when the relative gap is at most this (0: prove optimality).
+    gap_abs : float
+        Absolute gap under which the incumbent counts as optimal.
+    objective_step : float, optional
+        The objective only takes multiples of this value (integral model):
+        the dual bound is rounded up to the next multiple, which is still a
+        valid bound and often closes the gap.
+    threads : int, optional
+    msg : bool
+        Show the solver log (on stderr).
+    highs_options : tuple of (name, value)
+        Extra HiGHS options (ignored by CBC).
+    """
+
+    solver: str = "auto"
+    time_limit: float | None = None
+    gap_rel: float = 0.0
+    gap_abs: float = 1e-6
+    objective_step: float | None = None
+    threads: int | None = None
+    msg: bool = False
+    highs_options: tuple[tuple[str, object], ...] = ()
+
+
+@dataclass(frozen=True)
+class SolveReport:
+    """What a solve proved.
+
+    Attributes
+    ----------
+    status : str
+        One of :data:`STATUSES`.
+    solver : str
+        ``highs`` or ``cbc``.
+    has_solution : bool
+        Variable values hold an incumbent.
+    objective : float or None
+        Incumbent objective (problem sense).
+    bound : float or None
+        Best proven bound on the optimum (a lower bound when minimising).
+    gap : float or None
+        ``|objective - bound| / max(|objective|, 1e-9)``; 0 when both are 0.
+    seconds : float
+        Solver wall time.
+    raw_status : str
+        The solver's own status text.
+    warm_start : bool
+        A start was passed to the solver.
+    """
+
+    status: str
+    solver: str
+    has_solution: bool
+    objective: float | None
+    bound: float | None
+    gap: float | None
+    seconds: float
+    raw_status: str
+    warm_start: bool = False
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def available_solvers() -> list[str]:
+    """The solvers of :data:`SOLVERS` that work here, preferred first."""
+    names = set(pulp.listSolvers(onlyAvailable=True))
+    out = []
+    if "HiGHS" in names:
+        out.append("highs")
+    if "PULP_CBC_CMD" in names:
+        out.append("cbc")
+    return out
+
+
+def choose_solver(name: str = "auto") -> str:
+    """Resolve ``auto`` and check that the named solver is available.
+
+    Raises
+    ------
+    FabricError
+        Unknown or unavailable solver.
+    """
+    avail = available_solvers()
+    if name == "auto":
+        if not avail:
+            raise FabricError("--mip-solver", "no MIP solver available: install highspy (or PuLP's bundled CBC)")
+        return avail[0]
+    if name not in SOLVERS:
+        raise FabricError("--mip-solver", f"{name!r} not allowed; use one of auto, {', '.join(SOLVERS)}")
+    if name not in avail:
+        raise FabricError("--mip-solver", f"{name} is not available here (available: {', '.join(avail) or 'none'})")
+    return name
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr(active: bool) -> Iterator[None]:
+    """Send file descriptor 1 to stderr while a C solver may print (its log must not pollute stdout)."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def solve(problem: pulp.LpProblem, options: SolveOptions = SolveOptions(),
+          start: Mapping[pulp.LpVariable, float] | None = None) -> SolveReport:
+    """Solve ``problem`` in place (variable values hold the incumbent) and report the true status.
+
+    Parameters
+    ----------
+    problem : pulp.LpProblem
+    options : SolveOptions
+    start : mapping of LpVariable to float, optional
+        Warm start; may cover only some variables (the solver completes it).
+
+    Returns
+    -------
+    SolveReport
+    """
+    name = choose_solver(options.solver)
+    if options.time_limit is not None and not options.time_limit > 0:
+        raise FabricError("--time-limit", f"{options.time_limit} must be > 0 seconds")
+    if name == "highs":
+        report = _solve_highs(problem, options, start)
+    else:
+        report = _solve_cbc(problem, options, start)
+    return _round_bound(report, problem, options)
+
+
+# ------------------------------------------------------------------------------------------ status logic
+def relative_gap(obj: float | None, bound: float | None) -> float | None:
+    """``|obj - bound| / max(|obj|, 1e-9)``, 0 when they coincide, None when either is unknown."""
+    if obj is None or bound is None or not (math.isfinite(obj) and math.isfinite(bound)):
+        return None
+    diff = abs(obj - bound)
+    if diff <= 1e-12:
+        return 0.0
+    return diff / max(abs(obj), 1e-9)
+
+
+def _proven(obj: float | None, bound: float | None, options: SolveOptions) -> bool:
+    if obj is None or bound is None:
+        return False
+    return abs(obj - bound) <= options.gap_abs + _REL_TOL * max(abs(obj), 1.0)
+
+
+def _round_bound(report: SolveReport, problem: pulp.LpProblem, options: SolveOptions) -> SolveReport:
+    """Round the bound to the objective lattice and re-derive the status from incumbent and bound."""
+    if not report.has_solution or report.status in ("infeasible", "unbounded", "error"):
+        return report
+    bound = report.bound
+    step = options.objective_step
+    if bound is not None and math.isfinite(bound) and step:
+        minimise = problem.sense == pulp.LpMinimize
+        q = bound / step
+        q = math.ceil(q - 1e-6) if minimise else math.floor(q + 1e-6)
+        bound = q * step
+    status = "optimal" if _proven(report.objective, bound, options) else "feasible"
+    return SolveReport(status, report.solver, True, report.objective, bound, relative_gap(report.objective, bound),
+                       report.seconds, report.raw_status, report.warm_start)
+
+
+# ------------------------------------------------------------------------------------------ HiGHS
+class _HiGHS(pulp.HiGHS):
+    """``pulp.HiGHS`` plus a (partial) warm start set between building the model and running it."""
+
+    def __init__(self, start: Mapping[pulp.LpVariable, float] | None = None, **kw):
+        super().__init__(**kw)
+        self._start = start
+        self.seconds = 0.0
+
+    def buildSolverModel(self, lp):
+        """Pass the whole model to HiGHS at once (PuLP adds it column by column and row by row: slow at 50k columns)."""
+        import highspy
+        import numpy as np
+
+        inf = highspy.kHighsInf
+        sense = -1.0 if lp.sense == pulp.LpMaximize else 1.0
+        variables = lp.variables()
+        n = len(variables)
+        cost = np.zeros(n)
+        lower = np.full(n, -inf)
+        upper = np.full(n, inf)
+        integer = np.zeros(n, dtype=bool)
+        for i, v in enumerate(variables):
+            v.index = i
+            if v.lowBound is not None:
+                lower[i] = v.lowBound
+            if v.upBound is not None:
+                upper[i] = v.upBound
+            integer[i] = v.cat == pulp.LpInteger and self.mip
+        for v, c in lp.objective.items():
+            cost[v.index] = sense * c
+        starts, index, value, rlo, rhi = [0], [], [], [], []
+        for i, con in enumerate(lp.constraints.values()):
+            con.index = i
+            for v, c in con.items():
+                if c != 0:
+                    index.append(v.index)
+                    value.append(c)
+            starts.append(len(index))
+            lo, hi = con.getLb(), con.getUb()
+            rlo.append(-inf if lo is None else lo)
+            rhi.append(inf if hi is None else hi)
+        model = highspy.HighsLp()
+        model.num_col_ = n
+        model.num_row_ = len(rlo)
+        model.col_cost_ = cost
+        model.col_lower_ = lower
+        model.col_upper_ = upper
+        model.row_lower_ = np.array(rlo, dtype=float)
+        model.row_upper_ = np.array(rhi, dtype=float)
+        model.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+        model.a_matrix_.start_ = np.array(starts, dtype=np.int32)
+        model.a_matrix_.index_ = np.array(index, dtype=np.int32)
+        model.a_matrix_.value_ = np.array(value, dtype=float)
+        model.offset_ = sense * float(lp.objective.constant or 0.0)
+        if integer.any():
+            model.integrality_ = [highspy.HighsVarType.kInteger if x else highspy.HighsVarType.kContinuous
+                                  for x in integer]
+        lp.solverModel.passModel(model)
+
+    def callSolver(self, lp):
+        if self._start:
+            import numpy as np
+
+            items = [(v.index, float(x)) for v, x in self._start.items() if getattr(v, "index", None) is not None]
+            if items:
+                idx = np.array([i for i, _ in items], dtype=np.int32)
+                val = np.array([x for _, x in items], dtype=np.float64)
+                lp.solverModel.setSolution(len(items), idx, val)
+        t0 = time.perf_counter()
+        lp.solverModel.run()
+        self.seconds = time.perf_counter() - t0
+
+
+def _solve_highs(problem: pulp.LpProblem, options: SolveOptions,
+                 start: Mapping[pulp.LpVariable, float] | None) -> SolveReport:
+    import highspy
+
+    kw = {"msg": options.msg, "timeLimit": options.time_limit, "gapRel": max(options.gap_rel, _REL_TOL),
+          "gapAbs": options.gap_abs}
+    if options.threads:
+        kw["threads"] = options.threads
+    kw.update(dict(options.highs_options))
+    solver = _HiGHS(start=start, **kw)
+    with _stdout_to_stderr(options.msg):
+        problem.solve(solver)
+    h = problem.solverModel
+    ms = h.getModelStatus()
+    raw = h.modelStatusToString(ms)
+    info = h.getInfo()
+    S = highspy.HighsModelStatus
+    sense = -1.0 if problem.sense == pulp.LpMaximize else 1.0  # pulp hands HiGHS the negated objective
+    has = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    obj = bound = None
+    if has:
+        obj = sense * float(info.objective_function_value)
+        b = float(info.mip_dual_bound) if _is_mip(problem) else float(info.objective_function_value)
+        bound = sense * b if math.isfinite(b) else None
+    if ms == S.kInfeasible:
+        status = "infeasible"
+    elif ms in (S.kUnbounded, S.kUnboundedOrInfeasible):
+        status = "unbounded" if ms == S.kUnbounded else "infeasible"
+    elif has:
+        status = "feasible"  # refined by _round_bound from incumbent and bound
+    elif ms == S.kTimeLimit:
+        status = "time_limit"
+    else:
+        status = "error"
+    return SolveReport(status, "highs", has, obj, bound, relative_gap(obj, bound), solver.seconds, raw,
+                       bool(start))
+
+
+def _is_mip(problem: pulp.LpProblem) -> bool:
+    return any(v.cat == pulp.LpInteger for v in problem.variables())
+
+
+# ------------------------------------------------------------------------------------------ CBC
+_CBC_RESULT = re.compile(r"^Result - (.+)$", re.M)
+_CBC_OBJ = re.compile(r"^Objective value:\s+(\S+)", re.M)
+_CBC_BOUND = re.compile(r"^(?:Lower|Upper) bound:\s+(\S+)", re.M)  # printed in the problem's sense
+_CBC_BEST_POSSIBLE = re.compile(r"best possible (-?[0-9.eE+-]+)")
+_CBC_TIME = re.compile(r"^Time \(Wallclock seconds\):\s+(\S+)", re.M)
+
+
+def _solve_cbc(problem: pulp.LpProblem, options: SolveOptions,
+               start: Mapping[pulp.LpVariable, float] | None) -> SolveReport:
+    if start:
+        for v in problem.variables():
+            v.varValue = None
+        for v, x in start.items():
+            v.varValue = float(x)
+    with tempfile.TemporaryDirectory(prefix="fabric-cbc-") as tmp:
+        log_path = os.path.join(tmp, "cbc.log")
+        kw = {"msg": False, "timeLimit": options.time_limit, "gapRel": options.gap_rel, "gapAbs": options.gap_abs,
+              "warmStart": bool(start), "logPath": log_path}
+        if options.threads:
+            kw["threads"] = options.threads
+        t0 = time.perf_counter()
+        try:
+            problem.solve(pulp.PULP_CBC_CMD(**kw))
+        except pulp.PulpSolverError as exc:
+            return SolveReport("error", "cbc", False, None, None, None, time.perf_counter() - t0, str(exc),
+                               bool(start))
+        seconds = time.perf_counter() - t0
+        log = open(log_path).read() if os.path.exists(log_path) else ""
+    if options.msg:
+        sys.stderr.write(log)
+    m = _CBC_RESULT.search(log)
+    raw = m.group(1).strip() if m else pulp.LpStatus[problem.status]
+    low = raw.lower()
+    t = _CBC_TIME.search(log)
+    seconds = float(t.group(1)) if t else seconds
+    if "infeasible" in low:
+        return SolveReport("infeasible", "cbc", False, None, None, None, seconds, raw, bool(start))
+    if "unbounded" in low:
+        return SolveReport("unbounded", "cbc", False, None, None, None, seconds, raw, bool(start))
+    has = problem.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible)
+    if not has:
+        status = "time_limit" if "time" in low else "error"
+        return SolveReport(status, "cbc", False, None, None, None, seconds, raw, bool(start))
+    obj = pulp.value(problem.objective)
+    obj = float(obj) if obj is not None else 0.0
+    b = _CBC_BOUND.search(log)
+    if b:
+        bound = float(b.group(1))
+    elif "optimal" in low and "gap" not in low:
+        bound = obj  # proven optimal: CBC prints no separate bound
+    else:
+        # stopped at the gap tolerance: the last "best possible" of the progress lines
+        # (CBC's internal sense is minimisation; flip for a maximisation problem)
+        found = _CBC_BEST_POSSIBLE.findall(log)
+        bound = float(found[-1]) if found else None
+        if bound is not None and problem.sense == pulp.LpMaximize:
+            bound = -bound
+    return SolveReport("feasible", "cbc", True, obj, bound, relative_gap(obj, bound), seconds, raw, bool(start))

@@ -1,0 +1,121 @@
+"""`fabric orchestrate` and `fabric orchestrate-table` through the real entry point."""
+
+import json
+
+import pytest
+
+KHOP = ["khop-ring", "--gpus", "256", "-p", "k=2", "-p", "gpus_per_node=4", "-p", "nodes_per_tor=16"]
+KEYS = {"tp_groups", "dp_groups", "gpu_utilization", "cross_tor_traffic_ratio", "status", "objective", "bound",
+        "gap", "solve_seconds", "tors_per_dp_group_mean", "tors_per_dp_group_max"}
+
+
+def test_json_has_the_promised_keys(run_cli):
+    rc, out, err = run_cli("orchestrate", *KHOP, "--tp", "16", "--dp", "4", "--faulty-nodes", "3,20", "--json")
+    assert rc == 0, err
+    d = json.loads(out)  # stdout is exactly one JSON object: no solver log in it
+    assert KEYS <= set(d)
+    assert d["status"] == "optimal" and d["model"] == "blocks" and d["solver"] == "ilp"
+    assert d["tp_groups"] == 4 * d["dp_groups"] and d["faulty_nodes"] == 2
+    assert "placement" not in d
+
+
+def test_placement_lists_node_ids_per_group(run_cli):
+    rc, out, err = run_cli("orchestrate", *KHOP, "--tp", "8", "--dp", "2", "--faulty-nodes", "5", "--placement",
+                           "--json")
+    assert rc == 0, err
+    pl = json.loads(out)["placement"]
+    assert pl["unit"] == "node"
+    nodes = [n for ring in pl["tp_groups"] for n in ring]
+    assert 5 not in nodes and len(nodes) == len(set(nodes))
+    assert all(len(ring) == 2 for ring in pl["tp_groups"])
+    assert all(len(inst["dp_groups"]) == 1 and len(inst["dp_groups"][0]) == 2 for inst in pl["instances"])
+
+
+def test_same_numbers_as_the_summary_function(run_cli):
+    """The sweep registers orchestrate_summary as a metric: the CLI must print the same numbers."""
+    from topologies import build
+    from solvers.orchestrator import orchestrate_summary
+
+    rc, out, err = run_cli("orchestrate", *KHOP, "--tp", "8", "--dp", "max", "--node-fault-ratio", "0.05",
+                           "--seed", "7", "--solver", "greedy", "--json")
+    assert rc == 0, err
+    cli = json.loads(out)
+    fab = build("khop-ring", 256, {"k": 2, "gpus_per_node": 4, "nodes_per_tor": 16})
+    api = orchestrate_summary(fab, tp=8, dp=None, node_fault_ratio=0.05, seed=7, solver="greedy")
+    for key in ("dp", "tp_groups", "gpu_utilization", "cross_tor_traffic_ratio", "cross_tor_bytes", "faulty_nodes"):
+        assert cli[key] == api[key]
+
+
+@pytest.mark.parametrize("solver", ["greedy", "fault-unaware"])
+def test_baselines(run_cli, solver):
+    rc, out, err = run_cli("orchestrate", *KHOP, "--tp", "8", "--dp", "4", "--node-fault-ratio", "0.05",
+                           "--solver", solver, "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["solver"] == solver and d["status"] == "feasible" and d["bound"] is None
+
+
+def test_other_architecture_and_trace(run_cli):
+    rc, out, err = run_cli("orchestrate", "dgx", "--gpus", "256", "--tp", "8", "--dp", "2", "--trace", "stepfun",
+                           "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["architecture"] == "dgx" and d["fault_source"].startswith("trace stepfun")
+
+
+def test_tor_map_list(run_cli):
+    tor = ",".join(str(p % 4) for p in range(64))
+    rc, out, err = run_cli("orchestrate", *KHOP, "--tp", "8", "--dp", "2", "--faulty-nodes", "9", "--tor-map", tor,
+                           "--time-limit", "20", "--json")
+    assert rc == 0, err
+    assert json.loads(out)["model"] == "explicit"
+
+
+def test_table_output(run_cli):
+    rc, out, err = run_cli("orchestrate", *KHOP, "--tp", "8", "--dp", "2")
+    assert rc == 0, err
+    assert "cross_tor_traffic_ratio" in out
+
+
+def test_infeasible_request_exits_1_with_the_status(run_cli):
+    rc, out, err = run_cli("orchestrate", *KHOP, "--tp", "16", "--dp", "4", "--count", "16", "--faulty-nodes", "1",
+                           "--json")
+    assert rc == 1
+    d = json.loads(out)
+    assert d["status"] == "infeasible" and d["tp_groups"] == 0
+
+
+@pytest.mark.parametrize("args,field", [
+    (["--tp", "6", "--dp", "2"], "--tp"),                           # not a multiple of gpus_per_node
+    (["--tp", "16", "--dp", "100", "--faulty-nodes", "1"], "--dp"),  # DP x TP larger than the healthy GPUs
+    (["--tp", "8", "--dp", "2", "--faulty-nodes", "64"], "--faulty-nodes"),  # out of range
+    (["--tp", "8", "--dp", "2", "--faulty-nodes", "a,b"], "--faulty-nodes"),
+    (["--tp", "8", "--dp", "two"], "--dp"),
+    (["--tp", "8", "--dp", "2", "--solver", "magic"], "--solver"),
+    (["--tp", "8", "--dp", "2", "--node-fault-ratio", "1.5"], "--node-fault-ratio"),
+    (["--tp", "8", "--dp", "2", "--node-fault-ratio", "0.1", "--faulty-nodes", "1"], "--faulty-nodes"),
+    (["--tp", "8", "--dp", "2", "--time-limit", "0"], "--time-limit"),
+    (["--tp", "8", "--dp", "2", "--tor-map", "0,1"], "--tor-map"),
+    (["--tp", "8", "--dp", "2", "--dp-bytes", "12 parsecs"], "--dp-bytes"),
+    (["--tp", "8", "--dp", "2", "--trace", "nope.json"], "--trace"),
+])
+def test_bad_input_is_one_line_and_exit_2(run_cli, args, field):
+    rc, out, err = run_cli("orchestrate", *KHOP, *args, "--json")
+    assert rc == 2
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("error: ") and field in err
+
+
+def test_orchestrate_table_command(run_cli):
+    rc, out, err = run_cli("orchestrate-table", "--gpus", "128", "--max-ratio", "0.04", "--step", "0.04",
+                           "--samples", "1", "--trace", "", "--json")
+    assert rc == 0, err
+    rows = json.loads(out)["rows"]
+    archs = {r["architecture"] for r in rows}
+    assert {"khop-ring k=2", "khop-ring k=3", "dgx-h100", "nvl-72", "tpuv4"} <= archs
+    assert {r["solver"] for r in rows} == {"ilp", "greedy", "fault-unaware"}
+    ilp = {(r["architecture"], r["node_fault_ratio"]): r for r in rows if r["solver"] == "ilp"}
+    for r in rows:
+        if r["solver"] == "greedy" and r["cross_tor_traffic_ratio"] is not None:
+            assert r["cross_tor_traffic_ratio"] >= ilp[(r["architecture"], r["node_fault_ratio"])][
+                "cross_tor_traffic_ratio"] - 1e-12

@@ -1,0 +1,142 @@
+"""Build -> solve -> extract as separate steps: model sizes without solving, costs, warm start, extraction."""
+
+import numpy as np
+import pulp
+import pytest
+
+from solvers.orchestrator import Job
+from solvers.orchestrator.api import orchestrate_line, resolve_jobs
+from solvers.orchestrator.brute import line_from_arrays
+from solvers.orchestrator.encode import encode_blocks, encode_explicit
+from solvers.orchestrator.extract import extract_blocks
+from solvers.orchestrator.greedy import greedy_placement
+from solvers.orchestrator.model import build_model, choose_model
+from solvers.orchestrator.model_blocks import tor_options
+from solvers.orchestrator.rings import block_structure, candidate_rings, max_rings
+from solvers.orchestrator.solve import solve_model
+from solvers.orchestrator.traffic import placement_traffic
+from solvers.pulp_adapter import SolveOptions
+
+
+def line_of(n, npt, k=2, faults=(), closed=False, interleaved=False, g=1):
+    T = -(-n // npt)
+    tor = np.arange(n) % T if interleaved else np.arange(n) // npt
+    ok = np.ones(n, bool)
+    ok[list(faults)] = False
+    return line_from_arrays(ok, tor, k, g, closed)
+
+
+def resolved(line, job):
+    return resolve_jobs([job], len(max_rings(line, job.tp // line.space.g)), 0)
+
+
+def test_block_model_is_built_without_solving_and_sized_per_tor():
+    job = Job(tp=2, dp=2, dp_bytes=1.0)
+    sizes = {}
+    for T in (4, 8):
+        line = line_of(8 * T, 8, faults=[3])
+        jobs = resolved(line, job)
+        model = build_model(line, jobs)
+        assert model.kind == "blocks" and model.problem.status == pulp.LpStatusNotSolved
+        st = model.stats()
+        blocks = block_structure(line, 2)
+        n_opt = sum(len(tor_options(blocks, t, 2)) for t in range(T))
+        # binaries: one per ToR option; integers: p and e per ToR plus the packing arcs; continuous: pair cells
+        assert st["binary"] >= n_opt  # (a p[t] or e[t, v] bounded by 1 counts as binary too)
+        assert st["integer"] == n_opt + T * 2 + len(model.var["F"])
+        assert st["variables"] == st["integer"] + len(model.var["pair"])
+        assert set(model.var) == {"pair", "opt", "p", "e", "F"}
+        sizes[T] = st
+    # aggregated: size grows with ToRs, not with rings x groups
+    assert sizes[8]["variables"] < 2.3 * sizes[4]["variables"]
+    assert sizes[8]["constraints"] < 2.3 * sizes[4]["constraints"]
+
+
+def test_explicit_model_counts():
+    line = line_of(10, 3, interleaved=True)
+    jobs = resolved(line, Job(tp=2, dp=2, dp_bytes=1.0))
+    model = build_model(line, jobs)
+    assert model.kind == "explicit"
+    cands = candidate_rings(line, 2)
+    assert len(model.var["x"]) == len(cands)
+    assert len(model.var["y"]) == jobs[0].count  # explicit instance slots, ordered (symmetry)
+    assert all(c.name.startswith("order_") for c in model.problem.constraints.values()
+               if c.name.startswith("order_"))
+    sigs = model.data["sigs"]
+    assert len(model.var["n"]) == jobs[0].count * len(sigs)  # per instance and signature: integer counts
+
+
+def test_choose_model():
+    assert choose_model(line_of(16, 4), resolved(line_of(16, 4), Job(tp=2, dp=2)))[0] == "blocks"
+    assert choose_model(line_of(16, 4), resolved(line_of(16, 4), Job(tp=2, dp=None)))[0] == "blocks-single"
+    assert choose_model(line_of(16, 4, interleaved=True), resolved(line_of(16, 4), Job(tp=2, dp=2)))[0] == "explicit"
+    assert choose_model(line_of(16, 4), resolved(line_of(16, 4), Job(tp=2, dp=2, pp=2)))[0] == "explicit"
+    assert choose_model(line_of(16, 4), resolved(line_of(16, 4), Job(tp=2, dp=1)))[0] == "none"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_model_cost_of_the_greedy_equals_its_accounted_traffic(seed):
+    """Fix the model to the greedy placement (the warm start): its objective is the greedy's true cross bytes."""
+    rng = np.random.default_rng(seed)
+    n, npt = 24, 6
+    faults = rng.choice(n, size=int(rng.integers(0, 4)), replace=False)
+    line = line_of(n, npt, k=int(rng.integers(1, 4)), faults=faults, closed=bool(seed % 2))
+    job = Job(tp=int(rng.integers(1, 4)), dp=int(rng.integers(2, 4)), dp_bytes=1.0)
+    try:
+        jobs = resolved(line, job)
+    except Exception:
+        pytest.skip("nothing fits")
+    model = build_model(line, jobs)
+    greedy = greedy_placement(line, jobs)
+    start = encode_blocks(model, greedy) if model.kind.startswith("blocks") else encode_explicit(model, greedy)
+    assert start
+    for v, x in start.items():
+        if v.cat == pulp.LpInteger:
+            v.lowBound = v.upBound = round(x)
+    rep = solve_model(model, SolveOptions())
+    assert rep.status == "optimal"
+    assert rep.objective * model.unit_bytes == pytest.approx(placement_traffic(greedy, line.space, jobs).cross_bytes)
+
+
+def test_extracted_placement_is_a_valid_khop_configuration():
+    from topologies import build
+    from topologies.khop import ring_configuration
+    from solvers.orchestrator import orchestrate
+
+    fab = build("khop-ring", 48 * 4, {"k": 2, "gpus_per_node": 4, "nodes_per_tor": 8})
+    res = orchestrate(fab, [Job(tp=8, dp=3)], [5, 6, 17, 30])
+    assert res.status == "optimal" and res.model == "blocks"
+    pl = res.placement
+    pl.check(res.space)
+    node_rings = [[int(res.space.node[u]) for u in ring] for ring in pl.rings]
+    cfg = ring_configuration(fab, node_rings)  # raises if a hop is not an optical path or a node is reused
+    assert cfg.active_candidates.size > 0
+    for inst in pl.instances:
+        assert [len(st) for st in inst.stages] == [3]
+    assert not {5, 6, 17, 30} & {n for r in node_rings for n in r}
+    assert res.report.warm_start
+
+
+def test_extraction_reads_only_the_solution():
+    """Extract alone, from a solved model: same placement as the pipeline."""
+    line = line_of(20, 5, faults=[2, 11])
+    jobs = resolved(line, Job(tp=2, dp=3, dp_bytes=1.0))
+    model = build_model(line, jobs)
+    rep = solve_model(model, SolveOptions())
+    assert rep.status == "optimal"
+    pl = extract_blocks(model)
+    pl.check(line.space)
+    assert placement_traffic(pl, line.space, jobs).cross_bytes == pytest.approx(rep.objective * model.unit_bytes)
+
+
+def test_time_limit_is_honest():
+    """A tiny time limit on a large line: the warm start is kept and the status says what was proven."""
+    rng = np.random.default_rng(3)
+    n = 1024
+    line = line_of(n, 16, faults=rng.choice(n, size=60, replace=False), g=4)
+    res = orchestrate_line(line, [Job(tp=16, dp=4)], options=SolveOptions(time_limit=0.2))
+    assert res.status in ("optimal", "feasible", "time_limit")
+    if res.status == "feasible":
+        assert res.report.bound is not None and res.report.gap > 0 and res.placement is not None
+    if res.status == "time_limit":
+        assert res.placement is None and res.notes

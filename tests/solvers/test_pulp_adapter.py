@@ -1,0 +1,119 @@
+"""The one PuLP adapter: solver choice, true status (never PuLP's word), bound, gap, warm start, logs off stdout."""
+
+import random
+
+import pulp
+import pytest
+
+from fabric.errors import FabricError
+from solvers.pulp_adapter import SolveOptions, SolveReport, _round_bound, available_solvers, choose_solver, solve
+
+SOLVERS = available_solvers()
+
+
+def knapsack(n=40, seed=1, sense=pulp.LpMaximize):
+    rng = random.Random(seed)
+    p = pulp.LpProblem("knap", sense)
+    x = [pulp.LpVariable(f"x{i}", cat=pulp.LpBinary) for i in range(n)]
+    w = [rng.randint(10, 99) for _ in range(n)]
+    v = [rng.randint(10, 99) for _ in range(n)]
+    sign = 1 if sense == pulp.LpMaximize else -1
+    p += pulp.lpSum(sign * v[i] * x[i] for i in range(n))
+    p += pulp.lpSum(w[i] * x[i] for i in range(n)) <= sum(w) // 3
+    return p, x
+
+
+def covering(n=300, m=250, seed=2):
+    """A covering problem no solver closes in a fraction of a second (for time-limit statuses)."""
+    rng = random.Random(seed)
+    p = pulp.LpProblem("cover", pulp.LpMinimize)
+    x = [pulp.LpVariable(f"x{i}", lowBound=0, upBound=3, cat=pulp.LpInteger) for i in range(n)]
+    p += pulp.lpSum(rng.randint(50, 99) * x[i] for i in range(n))
+    for j in range(m):
+        p += pulp.lpSum(rng.randint(0, 30) * x[i] for i in rng.sample(range(n), 12)) >= rng.randint(100, 300)
+    return p, x
+
+
+def test_highs_is_the_default():
+    assert "highs" in SOLVERS
+    assert choose_solver("auto") == "highs"
+
+
+def test_unknown_or_bad_options_are_bad_input():
+    with pytest.raises(FabricError, match="--mip-solver"):
+        choose_solver("gurobi")
+    p, _ = knapsack()
+    with pytest.raises(FabricError, match="--time-limit"):
+        solve(p, SolveOptions(time_limit=0))
+
+
+@pytest.mark.parametrize("name", SOLVERS)
+@pytest.mark.parametrize("sense", [pulp.LpMaximize, pulp.LpMinimize])
+def test_optimal_with_bound_equal_objective(name, sense):
+    p, _ = knapsack(sense=sense)
+    r = solve(p, SolveOptions(solver=name))
+    assert r.status == "optimal" and r.has_solution
+    assert abs(abs(r.objective) - 1535) < 1e-6  # the optimum of this instance (both senses, both solvers)
+    assert r.bound == pytest.approx(r.objective) and r.gap == 0.0
+    assert abs(pulp.value(p.objective) - r.objective) < 1e-6
+
+
+@pytest.mark.parametrize("name", SOLVERS)
+def test_infeasible(name):
+    p, x = knapsack()
+    p += x[0] + x[1] >= 3
+    r = solve(p, SolveOptions(solver=name))
+    assert r.status == "infeasible" and not r.has_solution and r.objective is None
+
+
+@pytest.mark.parametrize("name", SOLVERS)
+def test_time_limit_with_incumbent_is_feasible_not_optimal(name):
+    """PuLP calls this "Optimal"; the adapter reads the bound and says feasible, with the gap."""
+    p, x = covering()
+    start = {v: 3 for v in x}  # feasible (every covering row is met at the upper bounds)
+    r = solve(p, SolveOptions(solver=name, time_limit=0.3), start=start)
+    assert pulp.LpStatus[p.status] == "Optimal"  # what PuLP says ...
+    assert r.status == "feasible"  # ... and what was proven
+    assert r.has_solution and r.bound is not None and r.bound < r.objective
+    assert 0 < r.gap <= 1
+
+
+def test_time_limit_without_incumbent():
+    p, _ = covering(n=400, m=350, seed=5)
+    r = solve(p, SolveOptions(solver="highs", time_limit=0.01))
+    assert r.status in ("time_limit", "feasible")
+    if r.status == "time_limit":
+        assert not r.has_solution and r.objective is None
+
+
+def test_stopping_at_a_relative_gap_is_not_called_optimal():
+    p, _ = covering()
+    r = solve(p, SolveOptions(solver="highs", gap_rel=0.2, time_limit=20))
+    assert r.has_solution
+    if r.gap > 1e-9:
+        assert r.status == "feasible"  # HiGHS says "Optimal" at its gap tolerance
+
+
+def test_objective_step_rounds_the_bound_up():
+    p, _ = knapsack(sense=pulp.LpMinimize)
+    raw = SolveReport("feasible", "highs", True, 10.0, 9.2, 0.08, 0.1, "Time limit reached")
+    r = _round_bound(raw, p, SolveOptions(objective_step=1.0))
+    assert r.bound == 10 and r.status == "optimal" and r.gap == 0.0
+    r = _round_bound(raw, p, SolveOptions())
+    assert r.status == "feasible" and r.bound == 9.2
+
+
+@pytest.mark.parametrize("name", SOLVERS)
+def test_partial_warm_start(name):
+    p, x = knapsack()
+    r = solve(p, SolveOptions(solver=name), start={x[0]: 1, x[1]: 0})
+    assert r.status == "optimal" and r.warm_start
+
+
+def test_solver_log_goes_to_stderr_not_stdout(capfd):
+    p, _ = knapsack()
+    r = solve(p, SolveOptions(solver="highs", msg=True))
+    out, err = capfd.readouterr()
+    assert r.status == "optimal"
+    assert out == ""
+    assert "HiGHS" in err
