@@ -160,6 +160,243 @@ w = curve[(curve.tp == 32) & (curve.ratio == 0.04)].set_index("architecture").wa
 assert w["khop-ring k=2"] * 3 < w["nvl-72"] and w["khop-ring k=2"] * 3 < w["tpuv4"]"""),
 ])
 
+notebook("03_orchestration.ipynb", [
+    ("md", """# 3. Orchestration: cross-ToR traffic on a faulty fabric
+
+TP rings and DP groups placed on a fabric with failed nodes: as many GPUs as possible in complete groups
+first, then as little traffic crossing a ToR as possible. The ILP (`solvers.orchestrator`, HiGHS or CBC
+through PuLP) against the greedy placement and the fault-unaware plan (the fault-free layout with every
+group that touches a failed node dropped), on the k-hop ring (64 GPUs per ToR, like DGX) and on DGX and
+NVL-72 at equal GPU count. Each row is `cli.orchestrate.cross_tor_table` (the `fabric orchestrate-table`
+command): i.i.d. node faults, exactly `round(ratio x nodes)` of them, averaged over `SAMPLES` fault sets."""),
+    ("code", """# Parameters (the test suite runs this notebook at these values)
+GPUS = 512                        # GPUs per architecture (1,024 for `fabric orchestrate-table`)
+RATIOS = [0.0, 0.02, 0.05, 0.08]  # node fault ratios
+SAMPLES = 2                       # fault sets per ratio (seeds SEED .. SEED + SAMPLES - 1)
+TP, DP = 8, 4                     # GPUs per TP group, TP groups per DP group
+TIME_LIMIT = 10.0                 # seconds per ILP
+SEED = 0"""),
+    ("code", """import pandas as pd
+from bokeh.io import output_notebook, show
+from bokeh.layouts import gridplot
+from bokeh.palettes import Category10
+from bokeh.plotting import figure
+from bokeh.resources import INLINE
+
+from cli.orchestrate import DEFAULT_ARCHS, cross_tor_table, table_markdown
+
+output_notebook(resources=INLINE, hide_banner=True)
+ARCHS = [a for a in DEFAULT_ARCHS if a[0] in ("khop-ring k=2", "khop-ring k=3", "dgx-h100", "nvl-72")]
+rows = cross_tor_table(ratios=tuple(RATIOS), samples=SAMPLES, seed=SEED, gpus=GPUS, tp=TP, dp=DP, archs=ARCHS,
+                       trace=None, time_limit=TIME_LIMIT)
+table = pd.DataFrame(rows)
+table.pivot_table(index=["architecture", "solver"], columns="node_fault_ratio",
+                  values=["cross_tor_traffic_ratio", "gpu_utilization"]).round(3)"""),
+    ("code", """SOLVERS = ["ilp", "greedy", "fault-unaware"]
+plots = []
+for label, _, _ in ARCHS:
+    p = figure(width=380, height=300, title=f"{label}, TP {TP} x DP {DP}, {GPUS:,} GPUs", toolbar_location=None,
+               x_axis_label="node fault ratio (fraction of nodes)",
+               y_axis_label="cross-ToR traffic ratio (fraction of bytes)")
+    for color, solver in zip(Category10[10], SOLVERS):
+        d = table[(table.architecture == label) & (table.solver == solver)].sort_values("node_fault_ratio")
+        p.line(d.node_fault_ratio, d.cross_tor_traffic_ratio, color=color, line_width=2, legend_label=solver)
+        p.scatter(d.node_fault_ratio, d.cross_tor_traffic_ratio, color=color, size=6)
+    p.legend.location = "top_left"
+    p.legend.label_text_font_size = "8pt"
+    plots.append(p)
+show(gridplot(plots, ncols=2))"""),
+    ("md", """The fault-unaware plan crosses no ToR only because it gives up every group that touches a failed
+node; its GPU utilisation (healthy GPUs in complete groups) shows the price:"""),
+    ("code", """u = figure(width=760, height=300, toolbar_location=None, title="GPU utilisation (ILP solid, fault-unaware dashed)",
+           x_axis_label="node fault ratio (fraction of nodes)",
+           y_axis_label="GPU utilisation (fraction of healthy GPUs)")
+for color, (label, _, _) in zip(Category10[10], ARCHS):
+    for solver, dash in (("ilp", "solid"), ("fault-unaware", "dashed")):
+        d = table[(table.architecture == label) & (table.solver == solver)].sort_values("node_fault_ratio")
+        u.line(d.node_fault_ratio, d.gpu_utilization, color=color, line_dash=dash, line_width=2,
+               legend_label=f"{label} {solver}")
+u.legend.location = "bottom_left"
+u.legend.label_text_font_size = "8pt"
+show(u)
+print(table_markdown(rows))"""),
+    ("code", """# Checks that keep this notebook honest: the ILP never does worse than the greedy (it places at least as many
+# GPUs and, at that, sends no more traffic across ToRs) and every ILP here is solved to proven optimality.
+wide = table.pivot_table(index=["architecture", "node_fault_ratio"], columns="solver",
+                         values=["cross_tor_traffic_ratio", "gpu_utilization"])
+assert (wide["gpu_utilization"]["ilp"] >= wide["gpu_utilization"]["greedy"] - 1e-9).all()
+assert (wide["cross_tor_traffic_ratio"]["ilp"] <= wide["cross_tor_traffic_ratio"]["greedy"] + 1e-9).all()
+ilp = table[table.solver == "ilp"]
+assert (ilp.proven_optimal == ilp.samples).all() and (table.infeasible == 0).all()"""),
+])
+
+notebook("04_mfu.ipynb", [
+    ("md", """# 4. MFU: the best training configuration on each HBD
+
+Each architecture is searched for its own best parallel configuration (TP, PP, DP, CP, EP, micro-batch,
+interleave, recomputation; `workloads.search`) on the same B200-class GPU and global batch, and the step
+time is broken down into compute and the *exposed* part of each communication (`cli.mfu.mfu_comparison`).
+At CI size the collectives are timed by the analytic model (`COMM = "analytic"`); `"sim"` re-times the best
+candidates with the flow simulator. The model is validated against Megatron-LM's measured throughput at
+the end."""),
+    ("code", """# Parameters (the test suite runs this notebook at these values)
+MODELS = ["llama3-70b", "mixtral-8x7b"]  # a dense model and an MoE (presets in workloads/presets)
+GPUS = 576                                # GPUs per architecture (2,304 for a larger study)
+COMM = "analytic"                         # collective timing: analytic or sim (slower)"""),
+    ("code", """import pandas as pd
+from bokeh.io import output_notebook, show
+from bokeh.models import ColumnDataSource, FactorRange, HoverTool
+from bokeh.palettes import Category10
+from bokeh.plotting import figure
+from bokeh.resources import INLINE
+
+from cli.mfu import SEED_ARCHITECTURES, comparison_table, mfu_comparison
+
+output_notebook(resources=INLINE, hide_banner=True)
+rows = mfu_comparison(MODELS, [GPUS], SEED_ARCHITECTURES, comm=COMM)
+best = pd.DataFrame(rows)
+best[["model", "gpus", "label", "config", "mfu", "cluster_mfu", "vs_dgx", "step_time_s", "memory_gb_per_gpu",
+      "search_s"]].round(3)"""),
+    ("code", """best["x"] = list(zip(best.model, best.label))
+src = ColumnDataSource(best.assign(mfu_pct=100 * best.mfu))
+p = figure(x_range=FactorRange(*best.x), height=340, width=760, toolbar_location=None,
+           title=f"Best-configuration MFU at {GPUS:,} GPUs (collectives: {COMM})", y_axis_label="MFU (%)")
+p.vbar(x="x", top="mfu_pct", width=0.8, source=src)
+p.add_tools(HoverTool(tooltips=[("configuration", "@config"), ("MFU", "@mfu_pct{0.0} %"),
+                                ("vs DGX", "@vs_dgx{0.00}x")]))
+p.xaxis.major_label_orientation = 0.9
+show(p)"""),
+    ("md", """## Where the step time goes
+
+Compute and the exposed (not overlapped) time of each parallel dimension's communication, the pipeline
+bubble and the optimizer step, per iteration."""),
+    ("code", """PARTS = ["compute", "tp", "cp", "ep", "pp", "bubble", "dp", "optimizer"]
+parts = pd.DataFrame([{p: r["breakdown_s"].get(p, 0.0) for p in PARTS} for r in rows])
+parts["x"] = best.x
+b = figure(x_range=FactorRange(*parts.x), height=360, width=760, toolbar_location=None,
+           title="Step-time breakdown of the best configuration", y_axis_label="time per step (s)")
+b.vbar_stack(PARTS, x="x", width=0.8, color=Category10[len(PARTS)], source=ColumnDataSource(parts),
+             legend_label=PARTS)
+b.legend.location = "top_left"
+b.legend.label_text_font_size = "8pt"
+b.xaxis.major_label_orientation = 0.9
+show(b)
+print(comparison_table(rows))"""),
+    ("md", """## Validation against Megatron-LM (Narayanan et al. 2021, Table 1)
+
+Ten measured runs on DGX A100 nodes, predicted with the row's TP, PP, DP and batch and the Megatron-LM 2021
+runtime (`workloads.validation`). Only the GEMM efficiency is fitted, on the three calibration rows; the seven
+others are held out. Collective times come from the flow-simulator fits stored with the tests
+(`tests/data/mfu_validation_comm.json`, checked against the live simulator by the benchmark suite)."""),
+    ("code", """from pathlib import Path
+
+import workloads
+from topologies import build
+from workloads import comm
+from workloads.validation import Validator, summary
+
+comm.load_fits(Path(workloads.__file__).resolve().parents[1] / "tests" / "data" / "mfu_validation_comm.json",
+               as_current=True)
+preds = Validator(lambda g: build("dgx", g, {"gpu": "a100"})).predict_all()
+val = summary(preds)
+held = set(val["held_out_rows"])
+vt = pd.DataFrame([{"model": p.row.model, "tp": p.row.tp, "pp": p.row.pp, "gpus": p.row.gpus,
+                    "global_batch": p.row.global_batch, "micro_batch": p.micro_batch,
+                    "measured_tflops": p.row.measured_tflops, "predicted_tflops": round(p.tflops, 1),
+                    "error_pct": round(100 * p.error, 1),
+                    "role": "held out" if p.row.model in held else "calibration"} for p in preds])
+v = figure(width=460, height=400, toolbar_location=None, title="Megatron-LM: predicted vs measured",
+           x_axis_label="measured TFLOP/s per GPU", y_axis_label="predicted TFLOP/s per GPU")
+lo, hi = 125, 170
+v.line([lo, hi], [lo, hi], color="gray", line_dash="dashed")
+for color, role in zip(Category10[10], ["held out", "calibration"]):
+    v.scatter("measured_tflops", "predicted_tflops", size=8, color=color, legend_label=role,
+              source=ColumnDataSource(vt[vt.role == role]))
+v.legend.location = "top_left"
+show(v)
+print(f"held-out rows: mean |error| {100 * val['mean_abs_error']:.1f} %, max {100 * val['max_abs_error']:.1f} %")
+vt"""),
+    ("code", """# Checks that keep this notebook honest: the model stays within 5 % of Megatron-LM on the held-out rows,
+# every searched configuration fits in memory, and the breakdown adds up to the step time.
+assert len(held) == 7 and val["mean_abs_error"] <= 0.05, val
+assert (best.memory_gb_per_gpu < 180).all() and (best.mfu > 0).all()
+assert all(abs(sum(r["breakdown_s"].values()) - r["step_time_s"]) <= 0.02 * r["step_time_s"] for r in rows)"""),
+])
+
+notebook("05_rl.ipynb", [
+    ("md", """# 5. RL post-training: static fat-tree vs OCS-reconfigured rfabric
+
+One synchronous RL iteration (generation, weight sync to the rollout pool, training) on a static fat-tree at
+1:1, 2:1 and 4:1 ToR oversubscription, against the rfabric: the same ToRs and pods with the aggregation
+uplinks through an optical circuit switch, re-wired per phase (`cli.rl.rl_table`, `workloads.rl`). At CI
+size the phases are timed by the analytic bottleneck bound (`TIMING = "analytic"`), with a small rollout
+and a switch radix of 16 so that 256 GPUs span several pods (the shipped switch is then priced per switch,
+not per port: treat the capex as indicative)."""),
+    ("code", """# Parameters (the test suite runs this notebook at these values)
+GPUS = 256
+MODEL = "llama3-8b"
+PARAMS = {"k": 16, "samples": 64, "output_median": 128, "max_tokens": 512, "prompt_len": 128}
+TIMING = "analytic"   # analytic (bottleneck bound) or sim (flow simulator, slower)
+RECONFIG = ["ocs_palomar", "5ms", "10ms", "20ms", "50ms", "100ms", "ocs_calient_s320"]  # 1.2 ms .. 200 ms"""),
+    ("code", """import pandas as pd
+from bokeh.io import output_notebook, show
+from bokeh.layouts import row
+from bokeh.models import ColumnDataSource
+from bokeh.palettes import Category10
+from bokeh.plotting import figure
+from bokeh.resources import INLINE
+
+from cli.rl import format_table, rl_table
+
+output_notebook(resources=INLINE, hide_banner=True)
+data = rl_table(GPUS, MODEL, reconfig_times=tuple(RECONFIG), params=PARAMS, timing=TIMING)
+print("\\n".join(format_table(data)))"""),
+    ("code", """# the static fat-trees and, for each, the rfabric with the same ToR ratio and no electrical core
+picks = [s["label"] for s in data["static"]] + [f"rfabric {s['label'].split()[1]} core 0" for s in data["static"]]
+cand = {r["label"]: r for r in data["static"] + data["rfabric"] if "error" not in r}
+ph = pd.DataFrame([{"fabric": k, **cand[k]["phases"], "iteration_s": cand[k]["iteration_s"],
+                    "samples_per_s": cand[k]["samples_per_s"], "capex_musd": cand[k]["capex_usd"] / 1e6,
+                    "samples_per_s_per_musd": cand[k]["samples_per_s_per_musd"]} for k in picks if k in cand])
+PHASES = ["generation", "weight_sync", "training"]
+p = figure(x_range=list(ph.fabric), width=480, height=340, toolbar_location=None,
+           title=f"RL iteration, {MODEL}, {GPUS} GPUs ({TIMING})", y_axis_label="phase time per iteration (s)")
+p.vbar_stack(PHASES, x="fabric", width=0.7, color=Category10[3], source=ColumnDataSource(ph), legend_label=PHASES)
+p.legend.location = "top_left"
+p.xaxis.major_label_orientation = 0.8
+q = figure(x_range=list(ph.fabric), width=400, height=340, toolbar_location=None, title="Throughput per dollar",
+           y_axis_label="samples/s per $M of capex")
+q.vbar(x="fabric", top="samples_per_s_per_musd", width=0.7, source=ColumnDataSource(ph))
+q.xaxis.major_label_orientation = 0.8
+show(row(p, q))
+ph.round(4)"""),
+    ("md", """## The rfabric's gain as the OCS gets slower
+
+The rfabric that matches the 1:1 fat-tree at equal performance, against it, as the reconfiguration time grows
+from Google Palomar's 1.2 ms to a 200 ms MEMS switch (catalog ids `ocs_palomar`, `ocs_calient_s320`). When a
+re-wiring costs more than it saves the solver stops re-wiring, so the gain falls to the static-circuit
+floor."""),
+    ("code", """sweep = pd.DataFrame(data["sweep"])
+sweep["reconfiguration_ms"] = 1e3 * sweep.reconfiguration_time_s
+sweep["gain_pct"] = 100 * (sweep.per_dollar_gain - 1)
+g = figure(width=760, height=300, x_axis_type="log", toolbar_location=None,
+           title=f"{sweep.rfabric.iloc[0]} vs {sweep.versus.iloc[0]}",
+           x_axis_label="OCS reconfiguration time (ms)", y_axis_label="throughput-per-dollar gain (%)")
+g.line(sweep.reconfiguration_ms, sweep.gain_pct, line_width=2)
+g.scatter(sweep.reconfiguration_ms, sweep.gain_pct, size=7)
+show(g)
+sweep[["reconfiguration_ms", "source", "reconfigurations", "iteration_s", "gain_pct"]].round(3)"""),
+    ("md", """The re-wiring rule works at two levels: an epoch re-wires only when its predicted saving exceeds the
+reconfiguration plus settle time, and the iteration keeps that plan only if, with every re-wire paying that
+time, it beats holding the starting circuits throughout. So a slower OCS can never raise the gain."""),
+    ("code", """# Checks that keep this notebook honest: a slower OCS never helps, the slowest OCS is no worse than the
+# static 1:1 fabric, the sweep spans 1.2 ms .. 200 ms, and the phases add up.
+gains = list(sweep.sort_values("reconfiguration_time_s").per_dollar_gain)
+assert all(b <= a + 1e-9 for a, b in zip(gains, gains[1:])), gains
+assert gains[-1] >= 1.0, gains
+assert abs(sweep.reconfiguration_time_s.min() - 1.2e-3) < 1e-9 and abs(sweep.reconfiguration_time_s.max() - 0.2) < 1e-9
+assert (ph[PHASES].sum(axis=1) <= ph.iteration_s * 1.0001).all() and (ph.samples_per_s > 0).all()"""),
+])
+
 
 def write_all() -> None:
     for name, cells in NOTEBOOKS.items():

@@ -150,3 +150,13 @@ def test_rfabric_core_ratio_builds(gpus, core_ratio):
 def test_rfabric_too_many_pods_for_direct_connect():
     with pytest.raises(FabricError, match="pods do not fit"):
         build("rfabric", 2400, {"k": 8, "core_ratio": 0.0})  # 150 pods > 136 OCS ports
+
+
+def test_slower_ocs_never_shortens_the_iteration(fabrics):
+    """The plan is chosen for the whole iteration: a re-wire that pays for itself in its epoch but not
+    once every re-wire's reconfiguration time is counted is dropped, so the iteration time can only grow
+    (or stay) as the OCS gets slower, up to the never-re-wiring fabric."""
+    f = fabrics["rfabric0"]
+    times = [evaluate_rl(f, M, cfg(), CAT, reconfiguration_time=rt).iteration_s
+             for rt in (1.2e-3, 5e-3, 1e-2, 2e-2, 3e-2, 5e-2, 0.1, 0.2, 1e4)]
+    assert all(b >= a - 1e-12 for a, b in zip(times, times[1:])), times

@@ -18,7 +18,9 @@ the sweep metric).  Steps:
    hold: the least worst slowdown of any epoch against its own best).  Going
    round the iteration twice (the second time is the steady state), at each
    epoch the fabric re-wires only if the predicted time saved exceeds the
-   reconfiguration plus settle time (:func:`solvers.circuits.should_rewire`).
+   reconfiguration plus settle time (:func:`solvers.circuits.should_rewire`),
+   and the plan is kept only if, over the whole iteration with every re-wire
+   paying that time, it beats holding the starting circuits throughout.
    The prediction is the analytic bound: the configuration-independent part
    (NICs, ToR uplinks) and the pod-level time under the circuits.
 5. Phase times on the Fabric under each epoch's circuits: generation
@@ -324,6 +326,12 @@ def _plan_circuits(fabric: Fabric, flows: dict[str, Flows], cfg: RLConfig, rt: f
                 if cand[1] != state[1] and should_rewire(t_cur, t_new, rt, cfg.settle_time):
                     state, rewired[k] = cand, True
             chosen[k] = state
+    # Each epoch's choice is local; over the whole iteration, re-wiring must also beat holding the
+    # start circuits throughout, once every re-wire pays its reconfiguration and settle time.
+    planned = sum(predicted(k, chosen[k][1]) for k in range(n)) + sum(rewired) * (rt + cfg.settle_time)
+    held = sum(predicted(k, start_state[1]) for k in range(n))
+    if any(rewired) and held <= planned:
+        chosen, rewired = [start_state] * n, [False] * n
     info = []
     for k, e in enumerate(ep):
         a = chosen[k][1]
