@@ -10,14 +10,19 @@ with the input columns.
 
 Adding a metric is one registration::
 
-    @register_metric("mfu", help="step time and MFU of the workload", requires=("tp",))
-    def _mfu(ctx: PointContext) -> dict:
-        return mfu_summary(ctx.fabric, ctx.point.workload, seed=ctx.point.seed)
+    @register_metric("my_metric", help="what it measures, with units", requires=("tp",))
+    def _my_metric(ctx: PointContext) -> dict:
+        # ctx.point (the inputs), ctx.fabric (built once per batch), ctx.catalog, ctx.options
+        return my_summary(ctx.fabric, ctx.point.tp, seed=ctx.point.seed)   # the single command's function
 
 Metrics reuse the same functions as the single commands (``cost`` calls
 :func:`cli.cost.cost_summary`, ``build`` calls :func:`cli.build.build_summary`,
 ``faults`` calls :func:`cli.faults.faults_summary`), so a study row and
-``fabric cost ... --json`` agree to the last bit.
+``fabric cost ... --json`` agree to the last bit; ``orchestrator``, ``mfu`` and
+``rl`` call :func:`solvers.orchestrator.orchestrate_summary`,
+:func:`cli.mfu.mfu_summary` and :func:`cli.rl.rl_point`.  Lists and wall-clock
+fields (``*_seconds``, the search's ``seconds``) of their JSON are left out of
+rows, so rows stay deterministic apart from :data:`TIMING_COLUMNS`.
 
 The Fabric of a point is built lazily, on the first metric that asks for
 ``ctx.fabric``, and cached for the rest of the batch: points that differ only
@@ -114,9 +119,6 @@ METRICS: dict[str, MetricSpec] = {}
 
 PLANNED_METRICS: dict[str, str] = {
     "faults": "GPU waste ratio and blast radius (needs the summary function of cli/faults.py)",
-    "orchestrator": "cross-ToR traffic after HBD-DCN placement (needs solvers/orchestrator)",
-    "mfu": "step time and MFU of an LLM workload (needs workloads/ and the simulator)",
-    "rl": "RL post-training phase times and throughput per dollar (needs workloads/rl)",
 }
 """Metrics the design promises but this version does not have yet; asking for one is a clear error."""
 
@@ -444,3 +446,114 @@ else:
             "trace_mapping": Option(str, "tile", "trace servers -> nodes: tile or sample", _choice("tile", "sample")),
             "blast": Option(bool, True, "also compute the blast radius per component"),
         })(_faults)
+
+
+def _scalar_tree(data: dict[str, Any], drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``data`` without the keys in ``drop``, wall-clock ``*seconds`` fields and lists (at any depth)."""
+    out: dict[str, Any] = {}
+    for k, v in data.items():
+        if k in drop or k == "seconds" or k.endswith("_seconds") or isinstance(v, (list, tuple)):
+            continue
+        out[k] = _scalar_tree(v) if isinstance(v, dict) else v
+    return out
+
+
+def _positive(v: Any) -> str | None:
+    return None if v > 0 else "must be > 0"
+
+
+def _dp_option(v: Any) -> str | None:
+    from cli.orchestrate import parse_dp
+
+    try:
+        parse_dp(v)
+    except FabricError as exc:
+        return exc.message
+    return None
+
+
+@register_metric(
+    "orchestrator", requires=("tp",),
+    help="cross-ToR traffic and GPU utilisation after placing TP rings and DP groups on the point's faulty fabric "
+         "(the numbers of `fabric orchestrate --json`)",
+    options={
+        "dp": Option(str, "max", "TP groups per DP group, or 'max' (one instance, all replicas that fit)",
+                     _dp_option),
+        "solver": Option(str, "ilp", "ilp (greedy-warm-started), greedy or fault-unaware",
+                         _choice("ilp", "greedy", "fault-unaware")),
+        "time_limit": Option(float, 60.0, "ILP time limit, seconds (a row that hits it may differ between runs)",
+                             _positive),
+        "gap": Option(float, 0.0, "stop the ILP at this relative gap", lambda v: None if 0 <= v < 1 else "must be in [0, 1)"),
+    })
+def _orchestrator(ctx: PointContext) -> dict[str, Any]:
+    """``fabric orchestrate --json`` with the point's TP size and fault model (node faults or a trace) and seed.
+
+    Fault model ``none`` places on the fault-free fabric.  Timing fields (``*_seconds``) are left out.
+    """
+    from cli.orchestrate import parse_dp
+    from solvers.orchestrator import orchestrate_summary
+
+    p, opt = ctx.point, ctx.options
+    kw: dict[str, Any] = {"seed": p.seed}
+    if p.fault.kind == "trace":
+        kw["trace"] = p.fault.path
+    elif p.fault.kind == "random":
+        if p.fault.component not in (None, "node"):
+            raise FabricError("orchestrator", f"places on node faults only, not {p.fault.component!r} faults")
+        kw["node_fault_ratio"] = p.fault.ratio
+    data = orchestrate_summary(ctx.fabric, tp=p.workload.tp, dp=parse_dp(opt["dp"]), solver=opt["solver"],
+                               time_limit=opt["time_limit"], gap_rel=opt["gap"], **kw)
+    return _scalar_tree(data, drop=("architecture", "tp"))
+
+
+def _unset_or_positive(v: Any) -> str | None:
+    return None if v >= 0 else "must be >= 1 (0: not pinned)"
+
+
+@register_metric(
+    "mfu", fabric_only=True,
+    help="LLM training step time and MFU (the numbers of `fabric mfu --json`; once per Fabric)",
+    options={
+        "model": Option(str, "llama3-70b", "model preset or file"),
+        "search": Option(bool, True, "search the best configuration (tp/pp/dp pin theirs)"),
+        "global_batch": Option(int, 0, "sequences per step (0: about 4 Mi tokens)", _unset_or_positive),
+        "tp": Option(int, 0, "tensor-parallel size (0: free / 1 without search)", _unset_or_positive),
+        "pp": Option(int, 0, "pipeline-parallel size (0: free / 1 without search)", _unset_or_positive),
+        "dp": Option(int, 0, "data-parallel size (0: free / as many as fit)", _unset_or_positive),
+        "comm": Option(str, "sim", "collective timing: sim or analytic", _choice("sim", "analytic")),
+    })
+def _mfu(ctx: PointContext) -> dict[str, Any]:
+    from cli.mfu import mfu_summary
+
+    opt = ctx.options
+    fixed = {k: opt[k] for k in ("tp", "pp", "dp") if opt[k]}
+    data = mfu_summary(ctx.fabric, opt["model"], catalog=ctx.catalog, search=opt["search"],
+                       global_batch=opt["global_batch"] or None, comm=opt["comm"], **fixed)
+    out = _scalar_tree(data, drop=("architecture", "params", "gpus", "model_spec", "gemm_model", "search"))
+    out["seq_len"] = data["model_spec"]["seq_len"]
+    if "search" in data:
+        out["search"] = {k: data["search"][k] for k in ("considered", "invalid", "oom", "screened", "confirmed")
+                         if k in data["search"]}
+    return out
+
+
+@register_metric(
+    "rl", fabric_only=True,
+    help="RL post-training phase times, samples/s and samples/s per $M on the point's Fabric "
+         "(one fabric's object of `fabric rl --json`; once per Fabric)",
+    options={
+        "model": Option(str, "llama3-8b", "model preset or file"),
+        "comm": Option(str, "analytic", "timing: analytic (fast) or sim", _choice("sim", "analytic")),
+        "pipeline": Option(str, "sync", "sync or async (one-step asynchronous)", _choice("sync", "async")),
+        "samples": Option(int, 0, "RL samples per iteration (0: the default)", _unset_or_positive),
+        "train_fraction": Option(float, 0.0, "share of GPUs that train (0: the default)",
+                                 lambda v: None if 0 <= v < 1 else "must be in [0, 1)"),
+    })
+def _rl(ctx: PointContext) -> dict[str, Any]:
+    from cli.rl import rl_point
+
+    opt = ctx.options
+    params = {k: opt[k] for k in ("samples", "train_fraction") if opt[k]}
+    data = rl_point(ctx.fabric, opt["model"], params=params, catalog=ctx.catalog, pipeline=opt["pipeline"],
+                    timing=opt["comm"])
+    return _scalar_tree(data, drop=("architecture", "params", "gpus"))

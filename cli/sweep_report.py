@@ -57,8 +57,9 @@ HEADLINES = (
     Headline("faults_waste_ratio_mean", "waste @3%", "{:.2%}", at_ratio=0.03),
     Headline("faults_waste_ratio_mean", "waste trace", "{:.2%}", trace=True),
     Headline("faults_blast_radius_node_mean", "node blast GPUs", "{:,.0f}"),
-    # as they land, e.g.: Headline("orchestrator_cross_tor_ratio", "cross-ToR @3%", "{:.2%}", at_ratio=0.03),
-    #                     Headline("mfu_mfu", "MFU", "{:.1%}")
+    Headline("orchestrator_cross_tor_traffic_ratio", "cross-ToR @0%", "{:.1%}", at_ratio=0.0),
+    Headline("orchestrator_cross_tor_traffic_ratio", "cross-ToR @3%", "{:.1%}", at_ratio=0.03),
+    Headline("mfu_mfu", "MFU", "{:.1%}"),
 )
 
 

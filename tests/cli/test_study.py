@@ -109,7 +109,6 @@ def test_traces_are_relative_to_the_spec_and_hashed(tmp_path):
     ({"metrics": ["cost", "cost"]}, "study.yaml:metrics[1]", "listed twice"),
     ({"metrics": [{"noop": {"sleep": 1}}]}, "study.yaml:metrics[0].noop.sleep", "unknown key"),
     ({"metrics": [{"noop": {"sleep_s": -1}}]}, "study.yaml:metrics[0].noop.sleep_s", "must be >= 0"),
-    ({"metrics": ["mfu"]}, "study.yaml:metrics[0]", "not available in this version"),
     ({"faults": {"ratios": [0.5, 1.5]}}, "study.yaml:faults.ratios[1]", "in [0, 1]"),
     ({"faults": {"ratios": [0.01], "component": "psu"}}, "study.yaml:faults.component", "not a component"),
     ({"faults": {}}, "study.yaml:faults", "empty"),
@@ -125,6 +124,14 @@ def test_bad_specs_name_the_key(changes, field, words):
     assert err.field == field, str(err)
     assert words in err.message, str(err)
     assert "\n" not in str(err)
+
+
+def test_a_planned_metric_is_a_clear_error(monkeypatch):
+    from cli import evaluate
+
+    monkeypatch.setitem(evaluate.PLANNED_METRICS, "warp", "warp speed (needs a warp drive)")
+    err = error_of(spec(metrics=["warp"]))
+    assert err.field == "study.yaml:metrics[0]" and "not available in this version" in err.message
 
 
 def test_metric_requirements_are_checked_before_work(monkeypatch):

@@ -1,0 +1,90 @@
+"""Sweep metrics `orchestrator`, `mfu` and `rl`: a study row equals the single command's `--json`."""
+
+import json
+
+import pytest
+import yaml
+
+from cli.evaluate import PLANNED_METRICS, _scalar_tree
+from cli.sweep_store import read_results
+from cli.study import load_study
+
+
+def _flat(prefix: str, data: dict, out: dict) -> dict:
+    for k, v in data.items():
+        if isinstance(v, dict):
+            _flat(f"{prefix}_{k}", v, out)
+        else:
+            out[f"{prefix}_{k}"] = v
+    return out
+
+
+def _run(tmp_path, run_cli, doc: dict):
+    spec = tmp_path / "study.yaml"
+    spec.write_text(yaml.safe_dump(doc, sort_keys=False))
+    rc, out, err = run_cli("sweep", spec, "--out", tmp_path / "out", "--workers", "1", "--json")
+    assert rc == 0, err
+    assert json.loads(out)["failed"] == 0, out
+    return load_study(spec), read_results(tmp_path / "out")
+
+
+def _row(df, point, keys):
+    row = df[df["point_id"] == point.point_id].iloc[0]
+    return {k: (row[k].item() if hasattr(row[k], "item") else row[k]) for k in keys}
+
+
+def test_the_new_metrics_are_no_longer_planned():
+    assert not {"orchestrator", "mfu", "rl"} & set(PLANNED_METRICS)
+
+
+def test_orchestrator_row_equals_fabric_orchestrate_json(tmp_path, run_cli):
+    study, df = _run(tmp_path, run_cli, {
+        "gpus": 256, "architectures": [{"name": "khop-ring", "params": {"k": 2}}],
+        "workloads": [{"name": "tp8", "tp": 8}], "faults": {"ratios": [0.0, 0.05]}, "seeds": [1],
+        "metrics": [{"orchestrator": {"dp": "4", "time_limit": 20}}]})
+    assert len(study.points) == 2
+    for p in study.points:
+        rc, out, err = run_cli("orchestrate", "khop-ring", "--gpus", 256, "-p", "k=2", "--tp", 8, "--dp", 4,
+                               "--node-fault-ratio", p.fault.ratio, "--seed", 1, "--time-limit", 20, "--json")
+        assert rc == 0, err
+        data = json.loads(out)
+        expected = _flat("orchestrator", _scalar_tree(data, drop=("architecture", "tp")), {})
+        assert "orchestrator_cross_tor_traffic_ratio" in expected
+        assert not any(k.endswith("_seconds") for k in expected)
+        assert _row(df, p, expected) == expected, p.fault
+
+
+def test_mfu_row_equals_fabric_mfu_json(tmp_path, run_cli):
+    study, df = _run(tmp_path, run_cli, {
+        "gpus": 64, "architectures": [{"name": "dgx"}], "faults": {"ratios": [0.0, 0.03]},
+        "metrics": [{"mfu": {"model": "llama3-8b", "search": False, "tp": 8, "pp": 1}}]})
+    rc, out, err = run_cli("mfu", "dgx", "--gpus", 64, "--model", "llama3-8b", "--tp", 8, "--pp", 1, "--json")
+    assert rc == 0, err
+    data = json.loads(out)
+    expected = _flat("mfu", _scalar_tree(data, drop=("architecture", "params", "gpus", "model_spec", "gemm_model")),
+                     {"mfu_seq_len": data["model_spec"]["seq_len"]})
+    for p in study.points:  # computed once for the Fabric, the same in every fault row
+        assert _row(df, p, expected) == expected
+
+
+def test_rl_row_equals_fabric_rl_json(tmp_path, run_cli):
+    study, df = _run(tmp_path, run_cli, {
+        "gpus": 64, "architectures": [{"name": "dgx", "params": {"gpu": "h800"}}],
+        "metrics": [{"rl": {"model": "llama3-8b", "samples": 256}}]})
+    rc, out, err = run_cli("rl", "--gpus", 64, "--model", "llama3-8b", "--fabric", "static", "--comm", "analytic",
+                           "-p", "samples=256", "--json")
+    assert rc == 0, err
+    data = json.loads(out)["static"]
+    expected = _flat("rl", _scalar_tree(data, drop=("architecture", "params", "gpus")), {})
+    assert "rl_samples_per_s_per_musd" in expected and "rl_phases_generation" in expected
+    assert _row(df, study.points[0], expected) == expected
+
+
+def test_orchestrator_rejects_non_node_faults(tmp_path, run_cli):
+    spec = tmp_path / "study.yaml"
+    spec.write_text(yaml.safe_dump({
+        "gpus": 64, "architectures": [{"name": "khop-ring"}], "workloads": [{"name": "tp8", "tp": 8}],
+        "faults": {"ratios": [0.05], "component": "gpu"}, "metrics": [{"orchestrator": {"solver": "greedy"}}]}))
+    rc, out, err = run_cli("sweep", spec, "--out", tmp_path / "out", "--workers", "1", "--json")
+    row = read_results(tmp_path / "out").iloc[0]
+    assert row["status"] == "failed" and "node faults only" in row["error"]
