@@ -7,74 +7,12 @@ names or bad values with a :class:`~fabric.errors.FabricError` naming the field.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from fabric.errors import FabricError
+from fabric.params import Param
 
-
-@dataclass(frozen=True)
-class Param:
-    """One generator parameter.
-
-    Attributes
-    ----------
-    name : str
-    type : type
-        ``int``, ``float``, ``bool`` or ``str``.
-    default : Any
-        ``None`` means "derived from other inputs" (said in ``help``).
-    help : str
-        Meaning and unit; ``assumed`` where the default has no public source.
-    choices : tuple, optional
-        Allowed values.
-    check : callable, optional
-        ``value -> error message or None`` for range checks.
-    """
-
-    name: str
-    type: type
-    default: Any
-    help: str
-    choices: tuple = ()
-    check: Callable[[Any], str | None] | None = None
-
-    def parse(self, raw: Any, arch: str) -> Any:
-        field = f"-p {self.name}"
-        value = raw
-        if isinstance(raw, str):
-            text = raw.strip()
-            try:
-                if self.type is bool:
-                    low = text.lower()
-                    if low not in ("true", "false", "1", "0", "yes", "no"):
-                        raise ValueError
-                    value = low in ("true", "1", "yes")
-                elif self.type is int:
-                    value = int(text)
-                elif self.type is float:
-                    value = float(text)
-                else:
-                    value = text
-            except ValueError:
-                raise FabricError(field, f"{raw!r} is not a {self.type.__name__} (for {arch})") from None
-        elif self.type is float and isinstance(raw, int) and not isinstance(raw, bool):
-            value = float(raw)
-        elif not isinstance(raw, self.type) or (self.type is int and isinstance(raw, bool)):
-            raise FabricError(field, f"{raw!r} is not a {self.type.__name__} (for {arch})")
-        if self.choices and value not in self.choices:
-            raise FabricError(field, f"{value!r} not allowed for {arch}; use one of {', '.join(map(str, self.choices))}")
-        if self.check is not None:
-            msg = self.check(value)
-            if msg:
-                raise FabricError(field, msg)
-        return value
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {"name": self.name, "type": self.type.__name__, "default": self.default, "help": self.help}
-        if self.choices:
-            out["choices"] = list(self.choices)
-        return out
+__all__ = ["Param", "at_least", "positive", "even_at_least", "parse_assignments", "resolve"]
 
 
 def at_least(lo: float, what: str = "") -> Callable[[Any], str | None]:

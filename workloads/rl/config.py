@@ -14,52 +14,13 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from fabric.errors import FabricError
+from fabric.params import Param
 
 
-@dataclass(frozen=True)
-class RLParam:
+def RLParam(name: str, type: type, default: Any, help: str, source: str, choices: tuple = (),
+            check: Callable[[Any], str | None] | None = None) -> Param:
     """One RL parameter: type, default, meaning (with unit) and where the default comes from."""
-
-    name: str
-    type: type
-    default: Any
-    help: str
-    source: str
-    choices: tuple = ()
-    check: Callable[[Any], str | None] | None = None
-
-    def parse(self, raw: Any) -> Any:
-        field = f"-p {self.name}"
-        value = raw
-        try:
-            if isinstance(raw, str):
-                text = raw.strip()
-                if self.type is bool:
-                    if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
-                        raise ValueError
-                    value = text.lower() in ("true", "1", "yes")
-                else:
-                    value = self.type(text)
-            elif self.type is float and isinstance(raw, int) and not isinstance(raw, bool):
-                value = float(raw)
-            elif not isinstance(raw, self.type) or (self.type is int and isinstance(raw, bool)):
-                raise ValueError
-        except ValueError:
-            raise FabricError(field, f"{raw!r} is not a {self.type.__name__}") from None
-        if self.choices and value not in self.choices:
-            raise FabricError(field, f"{value!r} not allowed; use one of {', '.join(map(str, self.choices))}")
-        if self.check is not None:
-            msg = self.check(value)
-            if msg:
-                raise FabricError(field, msg)
-        return value
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {"name": self.name, "type": self.type.__name__, "default": self.default, "help": self.help,
-               "source": self.source}
-        if self.choices:
-            out["choices"] = list(self.choices)
-        return out
+    return Param(name, type, default, help, choices, check, source=source)
 
 
 def _ge(lo: float) -> Callable[[Any], str | None]:
@@ -70,7 +31,7 @@ def _frac(v) -> str | None:
     return None if 0.0 < v < 1.0 else "must be in (0, 1)"
 
 
-PARAMS: tuple[RLParam, ...] = (
+PARAMS: tuple[Param, ...] = (
     RLParam("samples", int, 1024, "responses generated and trained on per iteration",
             "assumed: 128 prompts x 8 responses, a GRPO-style group", check=_ge(1)),
     RLParam("prompt_len", int, 512, "prompt tokens per response", "assumed", check=_ge(1)),

@@ -1,0 +1,85 @@
+"""Typed, documented ``-p name=value`` parameters, shared by every layer that takes them.
+
+A :class:`Param` parses the user's string into a typed value and rejects a bad
+one with a :class:`~fabric.errors.FabricError` that names the flag and what is
+allowed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from fabric.errors import FabricError
+
+
+@dataclass(frozen=True)
+class Param:
+    """One typed ``-p name=value`` parameter (of a topology family, an RL iteration, ...).
+
+    Attributes
+    ----------
+    name : str
+    type : type
+        ``int``, ``float``, ``bool`` or ``str``.
+    default : Any
+        ``None`` means "derived from other inputs" (said in ``help``).
+    help : str
+        Meaning and unit; ``assumed`` where the default has no public source.
+    choices : tuple, optional
+        Allowed values.
+    check : callable, optional
+        ``value -> error message or None`` for range checks.
+    source : str
+        Where the default comes from (FIGURES.md, a paper) or ``assumed``;
+        empty where the default is not a number anyone could look up.
+    """
+
+    name: str
+    type: type
+    default: Any
+    help: str
+    choices: tuple = ()
+    check: Callable[[Any], str | None] | None = None
+    source: str = ""
+
+    def parse(self, raw: Any, context: str = "") -> Any:
+        """Typed value of ``raw`` (a string from the command line, or a value); ``context`` names the owner."""
+        where = f" (for {context})" if context else ""
+        field = f"-p {self.name}"
+        value = raw
+        if isinstance(raw, str):
+            text = raw.strip()
+            try:
+                if self.type is bool:
+                    low = text.lower()
+                    if low not in ("true", "false", "1", "0", "yes", "no"):
+                        raise ValueError
+                    value = low in ("true", "1", "yes")
+                elif self.type is int:
+                    value = int(text)
+                elif self.type is float:
+                    value = float(text)
+                else:
+                    value = text
+            except ValueError:
+                raise FabricError(field, f"{raw!r} is not a {self.type.__name__}{where}") from None
+        elif self.type is float and isinstance(raw, int) and not isinstance(raw, bool):
+            value = float(raw)
+        elif not isinstance(raw, self.type) or (self.type is int and isinstance(raw, bool)):
+            raise FabricError(field, f"{raw!r} is not a {self.type.__name__}{where}")
+        if self.choices and value not in self.choices:
+            raise FabricError(field, f"{value!r} not allowed{where}; use one of {', '.join(map(str, self.choices))}")
+        if self.check is not None:
+            msg = self.check(value)
+            if msg:
+                raise FabricError(field, msg)
+        return value
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"name": self.name, "type": self.type.__name__, "default": self.default, "help": self.help}
+        if self.source:
+            out["source"] = self.source
+        if self.choices:
+            out["choices"] = list(self.choices)
+        return out
