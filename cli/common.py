@@ -43,6 +43,55 @@ def build_fabric(arch: Optional[str], gpus: Optional[int], params: list[str], ca
     return build(arch, gpus, parse_assignments(params), catalog)
 
 
+def parse_int_list(text: str, field: str, bad: str, *, ranges: bool = False, empty: str | None = None,
+                   whitespace: bool = False) -> list[int]:
+    """Integers from a flag: ``3,7,12`` (with ``ranges`` also ``0-7``; with ``whitespace`` also spaces and lines).
+
+    Parameters
+    ----------
+    text : str
+    field : str
+        The flag, named in errors.
+    bad : str
+        Error message for an unreadable item, a format string with ``{part}``.
+    ranges : bool
+        Read ``a-b`` as ``a, a+1, ..., b``.
+    empty : str, optional
+        Error message when no integer is given; None allows an empty list.
+    whitespace : bool
+        Spaces and newlines separate items too.
+    """
+    if whitespace:
+        text = text.replace("\n", ",").replace(" ", ",")
+    out: list[int] = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            lo, sep, hi = part.partition("-") if ranges else (part, "", "")
+            if sep:
+                a, b = int(lo), int(hi)
+                if b < a:
+                    raise ValueError
+                out.extend(range(a, b + 1))
+            else:
+                out.append(int(part))
+        except ValueError:
+            raise FabricError(field, bad.format(part=part)) from None
+    if not out and empty is not None:
+        raise FabricError(field, empty)
+    return out
+
+
+def parse_versus(text: str) -> tuple[str, dict[str, str]]:
+    """``--versus nvl:size=72,gpu=gb200`` -> (``nvl``, {size: 72, ...})."""
+    from topologies.params import parse_assignments
+
+    name, _, rest = text.partition(":")
+    return name.strip(), parse_assignments([p for p in rest.split(",") if p.strip()])
+
+
 def _jsonable(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {str(k): _jsonable(v) for k, v in obj.items()}

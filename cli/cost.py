@@ -7,19 +7,12 @@ from typing import Optional
 
 import typer
 
-from cli.common import CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json
+from cli.common import (CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json,
+                        parse_versus)
 from fabric.catalog import Catalog, load_catalog
 from fabric.cost import cost_of, price_sensitivity
 from fabric.errors import FabricError
 from topologies import REFERENCE_ARCHITECTURES
-
-
-def parse_versus(text: str) -> tuple[str, dict[str, str]]:
-    """``nvl:size=72,gpu=gb200`` -> (``nvl``, {size: 72, ...})."""
-    from topologies.params import parse_assignments
-
-    name, _, rest = text.partition(":")
-    return name.strip(), parse_assignments([p for p in rest.split(",") if p.strip()])
 
 
 def cost_summary(fab, catalog: Catalog, report=None) -> dict:

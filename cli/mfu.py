@@ -15,7 +15,8 @@ from typing import Any, Optional
 
 import typer
 
-from cli.common import CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json
+from cli.common import (CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json,
+                        parse_versus)
 from fabric.catalog import Catalog, load_catalog
 from fabric.errors import FabricError
 
@@ -187,14 +188,6 @@ def comparison_table(rows: list[dict]) -> str:
                    f"{100 * r['mfu']:.1f} % | {100 * r['cluster_mfu']:.1f} % | {r['vs_dgx']:.2f}x | "
                    + " | ".join(share) + " |")
     return "\n".join(out)
-
-
-def parse_versus(text: str) -> tuple[str, dict[str, str]]:
-    """``dgx:gpu=b200`` -> (``dgx``, {gpu: b200})."""
-    from topologies.params import parse_assignments
-
-    name, _, rest = text.partition(":")
-    return name.strip(), parse_assignments([p for p in rest.split(",") if p.strip()])
 
 
 def mfu_command(

@@ -21,7 +21,8 @@ from typing import Optional
 import numpy as np
 import typer
 
-from cli.common import CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json
+from cli.common import (CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json,
+                        parse_int_list)
 from fabric.catalog import load_catalog
 from fabric.errors import FabricError
 
@@ -56,18 +57,8 @@ def parse_tor_map(text: str) -> list[int]:
                 raw = ",".join(str(x) for x in data)
         except json.JSONDecodeError:
             pass
-    out = []
-    for part in raw.replace("\n", ",").replace(" ", ",").split(","):
-        part = part.strip()
-        if not part:
-            continue
-        try:
-            out.append(int(part))
-        except ValueError:
-            raise FabricError("--tor-map", f"{part!r} is not a ToR id (whole numbers >= 0)") from None
-    if not out:
-        raise FabricError("--tor-map", "no ToR ids given")
-    return out
+    return parse_int_list(raw, "--tor-map", "{part!r} is not a ToR id (whole numbers >= 0)", whitespace=True,
+                          empty="no ToR ids given")
 
 
 def orchestrate_command(
@@ -100,13 +91,13 @@ def orchestrate_command(
     """Place TP rings and DP groups on a faulty fabric: most GPUs in complete groups, least cross-ToR traffic."""
     from fabric.units import parse_bytes
     from solvers.orchestrator import orchestrate_summary
-    from solvers.orchestrator.space import parse_node_list
 
     if not time_limit > 0:
         raise FabricError("--time-limit", f"{time_limit} must be > 0 seconds")
     if not 0 <= gap < 1:
         raise FabricError("--gap", f"{gap} must be in [0, 1)")
-    nodes = parse_node_list(faulty_nodes) if faulty_nodes is not None else None
+    nodes = None if faulty_nodes is None else parse_int_list(
+        faulty_nodes, "--faulty-nodes", "{part!r} is not a node id (give comma-separated integers)")
     fab = build_fabric(arch if topology is None else None, gpus, param, load_catalog(catalog), topology)
     data = orchestrate_summary(
         fab, tp=tp, dp=parse_dp(dp), pp=pp, count=count, faulty_nodes=nodes, node_fault_ratio=node_fault_ratio,

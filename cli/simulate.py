@@ -17,7 +17,8 @@ from typing import Optional
 
 import typer
 
-from cli.common import CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json
+from cli.common import (CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json,
+                        parse_int_list)
 from fabric.catalog import load_catalog
 from fabric.errors import FabricError
 from fabric.units import format_bandwidth, format_bytes, format_time, parse_bytes, parse_time
@@ -27,25 +28,8 @@ BOTTLENECKS = 5
 
 def parse_ranks(text: str) -> list[int]:
     """``0,1,2`` or ranges ``0-7,16-23`` -> list of GPU indices."""
-    out: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, sep, hi = part.partition("-")
-        try:
-            if sep:
-                a, b = int(lo), int(hi)
-                if b < a:
-                    raise ValueError
-                out.extend(range(a, b + 1))
-            else:
-                out.append(int(part))
-        except ValueError:
-            raise FabricError("--ranks", f"cannot read {part!r}; give GPU indices like 0,1,2 or 0-7") from None
-    if not out:
-        raise FabricError("--ranks", "no GPU indices given")
-    return out
+    return parse_int_list(text, "--ranks", "cannot read {part!r}; give GPU indices like 0,1,2 or 0-7", ranges=True,
+                          empty="no GPU indices given")
 
 
 def rank_groups(n_gpus: int, ranks: Optional[str], group_size: Optional[int], groups: Optional[int]) -> list[list[int]]:

@@ -78,20 +78,6 @@ class Line:
         return self.space.n_slots
 
 
-def parse_node_list(text: str, field: str = "--faulty-nodes") -> list[int]:
-    """``"3,7,12"`` -> [3, 7, 12] (empty string: no node)."""
-    out = []
-    for part in str(text).split(","):
-        part = part.strip()
-        if not part:
-            continue
-        try:
-            out.append(int(part))
-        except ValueError:
-            raise FabricError(field, f"{part!r} is not a node id (give comma-separated integers)") from None
-    return out
-
-
 def check_faulty_nodes(fabric: Fabric, faulty_nodes, field: str = "--faulty-nodes") -> np.ndarray:
     """Node group ids that exist in ``fabric``; duplicates merged.
 
