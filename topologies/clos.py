@@ -167,18 +167,9 @@ def attach_clos(b: FabricBuilder, endpoints: np.ndarray, catalog: Catalog, *, po
         if P > k:
             raise FabricError("--gpus", f"{E} endpoints need {P} pods, more than a 3-tier Clos of radix {k} "
                                         f"allows ({k} pods, {k * da * ept} endpoints); use a larger -p k")
-        T = P * da if T > da else T  # round up to whole pods' worth of ToRs only when more than one pod
-        tors_per_pod = min(da, T)
-        pod_of_tor = np.arange(T, dtype=np.int64) // tors_per_pod
-        tors = b.add_devices(DeviceKind.TOR, T, tor=np.arange(T), pod=pod_of_tor)
-        b.add_links(endpoints, tors[tor_of_ep], capacity=port_bandwidth, latency=latency, medium="fiber", layer="dcn")
-        n_fiber = E
-        aggs = b.add_devices(DeviceKind.AGG, P * a, pod=np.repeat(np.arange(P), a))
-        # ToR t of pod p -> every agg of pod p
-        src = np.repeat(tors, a)
-        dst = aggs[(pod_of_tor[:, None] * a + np.arange(a)[None, :]).ravel()]
-        b.add_links(src, dst, capacity=port_bandwidth, latency=latency, medium="fiber", layer="dcn")
-        n_fiber += src.size
+        tors, aggs, pod_of_tor = pods_of_tors_and_aggs(b, endpoints, tor_of_ep, T, P, da, a, port_bandwidth, latency)
+        tors_per_pod = min(da, tors.size)
+        n_fiber = E + tors.size * a
         c = math.ceil(P * ua / k)
         cores = b.add_devices(DeviceKind.CORE, a * c)
         p_idx, j_idx, t_idx = np.meshgrid(np.arange(P), np.arange(a), np.arange(ua), indexing="ij")
@@ -204,6 +195,28 @@ def attach_clos(b: FabricBuilder, endpoints: np.ndarray, catalog: Catalog, *, po
     b.add_bom(trx, "dcn", n_trx)
     b.add_bom("fiber", "dcn", n_fiber)
     return ClosInfo(tors, aggs, cores, tor_of_ep, pod_of_ep, tiers_n, ept, circuits)
+
+
+def pods_of_tors_and_aggs(b: FabricBuilder, endpoints: np.ndarray, tor_of_ep: np.ndarray, n_tors: int, pods: int,
+                          tors_per_pod: int, aggs_per_pod: int, bw: float, latency: float):
+    """The lower two tiers of a 3-tier Clos: ToRs over the endpoints, pods of aggregation switches.
+
+    More than one pod rounds the ToRs up to whole pods; every ToR links once to every aggregation switch
+    of its pod, and endpoint ``i`` to ToR ``tor_of_ep[i]`` (all duplex fibres at ``bw``).
+
+    Returns
+    -------
+    tors, aggs, pod_of_tor : ndarray of int
+    """
+    T = pods * tors_per_pod if n_tors > tors_per_pod else n_tors
+    pod_of_tor = np.arange(T, dtype=np.int64) // min(tors_per_pod, T)
+    tors = b.add_devices(DeviceKind.TOR, T, tor=np.arange(T), pod=pod_of_tor)
+    b.add_links(endpoints, tors[tor_of_ep], capacity=bw, latency=latency, medium="fiber", layer="dcn")
+    aggs = b.add_devices(DeviceKind.AGG, pods * aggs_per_pod, pod=np.repeat(np.arange(pods), aggs_per_pod))
+    # ToR t of pod p -> every agg of pod p
+    dst = aggs[(pod_of_tor[:, None] * aggs_per_pod + np.arange(aggs_per_pod)[None, :]).ravel()]
+    b.add_links(np.repeat(tors, aggs_per_pod), dst, capacity=bw, latency=latency, medium="fiber", layer="dcn")
+    return tors, aggs, pod_of_tor
 
 
 def _through_ocs(b: FabricBuilder, catalog: Catalog, agg_end, core_end, bw, latency, ocs_item, plane):

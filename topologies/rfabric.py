@@ -25,7 +25,7 @@ from fabric.catalog import Catalog
 from fabric.errors import FabricError
 from fabric.model import Configuration, DeviceKind, Fabric, FabricBuilder, HBDSpec
 from topologies import dgx
-from topologies.clos import dcn_params, default_configuration, default_radix, split_ports
+from topologies.clos import dcn_params, default_configuration, default_radix, pods_of_tors_and_aggs, split_ports
 from topologies.params import Param
 from topologies.servers import add_gpu_nodes, add_nic_per_gpu, attach_gpus_to_clos, propagate_tor
 
@@ -104,16 +104,10 @@ def _attach_ocs_pods(b: FabricBuilder, nics: np.ndarray, catalog: Catalog, bw: f
     E = int(nics.size)
     T = max(1, math.ceil(E / d))
     P = math.ceil(T / da)
-    T = P * da if T > da else T
-    tors_per_pod = min(da, T)
-    pod_of_tor = np.arange(T, dtype=np.int64) // tors_per_pod
     tor_of_ep = np.repeat(np.arange(T, dtype=np.int64), d)[:E]
-    tors = b.add_devices(DeviceKind.TOR, T, tor=np.arange(T), pod=pod_of_tor)
-    b.add_links(nics, tors[tor_of_ep], capacity=bw, latency=latency, medium="fiber", layer="dcn")
     a = u
-    aggs = b.add_devices(DeviceKind.AGG, P * a, pod=np.repeat(np.arange(P), a))
-    b.add_links(np.repeat(tors, a), aggs[(pod_of_tor[:, None] * a + np.arange(a)[None, :]).ravel()],
-                capacity=bw, latency=latency, medium="fiber", layer="dcn")
+    tors, aggs, pod_of_tor = pods_of_tors_and_aggs(b, nics, tor_of_ep, T, P, da, a, bw, latency)
+    T = tors.size
     yc = int(round(params["core_ratio"] * ua))
     ud = ua - yc
     ocs_ports = int(catalog.value(ocs_item, "ports"))
@@ -154,7 +148,7 @@ def _attach_ocs_pods(b: FabricBuilder, nics: np.ndarray, catalog: Catalog, bw: f
     b.add_bom(trx, "dcn", 2 * (E + T * a) + n_agg_fibres + n_core_fibres)
     b.add_bom("fiber", "dcn", E + T * a + n_agg_fibres + n_core_fibres)
     b.add_bom(ocs_item, "dcn", ocs.size)
-    b.note(f"DCN: 3-tier fat-tree, radix {k}, {P} pods x {tors_per_pod} ToRs x {d} endpoints, {aggs.size} aggs; "
+    b.note(f"DCN: 3-tier fat-tree, radix {k}, {P} pods x {min(da, T)} ToRs x {d} endpoints, {aggs.size} aggs; "
            f"agg uplinks through {ocs.size} OCS ({n_o} per plane); {yc} of {ua} uplinks per agg face "
            f"{cores.size} core switches, {ud} join pods directly")
     arr = np.concatenate(circuits) if circuits else np.zeros((0, 2), dtype=np.int64)
