@@ -1,27 +1,59 @@
 # Two commands do all the set-up on a fresh machine with only Python:
-#   make run    the default design study (studies/default.yaml: cost, waste, blast radius)
+#   make run    the default design study (studies/default.yaml: cost, waste, blast radius, cross-ToR, MFU)
 #   make test   the whole test suite
+# Both install exact versions from the lock (requirements/*.lock), so every fresh machine gets the
+# environment the suite passed with. `make lock` refreshes the lock; `make test-latest` runs the suite on
+# the newest releases that pyproject.toml's ranges admit (in .venv-latest, never used by CI).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+UV_VERSION := 0.13.9
+# pip (not uv) installs, so that nothing beyond Python is needed on a fresh machine; the lock has hashes
+PIP_INSTALL = $(BIN)/pip install --quiet --disable-pip-version-check --require-hashes --no-deps
 
-.PHONY: run test bench clean
+.PHONY: run test bench lock test-latest clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
-	touch $(STAMP)
 
-run: $(STAMP)
+# running needs the runtime lock only; the tests add their extras (pytest, dask, selenium, nbmake)
+$(VENV)/.installed-run: requirements/run.lock pyproject.toml | $(BIN)/python
+	$(PIP_INSTALL) -r requirements/run.lock
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	touch $@
+
+$(VENV)/.installed-test: requirements/test.lock pyproject.toml | $(BIN)/python
+	$(PIP_INSTALL) -r requirements/test.lock
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	touch $@ $(VENV)/.installed-run
+
+run: $(VENV)/.installed-run
 	$(BIN)/fabric sweep studies/default.yaml --out results/default --overwrite
 
-test: $(STAMP)
+test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q -n 2 --nbmake --doctest-modules fabric topologies solvers workloads cli tests notebooks
 
-bench: $(STAMP)
+bench: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q -m bench -s tests/benchmarks
 
+# Refresh the lock after changing dependencies in pyproject.toml (or to take new releases on purpose),
+# then run `make clean test` and commit requirements/*.lock with the change.
+lock:
+	$(PYTHON) -m venv .venv-lock
+	.venv-lock/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+	.venv-lock/bin/uv pip compile pyproject.toml requirements/build.in --universal --python-version 3.10 \
+	    --generate-hashes --no-header --annotation-style line -o requirements/run.lock
+	.venv-lock/bin/uv pip compile pyproject.toml requirements/build.in --extra test --extra dask --universal \
+	    --python-version 3.10 --generate-hashes --no-header --annotation-style line -o requirements/test.lock
+
+# The suite on the newest releases pyproject.toml admits (a check before refreshing the lock; not CI's).
+test-latest:
+	rm -rf .venv-latest
+	$(PYTHON) -m venv .venv-latest
+	.venv-latest/bin/pip install --quiet --disable-pip-version-check --upgrade pip
+	.venv-latest/bin/pip install --quiet --disable-pip-version-check --upgrade -e '.[test,dask]'
+	.venv-latest/bin/pip freeze --exclude-editable > .venv-latest/versions.txt
+	.venv-latest/bin/python -m pytest -q -n 2 --nbmake --doctest-modules fabric topologies solvers workloads cli tests notebooks
+
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .venv-latest .venv-lock .pytest_cache

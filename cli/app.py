@@ -16,7 +16,7 @@ try:  # typer >= 0.2x vendors click as typer._click; older releases use click it
 except ImportError:  # pragma: no cover - depends on the installed typer
     from click import exceptions as click_exc
 
-from fabric.errors import FabricError
+from fabric.errors import ComputeError, FabricError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Design the interconnect of AI training clusters: cost, faults, collectives, MFU.")
@@ -36,13 +36,16 @@ _register_all()
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; return the exit status (0 ok, 2 bad input)."""
+    """Run the CLI; return the exit status (0 ok, 1 a computation failed, 2 bad input)."""
     command = typer.main.get_command(app)
     try:
         rv = command.main(args=argv, prog_name="fabric", standalone_mode=False)
     except FabricError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
+    except ComputeError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
     except click_exc.NoArgsIsHelpError as exc:
         sys.stderr.write(exc.ctx.get_help() + "\n" if exc.ctx else "")
         return 2

@@ -21,6 +21,7 @@ reconfiguration time grows.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, Optional
 
@@ -28,7 +29,7 @@ import typer
 
 from cli.common import CATALOG_OPT, JSON_OPT, console, emit_json
 from fabric.catalog import Catalog, load_catalog
-from fabric.errors import FabricError
+from fabric.errors import ComputeError, FabricError
 
 FABRICS = ("static", "rfabric", "both")
 STATIC_RATIOS = (1.0, 2.0, 4.0)
@@ -213,6 +214,10 @@ def rl_table(gpus: int, model: Any, *, reconfig_times: tuple = RECONFIG_SWEEP, p
             fabs[label] = fab
             rfabs.append(row(label, fab, r))
     ok = [r for r in rfabs if "error" not in r]
+    if not ok:
+        first = rfabs[0]
+        raise ComputeError("rl table", f"every rfabric candidate failed ({len(rfabs)}); first, "
+                                       f"{first['label']}: {first['error']}")
     rows = []
     for s in statics:
         cheap = [r for r in ok if r["capex_usd"] <= s["capex_usd"] * (1 + 1e-9)]
@@ -283,6 +288,9 @@ def rl_command(
     pipeline = "async" if do_async else "sync"
     if table:
         data = rl_table(gpus, model, pipeline=pipeline, params=params, catalog=cat, timing=comm)
+        for r in data["rfabric"]:
+            if "error" in r:  # a partial failure is said, one line each, never silent
+                sys.stderr.write(f"warning: {r['label']} failed: {r['error']}\n")
         if as_json:
             emit_json({"table": data})
         else:

@@ -128,6 +128,7 @@ def run_study(study: Study, out: Path, workers: int | None = None, scheduler: st
     return {"study": study.name, "spec": study.source, "out": str(out), "points": len(study.points),
             "done": counts["done"], "skipped": len(study.points) - len(todo), "failed": counts["failed"],
             "errors": [{"error": e, "points": n} for e, n in errors.most_common(5)],
+            "distinct_errors": len(errors),
             "batches": len(batches), "where": runner.where, "elapsed_s": time.perf_counter() - t0}
 
 
@@ -169,11 +170,18 @@ def sweep_command(
              f"rerun with --resume")
         raise typer.Exit(1) from None
     rows, cols = comparison(_study_rows(out, study))
-    if summary["failed"]:
-        _say(f"warning: {summary['failed']} point(s) failed; first: {summary['errors'][0]['error']} "
-             f"(see the status and error columns)")
+    all_failed = summary["failed"] > 0 and summary["done"] == 0
+    for e in summary["errors"]:  # never silent: one line per distinct error, most frequent first
+        _say(f"{'error' if all_failed else 'warning'}: {e['points']} point(s) failed: {e['error']}")
+    if summary["distinct_errors"] > len(summary["errors"]):
+        _say(f"... and {summary['distinct_errors'] - len(summary['errors'])} more distinct errors "
+             f"(see the status and error columns of the rows)")
     if as_json:
         emit_json({**summary, "comparison": rows})
+    if all_failed:
+        _say(f"error: every point of the study failed ({summary['failed']}); the rows in {out} say why")
+        raise typer.Exit(1)
+    if as_json:
         return
     from rich.table import Table
 

@@ -27,3 +27,22 @@ def require(condition: bool, field: str, message: str) -> None:
     """Raise :class:`FabricError` for ``field`` unless ``condition`` holds."""
     if not condition:
         raise FabricError(field, message)
+
+
+class ComputeError(RuntimeError):
+    """A computation failed for a reason other than bad input (a solver error, every point of a table failed).
+
+    The CLI prints it on one line and exits with status 1 (2 is kept for bad input).
+
+    Parameters
+    ----------
+    what : str
+        What failed (``solver``, ``rl table``, ``sweep``).
+    message : str
+        Why, and what the user can do.
+    """
+
+    def __init__(self, what: str, message: str):
+        self.what = what
+        self.message = message
+        super().__init__(f"{what}: {message}")

@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fabric.errors import FabricError
+from fabric.errors import ComputeError, FabricError
 from fabric.model import Configuration, DeviceKind, Fabric, LinkState
 
 STATUSES = ("optimal", "feasible", "infeasible", "trivial")
@@ -137,6 +137,8 @@ class AssignmentResult:
         Relative gap between the assignment and the solver's bound.
     solve_s : float
         Wall time of the solve, seconds.
+    termination : str or None
+        Why the MIP solver stopped (:data:`solvers.pulp_adapter.TERMINATIONS`); None when no ILP ran.
     """
 
     assignment: Assignment
@@ -145,6 +147,7 @@ class AssignmentResult:
     gap: float | None = None
     solve_s: float = 0.0
     notes: tuple[str, ...] = field(default=())
+    termination: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------- evaluation
@@ -285,11 +288,12 @@ def assign_circuits(demand: np.ndarray, ports: PodPorts, *, time_limit: float = 
                                     float("inf"), "infeasible", None, time.perf_counter() - t0,
                                     (f"pod {p} exchanges traffic with {int(degree[p])} pods but has "
                                      f"{int(U[p])} OCS ports per plane and there is no core",))
-    x, y, status, mip_gap = _solve_ilp(D, U, C, pairs, time_limit, gap)
+    x, y, status, mip_gap, termination = _solve_ilp(D, U, C, pairs, time_limit, gap)
     a = Assignment(x, y)
     if fill:
         a = fill_idle_ports(D, a, ports)
-    return AssignmentResult(a, predicted_time(D, a, ports), status, mip_gap, time.perf_counter() - t0)
+    return AssignmentResult(a, predicted_time(D, a, ports), status, mip_gap, time.perf_counter() - t0,
+                            termination=termination)
 
 
 def _solve_ilp(D, U, C, pairs, time_limit, gap):
@@ -362,12 +366,12 @@ def _solve_ilp(D, U, C, pairs, time_limit, gap):
                 start[w[(p, q)]] = float(hx[p, q] > 0)
             for (s_, t_), v in z.items():
                 start[v] = lam_h * d[s_, t_] if hx[min(s_, t_), max(s_, t_)] == 0 else 0.0
-    status, mip_gap = _solve(prob, time_limit, gap, start)
+    status, mip_gap, termination = _solve(prob, time_limit, gap, start)
     xs = np.zeros((P, P), dtype=np.int64)
     for (p, q), v in x.items():
         xs[p, q] = xs[q, p] = int(round(v.value() or 0))
     ys = np.array([int(round(v.value() or 0)) for v in y], dtype=np.int64) if use_core else np.zeros(P, dtype=np.int64)
-    return xs, ys, status, mip_gap
+    return xs, ys, status, mip_gap, termination
 
 
 def _heuristic_start(D: np.ndarray, U: np.ndarray, C: int, pairs, time_limit: float) -> tuple[np.ndarray, np.ndarray]:
@@ -396,18 +400,19 @@ def _heuristic_start(D: np.ndarray, U: np.ndarray, C: int, pairs, time_limit: fl
     return best
 
 
-def _solve(prob, time_limit: float, gap: float, start=None) -> tuple[str, float | None]:
-    """Solve through the project's PuLP adapter; return (status, gap) as the solver proved them."""
+def _solve(prob, time_limit: float, gap: float, start=None) -> tuple[str, float | None, str]:
+    """Solve through the project's PuLP adapter; return (status, gap, termination) as the solver proved them."""
     from solvers.pulp_adapter import SolveOptions, solve
 
     report = solve(prob, SolveOptions(time_limit=time_limit, gap_rel=gap, threads=1), start=start)
     if report.status in ("optimal", "feasible"):
-        return report.status, report.gap
+        return report.status, report.gap, report.termination
     if report.status == "infeasible":
-        return "infeasible", None
+        return "infeasible", None, report.termination
     if report.status == "time_limit":
         raise FabricError("--time-limit", f"no circuit assignment found within {time_limit:g} s; raise the limit")
-    raise FabricError("solver", f"the circuit ILP ended with status {report.status} ({report.raw_status})")
+    raise ComputeError("solver", f"the circuit ILP ended with status {report.status} "
+                                 f"(termination {report.termination}: {report.raw_status})")
 
 
 def fill_idle_ports(demand: np.ndarray, assignment: Assignment, ports: PodPorts) -> Assignment:

@@ -29,8 +29,25 @@ Statuses (:data:`STATUSES`)
 ``error``
     The solver failed; ``raw_status`` says how.
 
-Solver logs (``msg=True``) go to stderr, never stdout: stdout belongs to the
-JSON a command prints.
+Solver output never reaches stdout: file descriptor 1 points at stderr for the
+whole solve, whether or not ``msg`` asks for the log (highspy 1.16 prints its
+banner on stdout even with the log off, and stdout belongs to the JSON a
+command prints).
+
+Beside ``status`` (what was *proved*), every report carries ``termination``
+(:data:`TERMINATIONS`: why the solver *stopped*, in its own terms), so that a
+user can act: ``feasible`` + ``time_limit`` means "give it more time",
+``feasible`` + ``gap_limit`` means "you asked for this gap".
+
+Bounds are kept honest: a reported bound never lies beyond the objective's
+*trivial bound* (the best the objective could be given only the variables'
+bounds, e.g. 0 for a sum of non-negative crossing counts) nor beyond the
+incumbent, so ``gap`` is always in [0, 1].
+
+HiGHS keeps one thread scheduler per process: once a solve has run with one
+thread count, a solve that asks for another fails with "Not Set" (highspy
+1.16) unless the scheduler is reset first.  :func:`solve` resets it whenever
+the thread count changes.
 """
 
 from __future__ import annotations
@@ -42,7 +59,7 @@ import re
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator, Mapping
 
 import pulp
@@ -51,6 +68,9 @@ from fabric.errors import FabricError
 
 SOLVERS = ("highs", "cbc")
 STATUSES = ("optimal", "feasible", "time_limit", "infeasible", "unbounded", "error")
+#: Why a solver stopped: proved optimality (within the requested gap), ran out of time, stopped at the
+#: requested relative gap, proved infeasibility / unboundedness, hit another limit, or failed.
+TERMINATIONS = ("optimal", "time_limit", "gap_limit", "infeasible", "unbounded", "other_limit", "error")
 _REL_TOL = 1e-9
 
 
@@ -113,6 +133,12 @@ class SolveReport:
         The solver's own status text.
     warm_start : bool
         A start was passed to the solver.
+    termination : str
+        One of :data:`TERMINATIONS`: why the solver stopped.
+    start_objective : float or None
+        Objective of the warm start, when it fixes every objective variable.
+    warm_start_unimproved : bool
+        The incumbent is no better than the warm start (the solver found nothing better in its time).
     """
 
     status: str
@@ -124,6 +150,9 @@ class SolveReport:
     seconds: float
     raw_status: str
     warm_start: bool = False
+    termination: str = "error"
+    start_objective: float | None = None
+    warm_start_unimproved: bool = False
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -161,11 +190,11 @@ def choose_solver(name: str = "auto") -> str:
 
 
 @contextlib.contextmanager
-def _stdout_to_stderr(active: bool) -> Iterator[None]:
-    """Send file descriptor 1 to stderr while a C solver may print (its log must not pollute stdout)."""
-    if not active:
-        yield
-        return
+def stdout_to_stderr() -> Iterator[None]:
+    """Send file descriptor 1 to stderr while a C solver may print (its output must not pollute stdout).
+
+    At the descriptor level, not ``sys.stdout``: HiGHS and CBC write from C.
+    """
     sys.stdout.flush()
     saved = os.dup(1)
     try:
@@ -195,22 +224,48 @@ def solve(problem: pulp.LpProblem, options: SolveOptions = SolveOptions(),
     name = choose_solver(options.solver)
     if options.time_limit is not None and not options.time_limit > 0:
         raise FabricError("--time-limit", f"{options.time_limit} must be > 0 seconds")
-    if name == "highs":
-        report = _solve_highs(problem, options, start)
-    else:
-        report = _solve_cbc(problem, options, start)
-    return _round_bound(report, problem, options)
+    with stdout_to_stderr():
+        if name == "highs":
+            report = _solve_highs(problem, options, start)
+        else:
+            report = _solve_cbc(problem, options, start)
+    report = _round_bound(report, problem, options)
+    return _compare_with_start(report, problem, options, start)
 
 
 # ------------------------------------------------------------------------------------------ status logic
 def relative_gap(obj: float | None, bound: float | None) -> float | None:
-    """``|obj - bound| / max(|obj|, 1e-9)``, 0 when they coincide, None when either is unknown."""
+    """``|obj - bound| / max(|obj|, |bound|, 1e-9)`` (in [0, 1]), 0 when they coincide, None when unknown.
+
+    The denominator is the larger magnitude (as HiGHS and Gurobi define their gap), so that a
+    maximisation whose bound is far above a small incumbent still reports at most 1.
+    """
     if obj is None or bound is None or not (math.isfinite(obj) and math.isfinite(bound)):
         return None
     diff = abs(obj - bound)
     if diff <= 1e-12:
         return 0.0
-    return diff / max(abs(obj), 1e-9)
+    return min(1.0, diff / max(abs(obj), abs(bound), 1e-9))
+
+
+def trivial_bound(problem: pulp.LpProblem) -> float | None:
+    """The best objective value the variables' own bounds allow (None when unbounded that way).
+
+    Minimising: ``const + sum(c * (lb if c > 0 else ub))``; maximising the mirror image.  Any
+    proven bound weaker than this is a solver artefact (HiGHS reported -2e12 on a sum of
+    non-negative counts), so :func:`solve` never reports one.
+    """
+    minimise = problem.sense == pulp.LpMinimize
+    total = float(problem.objective.constant or 0.0)
+    for v, c in problem.objective.items():
+        if c == 0:
+            continue
+        use_low = (c > 0) == minimise
+        b = v.lowBound if use_low else v.upBound
+        if b is None:
+            return None
+        total += c * b
+    return total
 
 
 def _proven(obj: float | None, bound: float | None, options: SolveOptions) -> bool:
@@ -220,19 +275,42 @@ def _proven(obj: float | None, bound: float | None, options: SolveOptions) -> bo
 
 
 def _round_bound(report: SolveReport, problem: pulp.LpProblem, options: SolveOptions) -> SolveReport:
-    """Round the bound to the objective lattice and re-derive the status from incumbent and bound."""
+    """Clamp the bound between the trivial bound and the incumbent, round it to the objective lattice,
+    and re-derive the status from incumbent and bound."""
     if not report.has_solution or report.status in ("infeasible", "unbounded", "error"):
         return report
+    minimise = problem.sense == pulp.LpMinimize
     bound = report.bound
+    trivial = trivial_bound(problem)
+    if bound is None or not math.isfinite(bound):
+        bound = trivial
+    elif trivial is not None:
+        bound = max(bound, trivial) if minimise else min(bound, trivial)
     step = options.objective_step
-    if bound is not None and math.isfinite(bound) and step:
-        minimise = problem.sense == pulp.LpMinimize
+    if bound is not None and step:
         q = bound / step
         q = math.ceil(q - 1e-6) if minimise else math.floor(q + 1e-6)
         bound = q * step
-    status = "optimal" if _proven(report.objective, bound, options) else "feasible"
-    return SolveReport(status, report.solver, True, report.objective, bound, relative_gap(report.objective, bound),
-                       report.seconds, report.raw_status, report.warm_start)
+    obj = report.objective
+    if bound is not None and obj is not None:  # a bound beyond the incumbent is tolerance noise
+        bound = min(bound, obj) if minimise else max(bound, obj)
+    status = "optimal" if _proven(obj, bound, options) else "feasible"
+    return replace(report, status=status, bound=bound, gap=relative_gap(obj, bound))
+
+
+def _compare_with_start(report: SolveReport, problem: pulp.LpProblem, options: SolveOptions,
+                        start: Mapping[pulp.LpVariable, float] | None) -> SolveReport:
+    """Record the warm start's objective and whether the incumbent failed to improve on it."""
+    if not start:
+        return report
+    values = {v.name: float(x) for v, x in start.items()}
+    terms = list(problem.objective.items())
+    if any(v.name not in values for v, c in terms if c != 0):
+        return report  # a partial start: its objective is not known
+    start_obj = float(problem.objective.constant or 0.0) + sum(c * values[v.name] for v, c in terms)
+    unimproved = (report.has_solution and report.objective is not None and report.status != "optimal"
+                  and abs(report.objective - start_obj) <= options.gap_abs + _REL_TOL * max(abs(start_obj), 1.0))
+    return replace(report, start_objective=start_obj, warm_start_unimproved=bool(unimproved))
 
 
 # ------------------------------------------------------------------------------------------ HiGHS
@@ -309,6 +387,41 @@ class _HiGHS(pulp.HiGHS):
         self.seconds = time.perf_counter() - t0
 
 
+_highs_threads: list = []  # the thread count HiGHS's process-wide scheduler was last started with
+
+
+def _use_highs_threads(threads: int | None) -> None:
+    """Reset HiGHS's global scheduler when a solve asks for another thread count than the last one.
+
+    HiGHS starts one task scheduler per process on its first solve; a later solve with another
+    ``threads`` option then fails ("Not Set" in highspy 1.16, a warning before).  Resetting it
+    between solves is what HiGHS documents (``Highs.resetGlobalScheduler``).
+    """
+    import highspy
+
+    want = int(threads or 0)
+    if _highs_threads and _highs_threads[0] != want:
+        reset = getattr(highspy.Highs, "resetGlobalScheduler", None)
+        if reset is not None:
+            reset(True)
+    _highs_threads[:] = [want]
+
+
+def _highs_termination(ms) -> str:
+    import highspy
+
+    S = highspy.HighsModelStatus
+    table = {S.kOptimal: "optimal", S.kTimeLimit: "time_limit", S.kInfeasible: "infeasible",
+             S.kUnbounded: "unbounded", S.kUnboundedOrInfeasible: "infeasible"}
+    if ms in table:
+        return table[ms]
+    limits = ("kIterationLimit", "kSolutionLimit", "kObjectiveBound", "kObjectiveTarget", "kInterrupt",
+              "kMemoryLimit")
+    if any(getattr(S, name, None) == ms for name in limits):
+        return "other_limit"
+    return "error"
+
+
 def _solve_highs(problem: pulp.LpProblem, options: SolveOptions,
                  start: Mapping[pulp.LpVariable, float] | None) -> SolveReport:
     import highspy
@@ -318,9 +431,9 @@ def _solve_highs(problem: pulp.LpProblem, options: SolveOptions,
     if options.threads:
         kw["threads"] = options.threads
     kw.update(dict(options.highs_options))
+    _use_highs_threads(options.threads)
     solver = _HiGHS(start=start, **kw)
-    with _stdout_to_stderr(options.msg):
-        problem.solve(solver)
+    problem.solve(solver)
     h = problem.solverModel
     ms = h.getModelStatus()
     raw = h.modelStatusToString(ms)
@@ -333,6 +446,11 @@ def _solve_highs(problem: pulp.LpProblem, options: SolveOptions,
         obj = sense * float(info.objective_function_value)
         b = float(info.mip_dual_bound) if _is_mip(problem) else float(info.objective_function_value)
         bound = sense * b if math.isfinite(b) else None
+    termination = _highs_termination(ms)
+    if termination == "optimal" and has and options.gap_rel > 0:
+        gap = relative_gap(obj, bound)
+        if gap is not None and gap > _REL_TOL:
+            termination = "gap_limit"  # HiGHS calls a stop at mip_rel_gap "optimal"
     if ms == S.kInfeasible:
         status = "infeasible"
     elif ms in (S.kUnbounded, S.kUnboundedOrInfeasible):
@@ -344,7 +462,7 @@ def _solve_highs(problem: pulp.LpProblem, options: SolveOptions,
     else:
         status = "error"
     return SolveReport(status, "highs", has, obj, bound, relative_gap(obj, bound), solver.seconds, raw,
-                       bool(start))
+                       bool(start), termination)
 
 
 def _is_mip(problem: pulp.LpProblem) -> bool:
@@ -387,14 +505,15 @@ def _solve_cbc(problem: pulp.LpProblem, options: SolveOptions,
     low = raw.lower()
     t = _CBC_TIME.search(log)
     seconds = float(t.group(1)) if t else seconds
+    termination = _cbc_termination(low)
     if "infeasible" in low:
-        return SolveReport("infeasible", "cbc", False, None, None, None, seconds, raw, bool(start))
+        return SolveReport("infeasible", "cbc", False, None, None, None, seconds, raw, bool(start), termination)
     if "unbounded" in low:
-        return SolveReport("unbounded", "cbc", False, None, None, None, seconds, raw, bool(start))
+        return SolveReport("unbounded", "cbc", False, None, None, None, seconds, raw, bool(start), termination)
     has = problem.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible)
     if not has:
         status = "time_limit" if "time" in low else "error"
-        return SolveReport(status, "cbc", False, None, None, None, seconds, raw, bool(start))
+        return SolveReport(status, "cbc", False, None, None, None, seconds, raw, bool(start), termination)
     obj = pulp.value(problem.objective)
     obj = float(obj) if obj is not None else 0.0
     b = _CBC_BOUND.search(log)
@@ -409,4 +528,22 @@ def _solve_cbc(problem: pulp.LpProblem, options: SolveOptions,
         bound = float(found[-1]) if found else None
         if bound is not None and problem.sense == pulp.LpMaximize:
             bound = -bound
-    return SolveReport("feasible", "cbc", True, obj, bound, relative_gap(obj, bound), seconds, raw, bool(start))
+    return SolveReport("feasible", "cbc", True, obj, bound, relative_gap(obj, bound), seconds, raw, bool(start),
+                       termination)
+
+
+def _cbc_termination(low: str) -> str:
+    """CBC's ``Result -`` line in :data:`TERMINATIONS` terms."""
+    if "infeasible" in low:
+        return "infeasible"
+    if "unbounded" in low:
+        return "unbounded"
+    if "time" in low:
+        return "time_limit"
+    if "gap" in low:
+        return "gap_limit"
+    if "optimal" in low:
+        return "optimal"
+    if "stopped" in low or "limit" in low:
+        return "other_limit"
+    return "error"

@@ -103,6 +103,8 @@ class OrchestrationResult:
         out = {
             "solver": self.solver, "model": self.model, "status": self.status,
             "objective": objective, "bound": bound, "gap": gap,
+            "termination": rep.termination if rep is not None else None,
+            "warm_start_unimproved": bool(rep is not None and rep.warm_start_unimproved),
             "solve_seconds": rep.seconds if rep is not None else 0.0,
             "build_seconds": self.seconds.get("build", 0.0), "total_seconds": self.seconds.get("total", 0.0),
             "mip_solver": rep.solver if rep is not None else None,

@@ -339,6 +339,6 @@ def _plan_circuits(fabric: Fabric, flows: dict[str, Flows], cfg: RLConfig, rt: f
         info.append({"phases": list(e), "cross_pod_bytes": float(sum(D[p].sum() for p in e)),
                      "rewired": rewired[k], "predicted_gain_s": gains[k], "predicted_s": predicted(k, a),
                      "predicted_best_s": predicted(k, b), "circuit_status": best[k].status,
-                     "circuit_gap": best[k].gap, "direct_circuits_per_plane": int(np.triu(a.direct, 1).sum()),
+                     "circuit_termination": best[k].termination, "circuit_gap": best[k].gap, "direct_circuits_per_plane": int(np.triu(a.direct, 1).sum()),
                      "core_circuits_per_plane": int(a.core.sum())})
     return [c for c, _ in chosen], info, int(sum(rewired))
