@@ -208,7 +208,7 @@ def rl_table(gpus: int, model: Any, *, reconfig_times: tuple = RECONFIG_SWEEP, p
             try:
                 fab = build("rfabric", gpus, {"gpu": DEFAULT_GPU, **rf, "oversubscription": o, "core_ratio": c}, cat)
                 r = evaluate_rl(fab, m, cfg, cat, timing=timing)
-            except FabricError as exc:  # e.g. too many pods for a direct-connect OCS
+            except (FabricError, ComputeError) as exc:  # e.g. too many pods for a direct-connect OCS
                 rfabs.append({"label": label, "error": str(exc)})
                 continue
             fabs[label] = fab

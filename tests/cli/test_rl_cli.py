@@ -81,3 +81,21 @@ def test_bad_input_is_one_line_exit_2(capsys, argv, field):
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and field in lines[0]
     assert out == ""
+
+
+def test_table_whose_every_rfabric_candidate_fails_exits_1(capsys, monkeypatch):
+    """Errors are never silent: an all-failed comparison is not an empty table with exit 0."""
+    import workloads.rl
+    from fabric.errors import ComputeError
+
+    real = workloads.rl.evaluate_rl
+
+    def failing(fab, *a, **kw):
+        if fab.architecture == "rfabric":
+            raise ComputeError("solver", "the circuit ILP ended with status error (Not Set)")
+        return real(fab, *a, **kw)
+
+    monkeypatch.setattr(workloads.rl, "evaluate_rl", failing)
+    rc, out, err = run(capsys, "rl", "--gpus", 128, "--model", "llama3-8b", *SMALL, "--comm", "analytic", "--table")
+    assert rc == 1 and out == ""
+    assert err.startswith("error: rl table: every rfabric candidate failed") and "Not Set" in err

@@ -429,3 +429,32 @@ def test_the_default_study_validates_and_expands():
     assert labels == ["dgx-h100", "nvl-72", "tpuv4", "khop-ring k=2", "khop-ring k=3"]
     assert {p.gpus for p in study.points} == {4608}
     assert {m.name for m in study.metrics} >= {"cost"}
+
+
+def test_a_study_whose_every_point_fails_exits_1_and_says_why(tmp_path, run_cli):
+    """Errors are never silent: all failed -> exit 1; each distinct error one line on stderr."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump({
+        "name": "allfail", "gpus": 64, "architectures": [{"name": "khop-ring", "grid": {"k": [2]}}],
+        "workloads": [{"name": "tp8", "tp": 8}], "faults": {"ratios": [0.0, 0.05]}, "seeds": [0],
+        "metrics": [{"orchestrator": {"dp": "64", "solver": "greedy"}}]}))
+    rc, out, err = run_cli("sweep", spec, "--out", tmp_path / "out", "--workers", 1, "--json")
+    assert rc == 1
+    assert json.loads(out)["failed"] == 2  # the summary is still one JSON object
+    lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert any("point(s) failed" in ln and "does not fit" in ln for ln in lines)
+    assert lines[-1].startswith("error: every point of the study failed (2)")
+
+
+def test_a_study_whose_points_partly_fail_says_how_many_and_why(tmp_path, run_cli):
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump({
+        "name": "partfail", "gpus": 64, "architectures": [{"name": "khop-ring", "grid": {"k": [2]}}],
+        "workloads": [{"name": "tp8", "tp": 8}], "faults": {"ratios": [0.0, 0.05]}, "seeds": [0],
+        "metrics": [{"orchestrator": {"dp": "8", "solver": "greedy"}}]}))
+    rc, out, err = run_cli("sweep", spec, "--out", tmp_path / "out", "--workers", 1, "--json")
+    assert rc == 0
+    d = json.loads(out)
+    assert d["done"] == 1 and d["failed"] == 1
+    warn = [ln for ln in err.splitlines() if ln.startswith("warning:")]
+    assert len(warn) == 1 and "1 point(s) failed" in warn[0] and "does not fit" in warn[0]

@@ -117,3 +117,86 @@ def test_solver_log_goes_to_stderr_not_stdout(capfd):
     assert r.status == "optimal"
     assert out == ""
     assert "HiGHS" in err
+
+
+@pytest.mark.parametrize("name", SOLVERS)
+def test_nothing_reaches_stdout_even_with_the_log_off(name, capfd):
+    """highspy 1.16 prints its banner on fd 1 with ``msg=False``: the adapter routes fd 1 to stderr."""
+    p, _ = knapsack()
+    r = solve(p, SolveOptions(solver=name, msg=False))
+    out, _ = capfd.readouterr()
+    assert r.status == "optimal" and out == ""
+
+
+@pytest.mark.parametrize("name", SOLVERS)
+def test_termination_says_why_the_solver_stopped(name):
+    p, x = knapsack()
+    assert solve(p, SolveOptions(solver=name)).termination == "optimal"
+    p, x = covering()
+    r = solve(p, SolveOptions(solver=name, time_limit=0.3), start={v: 3 for v in x})
+    assert r.status == "feasible" and r.termination == "time_limit"
+    p, x = knapsack()
+    p += x[0] + x[1] >= 3
+    assert solve(p, SolveOptions(solver=name)).termination == "infeasible"
+
+
+def test_thread_count_changes_within_one_process():
+    """Regression: a default-thread HiGHS solve, then ``threads=1``, then default again, all optimal."""
+    for threads in (None, 1, None, 2, 1):
+        p, _ = knapsack(seed=3)
+        r = solve(p, SolveOptions(solver="highs", threads=threads))
+        assert r.status == "optimal" and r.termination == "optimal", (threads, r.raw_status)
+
+
+def test_trivial_bound_is_exact_on_small_cases():
+    """The best objective the variable bounds alone allow, against enumeration of the box corners."""
+    from itertools import product
+
+    from solvers.pulp_adapter import trivial_bound
+
+    p = pulp.LpProblem("t", pulp.LpMinimize)
+    a, b, c = (pulp.LpVariable("a", 0, 3), pulp.LpVariable("b", -2, 5), pulp.LpVariable("c", 1, 4))
+    p += 2 * a - 3 * b + c + 7
+    corners = [2 * x - 3 * y + z + 7 for x, y, z in product((0, 3), (-2, 5), (1, 4))]
+    assert trivial_bound(p) == min(corners)
+    p.sense = pulp.LpMaximize
+    assert trivial_bound(p) == max(corners)
+    p += a >= 0  # constraints do not matter; an unbounded variable in the objective does
+    q = pulp.LpProblem("u", pulp.LpMinimize)
+    q += pulp.LpVariable("free") + a
+    assert trivial_bound(q) is None
+
+
+def test_a_bound_beyond_the_trivial_bound_is_clamped_and_gap_stays_in_unit_interval():
+    """Seen with HiGHS: a bound of -2e12 on a sum of non-negative counts (gap 1.009)."""
+    p, _ = knapsack(sense=pulp.LpMinimize)  # objective -sum(v x): trivial bound -sum(v)
+    from solvers.pulp_adapter import trivial_bound
+
+    floor = trivial_bound(p)
+    raw = SolveReport("feasible", "highs", True, -1000.0, -2e12, None, 0.1, "Time limit reached")
+    r = _round_bound(raw, p, SolveOptions())
+    assert r.bound == floor and 0 <= r.gap <= 1
+    # a bound past the incumbent (tolerance noise) is the incumbent: proven optimal
+    raw = SolveReport("feasible", "highs", True, -1000.0, -999.9999999, None, 0.1, "Optimal")
+    r = _round_bound(raw, p, SolveOptions())
+    assert r.status == "optimal" and r.gap == 0.0
+
+
+def test_gap_of_a_maximisation_is_at_most_one():
+    from solvers.pulp_adapter import relative_gap
+
+    assert relative_gap(10.0, 1000.0) == pytest.approx(0.99)
+    assert relative_gap(0.0, 5.0) == 1.0 and relative_gap(0.0, 0.0) == 0.0
+    assert relative_gap(-1.0, 1.0) == 1.0
+
+
+@pytest.mark.parametrize("name", SOLVERS)
+def test_warm_start_unimproved_is_reported(name):
+    p, x = covering()
+    start = {v: 3 for v in x}
+    r = solve(p, SolveOptions(solver=name, time_limit=20), start=start)
+    assert r.start_objective == pytest.approx(sum(c * 3 for _, c in p.objective.items()))
+    assert r.warm_start_unimproved is False  # 20 s is plenty to beat "everything at its upper bound"
+    p, x = knapsack()
+    r = solve(p, SolveOptions(solver=name), start={x[0]: 1})
+    assert r.start_objective is None  # a partial start has no known objective
