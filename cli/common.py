@@ -22,10 +22,6 @@ TOPOLOGY_OPT = typer.Option(None, "--topology", help="a networkx node-link JSON 
 JSON_OPT = typer.Option(False, "--json", help="print one JSON object on stdout")
 
 
-def load_catalog_opt(path: Optional[Path]) -> Catalog:
-    return load_catalog(path)
-
-
 def build_fabric(arch: Optional[str], gpus: Optional[int], params: list[str], catalog: Catalog,
                  topology: Optional[Path] = None) -> Fabric:
     """Build the Fabric a command names: ``ARCH`` with ``-p`` parameters, or ``--topology FILE``."""

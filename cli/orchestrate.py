@@ -269,8 +269,10 @@ def table_command(
     as_json: bool = JSON_OPT,
 ) -> None:
     """Cross-ToR traffic ratio vs node fault ratio: ILP, greedy, fault-unaware; k-hop ring and the others."""
-    if not (0 < step <= max_ratio <= 1):
-        raise FabricError("--step", "need 0 < step <= max-ratio <= 1")
+    if not 0 < max_ratio <= 1:
+        raise FabricError("--max-ratio", f"{max_ratio} must be in (0, 1]")
+    if not 0 < step <= max_ratio:
+        raise FabricError("--step", f"{step} must be in (0, --max-ratio = {max_ratio}]")
     if load is not None and not 0 < load <= 1:
         raise FabricError("--load", f"{load} must be in (0, 1]")
     n = int(round(max_ratio / step))

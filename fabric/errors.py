@@ -21,9 +21,3 @@ class FabricError(ValueError):
         self.field = field
         self.message = message
         super().__init__(f"{field}: {message}")
-
-
-def require(condition: bool, field: str, message: str) -> None:
-    """Raise :class:`FabricError` for ``field`` unless ``condition`` holds."""
-    if not condition:
-        raise FabricError(field, message)

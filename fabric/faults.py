@@ -294,7 +294,7 @@ Part of the sampling procedure: results depend on it, so it is a constant."""
 def chunk_sizes(samples: int) -> list[int]:
     """Row counts of the fixed-size batches that make up ``samples`` samples."""
     if isinstance(samples, bool) or int(samples) != samples or samples < 1:
-        raise FabricError("--samples", f"{samples!r} must be a whole number >= 1")
+        raise FabricError("samples", f"{samples!r} must be a whole number >= 1")
     samples = int(samples)
     return [min(CHUNK_ROWS, samples - lo) for lo in range(0, samples, CHUNK_ROWS)]
 
@@ -600,12 +600,12 @@ class FaultModel:
     def __post_init__(self):
         for comp, r in self.ratios.items():
             if comp not in COMPONENTS:
-                raise FabricError("--fault", f"{comp!r} is not a component; use one of {', '.join(COMPONENTS)}")
-            _check_ratio(r, f"--fault {comp}" if comp != "node" else "--node-fault-ratio")
+                raise FabricError("fault_ratios", f"{comp!r} is not a component; use one of {', '.join(COMPONENTS)}")
+            _check_ratio(r, f"fault_ratios[{comp}]" if comp != "node" else "node_fault_ratio")
         if self.mode not in MODES:
             raise FabricError("mode", f"{self.mode!r} not allowed; use one of {', '.join(MODES)}")
         if self.trace is not None and self.ratios:
-            raise FabricError("--trace", "give either a trace or fault ratios, not both")
+            raise FabricError("trace", "give either a trace or fault ratios, not both")
 
     @property
     def kind(self) -> str:
@@ -632,7 +632,7 @@ def component_samplers(fabric: Fabric, model: FaultModel, seed=0,
             continue
         u = universe(fabric, comp, nodes)
         out[comp] = IIDSampler(u.size, r, child, mode=model.mode,
-                               field="--node-fault-ratio" if comp == "node" else f"--fault {comp}")
+                               field="node_fault_ratio" if comp == "node" else f"fault_ratios[{comp}]")
     return out
 
 

@@ -95,7 +95,7 @@ class FaultDraw:
             return float(rep.times[int(np.argmax(np.where(rep.durations > 0, counts, -1)))])
         t = float(self.model.trace_time)
         if not rep.times[0] <= t < rep.times[-1]:
-            raise FabricError("--trace-time", f"{t} is outside the trace window [{rep.times[0]}, {rep.times[-1]}) "
+            raise FabricError("trace_time", f"{t} is outside the trace window [{rep.times[0]}, {rep.times[-1]}) "
                                               "days")
         return t
 

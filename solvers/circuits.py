@@ -112,11 +112,6 @@ class Assignment:
     def __hash__(self) -> int:
         return hash((self.direct.tobytes(), self.core.tobytes()))
 
-    def changed_circuits(self, other: "Assignment") -> int:
-        """Circuits of this plane that differ from ``other`` (each direct circuit counted once)."""
-        d = np.abs(np.triu(self.direct, 1) - np.triu(other.direct, 1)).sum()
-        return int(d + np.abs(self.core - other.core).sum())
-
 
 @dataclass(frozen=True)
 class AssignmentResult:
@@ -406,7 +401,7 @@ def _solve(prob, time_limit: float, gap: float, start=None) -> tuple[str, float 
     if report.status == "infeasible":
         return "infeasible", None
     if report.status == "time_limit":
-        raise FabricError("--time-limit", f"no circuit assignment found within {time_limit:g} s; raise the limit")
+        raise FabricError("time_limit", f"no circuit assignment found within {time_limit:g} s; raise the limit")
     raise FabricError("solver", f"the circuit ILP ended with status {report.status} ({report.raw_status})")
 
 

@@ -118,7 +118,7 @@ def _attach_ocs_pods(b: FabricBuilder, nics: np.ndarray, catalog: Catalog, bw: f
                          + np.bincount(t_all[ud:] % n_o, minlength=n_o) * P).max() > ocs_ports:
         n_o += 1
     if n_o > ua:
-        raise FabricError("--gpus", f"{P} pods do not fit: with core_ratio {params['core_ratio']:g} every OCS needs "
+        raise FabricError("gpus", f"{P} pods do not fit: with core_ratio {params['core_ratio']:g} every OCS needs "
                                     f"a port per pod and per core circuit ({ocs_ports} ports on {ocs_item}); "
                                     "use a larger -p k or fewer GPUs")
     cores_pp = math.ceil(P * yc / k) if yc else 0

@@ -99,7 +99,7 @@ class Placement:
         need = par.world // par.tp
         blocks = tp_blocks(fabric, par.tp, need)
         if need > blocks.shape[0]:
-            raise FabricError("--gpus", f"the job needs {need} TP groups of {par.tp} GPUs ({par.world} GPUs) but the "
+            raise FabricError("gpus", f"the job needs {need} TP groups of {par.tp} GPUs ({par.world} GPUs) but the "
                                         f"fabric's HBD domains hold only {blocks.shape[0]} "
                                         f"({usable_gpus(fabric, par.tp)} of {fabric.n_gpus} GPUs usable at tp={par.tp})")
         self.gpus = blocks[:need].reshape(-1)

@@ -145,7 +145,7 @@ def gpu_of(fabric: Fabric, catalog: Catalog) -> GpuSpec:
     items = sorted({line.item for line in fabric.bom if line.category == "gpu" or
                     (line.scope == "compute" and catalog.category(line.item) == "gpu")})
     if len(items) != 1:
-        raise FabricError("--gpu", f"cannot tell the fabric's GPU from its bill of materials ({items or 'none'})")
+        raise FabricError("gpu", f"cannot tell the fabric's GPU from its bill of materials ({items or 'none'})")
     return GpuSpec.from_catalog(catalog, items[0])
 
 

@@ -70,12 +70,12 @@ def evaluate_faults(fabric: Fabric, tp: int, *, node_fault_ratio: float | None =
     tp = pol.check_tp(tp)
     nodes = pol.nodes
     if isinstance(samples, bool) or int(samples) != samples or samples < 1:
-        raise FabricError("--samples", f"{samples!r} must be a whole number >= 1")
+        raise FabricError("samples", f"{samples!r} must be a whole number >= 1")
     if isinstance(seed, bool) or int(seed) != seed or seed < 0:
-        raise FabricError("--seed", f"{seed!r} must be a whole number >= 0")
+        raise FabricError("seed", f"{seed!r} must be a whole number >= 0")
     model = fault_model(node_fault_ratio, fault_ratios, mode, trace, trace_mapping)
     if model.kind == "none":
-        raise FabricError("--node-fault-ratio", "give --node-fault-ratio R (or other fault ratios) or --trace")
+        raise FabricError("node_fault_ratio", "give --node-fault-ratio R (or other fault ratios) or --trace")
     if draw is None:
         draw = draw_faults(fabric, model, int(seed), int(samples), nodes)
     base_batch = FaultBatch.from_nodes(nodes, FaultSamples.empty(1, nodes.n_nodes))
@@ -120,7 +120,7 @@ def fault_model(node_fault_ratio: float | None = None, fault_ratios: Mapping[str
     """
     if trace is not None:
         if node_fault_ratio is not None or fault_ratios:
-            raise FabricError("--trace", "give either a trace or fault ratios, not both")
+            raise FabricError("trace", "give either a trace or fault ratios, not both")
         return FaultModel(trace=trace, trace_mapping=trace_mapping)
     ratios = dict(fault_ratios or {})
     if node_fault_ratio is not None:

@@ -64,7 +64,7 @@ def faults_summary(fabric: Fabric, tp: int, *, node_fault_ratio: float | Sequenc
     head = {"architecture": fabric.architecture, "params": fabric.params}
     if trace is not None:
         if node_fault_ratio is not None or fault_ratios:
-            raise FabricError("--trace", "give either --trace or fault ratios, not both")
+            raise FabricError("trace", "give either --trace or fault ratios, not both")
         tr = trace if isinstance(trace, Trace) else load_trace(str(trace), n_servers=trace_servers)
         return {**head, **evaluate_faults(fabric, tp, trace=tr, trace_mapping=trace_mapping, seed=seed,
                                           blast=blast, draw=draw)}
@@ -74,7 +74,7 @@ def faults_summary(fabric: Fabric, tp: int, *, node_fault_ratio: float | Sequenc
         return {**head, **evaluate_faults(fabric, tp, node_fault_ratio=ratio, blast=blast, draw=draw, **kw)}
     ratios = [float(r) for r in node_fault_ratio]
     if not ratios:
-        raise FabricError("--node-fault-ratio", "the range is empty")
+        raise FabricError("node_fault_ratio", "the range is empty")
     top = evaluate_faults(fabric, tp, node_fault_ratio=max(ratios), blast=blast, **kw)
     curve = fault_curve(fabric, tp, ratios, known={max(ratios): top}, **kw)
     return {**head, **top, "curve": curve}

@@ -38,7 +38,7 @@ def fault_nodes(fabric: Fabric, *, faulty_nodes=None, node_fault_ratio: float | 
     """
     given = [x is not None for x in (faulty_nodes, node_fault_ratio, trace)]
     if sum(given) > 1:
-        raise FabricError("--faulty-nodes", "give one of --faulty-nodes, --node-fault-ratio, --trace")
+        raise FabricError("faulty_nodes", "give one of --faulty-nodes, --node-fault-ratio, --trace")
     if faulty_nodes is not None:
         arr = check_faulty_nodes(fabric, faulty_nodes)
         return arr, f"given ({arr.size} nodes)"

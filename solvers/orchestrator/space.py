@@ -78,7 +78,7 @@ class Line:
         return self.space.n_slots
 
 
-def check_faulty_nodes(fabric: Fabric, faulty_nodes, field: str = "--faulty-nodes") -> np.ndarray:
+def check_faulty_nodes(fabric: Fabric, faulty_nodes, field: str = "faulty_nodes") -> np.ndarray:
     """Node group ids that exist in ``fabric``; duplicates merged.
 
     Raises
@@ -136,9 +136,9 @@ def khop_line(fabric: Fabric, faulty_nodes=(), tor_map=None) -> Line:
     if tor_map is not None:
         tm = np.asarray(tor_map)
         if tm.ndim != 1 or tm.size != n:
-            raise FabricError("--tor-map", f"needs one ToR per line position: {n} values, got {tm.size}")
+            raise FabricError("tor_map", f"needs one ToR per line position: {n} values, got {tm.size}")
         if not np.issubdtype(tm.dtype, np.integer) or tm.min() < 0:
-            raise FabricError("--tor-map", "ToR ids must be whole numbers >= 0")
+            raise FabricError("tor_map", "ToR ids must be whole numbers >= 0")
         raw = tm.astype(np.int64)
     else:
         if np.any(fab_tor < 0):

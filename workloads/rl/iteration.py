@@ -156,7 +156,7 @@ def evaluate_rl(fabric: Fabric, model: ModelSpec, cfg: RLConfig, catalog: Catalo
     timer = Timer(timing)
     backend = default_backend() if timing == "sim" else analytic_comm_time
     if reconfiguration_time is not None and (not np.isfinite(reconfiguration_time) or reconfiguration_time < 0):
-        raise FabricError("--reconfig-time", f"{reconfiguration_time!r} must be a time >= 0")
+        raise FabricError("reconfiguration_time", f"{reconfiguration_time!r} must be a time >= 0")
     rt = reconfiguration_time_of(fabric, cat) if reconfiguration_time is None else float(reconfiguration_time)
     gpu = gpu_of(fabric, cat)
     notes: list[str] = []

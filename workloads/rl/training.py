@@ -27,9 +27,9 @@ from workloads.rl.generation import ACT_BYTES
 from workloads.rl.traffic import Flows, all_pairs, ring_edges
 from workloads.step import MEGATRON_CORE, Runtime, StepModel
 
-_FLAG = {"--tp": "-p train_tp", "--pp": "-p train_pp", "--ep": "-p train_ep", "--global-batch": "-p samples",
-         "--gpus": "-p train_fraction", "--sequence-parallel": "-p train_tp", "--cp": "-p train_tp",
-         "--micro-batch": "-p samples", "--recompute": "-p recompute", "--interleave": "-p train_pp"}
+_FLAG = {"tp": "-p train_tp", "pp": "-p train_pp", "ep": "-p train_ep", "global_batch": "-p samples",
+         "gpus": "-p train_fraction", "sequence_parallel": "-p train_tp", "cp": "-p train_tp",
+         "micro_batch": "-p samples", "recompute": "-p recompute", "interleave": "-p train_pp"}
 
 
 @dataclass
@@ -176,5 +176,5 @@ def pools(fabric: Fabric, train_fraction: float) -> tuple[np.ndarray, np.ndarray
     n_train = int(round(train_fraction * nodes))
     n_train = min(max(n_train, 1), nodes - 1) if nodes > 1 else 0
     if n_train <= 0 or n_train >= nodes:
-        raise FabricError("--gpus", f"{order.size} GPUs are too few for two pools of whole {gpn}-GPU nodes")
+        raise FabricError("gpus", f"{order.size} GPUs are too few for two pools of whole {gpn}-GPU nodes")
     return order[:n_train * gpn], order[n_train * gpn:nodes * gpn]
