@@ -55,7 +55,7 @@ from typing import Any, Iterable, Iterator, Mapping
 import numpy as np
 
 from fabric.errors import FabricError
-from fabric.model import DeviceKind, Fabric, Layer, Medium
+from fabric.model import DeviceKind, Fabric, HBDKind, Layer, Medium
 
 class FaultComponent(str, Enum):
     """A component type that can fail (a ``str``: ``FaultComponent.NODE == "node"``).
@@ -544,7 +544,7 @@ def universe(fabric: Fabric, component: str, nodes: NodeIndex | None = None) -> 
     if component == "link":
         return Universe(component, int(hbd_links.size), hbd_links)
     # transceiver
-    if fabric.hbd.kind == "khop_line":
+    if fabric.hbd.kind == HBDKind.KHOP_LINE:
         trx = transceivers_per_gpu(fabric)
         g = fabric.gpu_ids.size
         idx = np.repeat(np.arange(g, dtype=np.int64), trx)

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from fabric.catalog import Catalog
-from fabric.model import DeviceKind, Fabric, FabricBuilder, HBDSpec
+from fabric.model import DeviceKind, Fabric, FabricBuilder, HBDKind, HBDSpec
 from topologies.clos import dcn_params
 from topologies.params import Param
 from topologies.servers import add_gpu_nodes, add_nic_per_gpu, attach_gpus_to_clos
@@ -62,5 +62,5 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
     b.add_bom(gpu_item, "compute", gpu_ids.size)
     b.add_bom("server_hgx8", "compute", n_nodes)
     b.add_bom(chip_item, "hbd", chips.size)
-    return b.build(HBDSpec(kind="switch_domain", gpus_per_node=GPUS_PER_NODE, domain_gpus=GPUS_PER_NODE,
+    return b.build(HBDSpec(kind=HBDKind.SWITCH_DOMAIN, gpus_per_node=GPUS_PER_NODE, domain_gpus=GPUS_PER_NODE,
                            max_tp=GPUS_PER_NODE))

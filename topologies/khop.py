@@ -33,7 +33,7 @@ import numpy as np
 
 from fabric.catalog import Catalog
 from fabric.errors import FabricError
-from fabric.model import Fabric, FabricBuilder, HBDSpec
+from fabric.model import Fabric, FabricBuilder, HBDKind, HBDSpec
 from fabric.rings import candidate_index, ring_configuration  # noqa: F401  (the k-hop ring's lighting)
 from topologies.clos import dcn_params, default_radix, split_ports
 from topologies.params import Param, at_least, even_at_least, positive
@@ -126,7 +126,7 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
     b.add_bom(gpu_item, "compute", G)
     b.add_bom("server_4gpu" if g == 4 else "server_hgx8" if g == 8 else "server_1gpu", "compute",
               N if g in (4, 8) else G)
-    fab = b.build(HBDSpec(kind="khop_line", gpus_per_node=g, domain_gpus=G, tp_multiple_of=g, max_tp=G, k=k,
+    fab = b.build(HBDSpec(kind=HBDKind.KHOP_LINE, gpus_per_node=g, domain_gpus=G, tp_multiple_of=g, max_tp=G, k=k,
                           closed=params["closed"]))
     return fab.with_configuration(ring_configuration(fab, [list(range(N))]))
 

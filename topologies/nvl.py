@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from fabric.catalog import Catalog
-from fabric.model import DeviceKind, Fabric, FabricBuilder, HBDSpec
+from fabric.model import DeviceKind, Fabric, FabricBuilder, HBDKind, HBDSpec
 from topologies.clos import dcn_params
 from topologies.params import Param
 from topologies.servers import add_gpu_nodes, add_nic_per_gpu, attach_gpus_to_clos
@@ -109,4 +109,4 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
                         rail=np.arange(G) % GPUS_PER_TRAY)
     b.add_bom(gpu_item, "compute", G)
     b.add_bom("server_nvl_compute_tray", "compute", n_trays)
-    return b.build(HBDSpec(kind="switch_domain", gpus_per_node=GPUS_PER_TRAY, domain_gpus=size, max_tp=size))
+    return b.build(HBDSpec(kind=HBDKind.SWITCH_DOMAIN, gpus_per_node=GPUS_PER_TRAY, domain_gpus=size, max_tp=size))

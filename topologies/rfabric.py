@@ -23,7 +23,7 @@ import numpy as np
 
 from fabric.catalog import Catalog
 from fabric.errors import FabricError
-from fabric.model import Configuration, DeviceKind, Fabric, FabricBuilder, HBDSpec
+from fabric.model import Configuration, DeviceKind, Fabric, FabricBuilder, HBDKind, HBDSpec
 from topologies import dgx
 from topologies.clos import dcn_params, default_configuration, default_radix, pods_of_tors_and_aggs, split_ports
 from topologies.params import Param
@@ -72,7 +72,7 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
     b.add_bom(gpu_item, "compute", ids.size)
     b.add_bom("server_hgx8", "compute", n_nodes)
     b.add_bom(chip_item, "hbd", chips.size)
-    return b.build(HBDSpec(kind="switch_domain", gpus_per_node=8, domain_gpus=8, max_tp=8), config)
+    return b.build(HBDSpec(kind=HBDKind.SWITCH_DOMAIN, gpus_per_node=8, domain_gpus=8, max_tp=8), config)
 
 
 def _attach_ocs_pods(b: FabricBuilder, nics: np.ndarray, catalog: Catalog, bw: float, params: dict):

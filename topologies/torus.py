@@ -17,7 +17,7 @@ import numpy as np
 
 from fabric.catalog import Catalog
 from fabric.errors import FabricError
-from fabric.model import Fabric, FabricBuilder, HBDSpec
+from fabric.model import Fabric, FabricBuilder, HBDKind, HBDSpec
 from fabric.units import parse_bandwidth
 from topologies.clos import dcn_params
 from topologies.params import Param, positive
@@ -97,5 +97,5 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
     b.add_bom(gpu_item, "compute", G)
     b.add_bom("server_4gpu" if per_host == 4 else "server_hgx8" if per_host == 8 else "server_1gpu", "compute",
               n_hosts if per_host in (4, 8) else G)
-    return b.build(HBDSpec(kind="torus", gpus_per_node=per_host, domain_gpus=G, max_tp=G, dims=dims,
+    return b.build(HBDSpec(kind=HBDKind.TORUS, gpus_per_node=per_host, domain_gpus=G, max_tp=G, dims=dims,
                            closed=params["wrap"]))

@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from fabric.catalog import Catalog
-from fabric.model import Configuration, DeviceKind, Fabric, FabricBuilder, HBDSpec
+from fabric.model import Configuration, DeviceKind, Fabric, FabricBuilder, HBDKind, HBDSpec
 from topologies.clos import attach_clos, dcn_params
 from topologies.params import Param, positive
 from topologies.servers import propagate_tor
@@ -141,6 +141,6 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
     if n_pods > 1:
         b.note(f"{n_cubes} cubes in {n_pods} OCS pods of up to {MAX_CUBES_PER_POD} cubes")
     pod_chips = min(n_cubes, MAX_CUBES_PER_POD) * CHIPS_PER_CUBE
-    return b.build(HBDSpec(kind="ocs_cube", gpus_per_node=CHIPS_PER_HOST, domain_gpus=pod_chips,
+    return b.build(HBDSpec(kind=HBDKind.OCS_CUBE, gpus_per_node=CHIPS_PER_HOST, domain_gpus=pod_chips,
                            max_tp=pod_chips, dims=(CUBE, CUBE, CUBE), cube_gpus=CHIPS_PER_CUBE, closed=True),
                    cfg)

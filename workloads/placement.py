@@ -19,7 +19,7 @@ from functools import cached_property
 import numpy as np
 
 from fabric.errors import FabricError
-from fabric.model import Configuration, Fabric
+from fabric.model import Configuration, Fabric, HBDKind
 from fabric.rings import group_configuration
 from workloads.parallelism import Parallelism
 
@@ -74,7 +74,7 @@ def hbd_configuration(fabric: Fabric, tp_groups: np.ndarray) -> Configuration | 
     nothing between TP groups, so that only TP traffic can use the optics
     (DP and PP traffic go over the NICs).  Other HBD kinds keep their configuration.
     """
-    if fabric.hbd.kind != "khop_line":
+    if fabric.hbd.kind != HBDKind.KHOP_LINE:
         return None
     return group_configuration(fabric, tp_groups)
 

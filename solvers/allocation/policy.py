@@ -18,7 +18,7 @@ import numpy as np
 
 from fabric.errors import FabricError
 from fabric.faults import COMPONENTS, FaultSamples, NodeIndex
-from fabric.model import Fabric
+from fabric.model import Fabric, HBDKind
 from fabric.rings import ring_configuration
 from solvers.allocation.base import Allocation, FaultBatch, Policy
 from solvers.allocation.effects import EffectMapper
@@ -144,6 +144,6 @@ def allocate_lit(fabric: Fabric, tp: int, faulty_nodes: Sequence[int] = ()) -> t
     (Fabric, Allocation)
     """
     alloc = allocate(fabric, tp, faulty_nodes=faulty_nodes)
-    if fabric.hbd.kind == "khop_line" and alloc.unit_kind == "node":
+    if fabric.hbd.kind == HBDKind.KHOP_LINE and alloc.unit_kind == "node":
         fabric = fabric.with_configuration(ring_configuration(fabric, alloc.units.tolist()))
     return fabric, alloc

@@ -40,7 +40,7 @@ import numpy as np
 from fabric.catalog import Catalog, load_catalog
 from fabric.cost import cost_of
 from fabric.errors import FabricError
-from fabric.model import Configuration, Fabric, LinkState
+from fabric.model import Configuration, Fabric, Layer
 from solvers.circuits import (Assignment, assign_circuits, assignment_of, configuration_for, ocs_layout,
                               predicted_time, should_rewire)
 from workloads.comm import CommCache, analytic_comm_time, default_backend
@@ -120,7 +120,7 @@ def reconfiguration_time_of(fabric: Fabric, catalog: Catalog) -> float:
 
 def has_ocs_core(fabric: Fabric) -> bool:
     """The Fabric has OCS ports between aggregation and core (its circuits can be re-assigned)."""
-    return bool(np.any(fabric.links.state == LinkState.OCS_PORT)) and fabric.architecture == "rfabric"
+    return fabric.has_ocs_ports(Layer.DCN)
 
 
 def sample_lengths(cfg: RLConfig) -> np.ndarray:
