@@ -38,7 +38,7 @@ port budgets::
 
 with ``d = D / max D`` and ``M_pq = min(U_p, U_q)`` (no pair can exceed it).
 Without core ports (``C = 0``) every demanded pair must be direct and the
-problem is a plain integer program in ``x``.  :func:`brute_force` enumerates
+problem is a plain integer program in ``x``.  :func:`brute_force_assignment` enumerates
 every assignment of a small instance and is what the tests compare with.
 
 Re-wiring rule
@@ -448,7 +448,7 @@ def fill_idle_ports(demand: np.ndarray, assignment: Assignment, ports: PodPorts)
     return Assignment(x, y)
 
 
-def brute_force(demand: np.ndarray, ports: PodPorts) -> tuple[Assignment, float]:
+def brute_force_assignment(demand: np.ndarray, ports: PodPorts) -> tuple[Assignment, float]:
     """The best assignment by enumerating all of them (small instances only: tests).
 
     Enumerates every symmetric integer ``direct`` over demanded pairs and

@@ -79,7 +79,7 @@ def hbd_configuration(fabric: Fabric, tp_groups: np.ndarray) -> Configuration | 
     return group_configuration(fabric, tp_groups)
 
 
-class Placement:
+class RankPlacement:
     """The GPU of every rank, and the job's communication groups (each an (n_groups, size) array).
 
     Parameters

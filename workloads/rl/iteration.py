@@ -45,7 +45,7 @@ from solvers.circuits import (Assignment, assign_circuits, assignment_of, config
                               predicted_time, should_rewire)
 from workloads.comm import CommCache, analytic_comm_time, default_backend
 from workloads.models import ModelSpec
-from workloads.placement import Placement
+from workloads.placement import RankPlacement
 from workloads.rl import pipeline as pipe
 from workloads.rl.config import RLConfig
 from workloads.rl.generation import generation_flows, generation_phase, plan_replica, replicas
@@ -168,7 +168,7 @@ def evaluate_rl(fabric: Fabric, model: ModelSpec, cfg: RLConfig, catalog: Catalo
     notes += tnotes
     tp_g, pp_g = plan_replica(model, gpu, cfg, gen_devs.size, fabric.hbd.gpus_per_node)
     reps = replicas(gen_devs, tp_g, pp_g)
-    pl = Placement(fabric, par)
+    pl = RankPlacement(fabric, par)
 
     # 3. flows of every phase, traffic per epoch
     sync_plan = plan_sync(cfg.sync, model, cfg.gen_bytes_per_param, pl.grid[:, :, 0, :], reps)

@@ -1,7 +1,7 @@
 """The training phase: the MFU step model (:mod:`workloads.step`) on the trainer pool.
 
 The trainer pool is the first GPUs of the Fabric in HBD order, where
-:class:`workloads.placement.Placement` puts a job.  Each iteration takes
+:class:`workloads.placement.RankPlacement` puts a job.  Each iteration takes
 ``train_steps`` optimizer steps over the ``samples`` responses (prompt +
 generated tokens, at the mean length), so a step's global batch is
 ``samples / train_steps`` sequences, rounded up to a multiple of the
@@ -21,7 +21,7 @@ from fabric.errors import FabricError
 from fabric.model import Fabric
 from workloads.models import ModelSpec
 from workloads.parallelism import Parallelism, validate
-from workloads.placement import Placement
+from workloads.placement import RankPlacement
 from workloads.rl.config import RLConfig
 from workloads.rl.generation import ACT_BYTES
 from workloads.rl.traffic import Flows, all_pairs, ring_edges
@@ -137,7 +137,7 @@ def training_phase(fabric: Fabric, model: ModelSpec, par: Parallelism, steps: in
 def training_flows(fabric: Fabric, model: ModelSpec, par: Parallelism, steps: int,
                    runtime: Runtime = MEGATRON_CORE) -> Flows:
     """Bytes the training phase moves between GPUs over ``steps`` steps (see :mod:`workloads.rl.traffic`)."""
-    pl = Placement(fabric, par)
+    pl = RankPlacement(fabric, par)
     total = float(model.params())
     experts = float(model.moe_layers * model.experts * model.mlp_params(model.expert_ffn_hidden)) if model.is_moe \
         else 0.0
