@@ -65,7 +65,35 @@ def candidate_count(n_nodes: int, k: int, gpus_per_node: int, lanes: int, closed
 
 
 def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
-    """Build a k-hop ring of ``ceil(gpus / gpus_per_node)`` nodes with a Clos DCN."""
+    """Build a k-hop ring (InfiniteHBD) of ``ceil(gpus / gpus_per_node)`` nodes with a Clos DCN.
+
+    Parameters
+    ----------
+    params : dict
+        :data:`PARAMS` resolved: ``k`` (optical reach in nodes), ``gpus_per_node``,
+        ``trx_per_gpu`` (OCS transceivers per GPU, ``2 lanes``), ``closed``,
+        ``trx`` and ``gpu`` (catalog ids), ``nodes_per_rack``, ``nodes_per_tor``,
+        ``tor_wiring`` and the DCN's (radix ``dcn_k``).
+    gpus : int, optional
+        GPUs wanted (default 1,024); rounded up to whole nodes.
+    catalog : Catalog
+
+    Closed forms
+    ------------
+    With ``N`` nodes of ``g`` GPUs and ``l = trx_per_gpu / 2`` lanes:
+    ``trx_per_gpu g N`` OCS transceivers and :func:`candidate_count` optical
+    candidate links, ``g l sum_{d=1..k} max(N - d, 0)`` for a line and
+    ``g l min(k, N - 1) N`` for a closed ring; the default configuration
+    lights one ring over all nodes.
+
+    Examples
+    --------
+    >>> from topologies import build
+    >>> f = build("khop-ring", 32, {"k": 2})
+    >>> c = f.counts()
+    >>> c["nodes"], c["ocs_transceivers"], c["optical_candidate_links"], candidate_count(8, 2, 4, 1, False)
+    (8, 64, 52, 52)
+    """
     k, g = params["k"], params["gpus_per_node"]
     lanes = params["trx_per_gpu"] // 2
     gpu_item, trx_item = params["gpu"], params["trx"]

@@ -42,7 +42,33 @@ PARAMS = [
 
 
 def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
-    """Build 8-GPU nodes on a 3-tier fat-tree with OCS between aggregation and core."""
+    """Build 8-GPU DGX-style nodes on a 3-tier fat-tree whose aggregation-core links pass through OCS.
+
+    Parameters
+    ----------
+    params : dict
+        :data:`PARAMS` resolved: ``gpu`` (a DGX variant), ``ocs`` (catalog id),
+        ``core_ratio`` (core-switch ports behind the OCS per aggregation
+        uplink, 0..1), and the DCN's.
+    gpus : int, optional
+        GPUs wanted (default 1,024); rounded up to whole nodes.
+    catalog : Catalog
+
+    Closed forms
+    ------------
+    ``ceil(gpus / 8)`` nodes, one NIC per GPU; every aggregation uplink is an
+    OCS port, and at ``core_ratio`` 1 so is every core downlink: the OCS
+    ports are twice the aggregation uplinks, and the default circuits
+    (one per uplink) reproduce the static fat-tree.
+
+    Examples
+    --------
+    >>> from topologies import build
+    >>> f = build("rfabric", 64)
+    >>> c = f.counts()
+    >>> c["nodes"], c["nics"], c["ocs_ports"] == 2 * len(f.configuration.circuits)
+    (8, 64, True)
+    """
     gpu_item, chip_item, n_chips = dgx.VARIANTS[params["gpu"]]
     gpus = gpus or 1024
     n_nodes = math.ceil(gpus / dgx.GPUS_PER_NODE)

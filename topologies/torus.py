@@ -51,6 +51,32 @@ def auto_dims(gpus: int, per_host: int) -> tuple[int, int]:
 
 
 def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
+    """Build a GPU-centric torus (or mesh) of shape ``dims`` with one NIC per GPU into a Clos DCN.
+
+    Parameters
+    ----------
+    params : dict
+        :data:`PARAMS` resolved: ``dims`` (shape in GPUs, ``32x32``; default
+        the near-square 2D shape for ``gpus``), ``wrap`` (torus or mesh),
+        ``gpus_per_host`` (divides the first dimension), ``link_bandwidth``
+        (per direction), ``gpu`` and the DCN's.
+    gpus : int, optional
+        GPUs wanted when ``dims`` is not given (default 1,024).
+    catalog : Catalog
+
+    Closed forms
+    ------------
+    With ``G = prod(dims)`` GPUs: ``G len(dims)`` HBD links with ``wrap``
+    (each GPU to its +1 neighbour in every dimension), ``sum_i G (1 - 1 /
+    d_i)`` without; every GPU has ``2 len(dims)`` torus links; one HBD domain.
+
+    Examples
+    --------
+    >>> from topologies import build
+    >>> f = build("torus", 64, {"dims": "8x8"})
+    >>> int((f.links.layer == 0).sum()), build("torus", 64, {"dims": "8x8", "wrap": False}).counts()["gpus"]
+    (128, 64)
+    """
     per_host = params["gpus_per_host"]
     dims = parse_dims(params["dims"]) if params["dims"] else auto_dims(gpus or 1024, per_host)
     if dims[0] % per_host:
