@@ -48,9 +48,13 @@ from typing import Any
 import yaml
 
 from cli.evaluate import METRICS, SCHEMA_VERSION, MetricRequest
-from fabric.faults import COMPONENTS
 from cli.point import DesignPoint, FaultScenario, Workload, point_id
+from fabric.catalog import load_catalog, shipped_catalog_path
 from fabric.errors import FabricError
+from fabric.faults import COMPONENTS
+from fabric.trace import SHIPPED, load_trace, shipped_path
+from topologies import resolve_architecture
+from topologies.params import Param, resolve
 
 TOP_KEYS = ("name", "description", "out", "catalog", "gpus", "architectures", "workloads", "faults", "seeds",
             "metrics", "batch_size")
@@ -171,8 +175,6 @@ def _sha256(path: Path) -> str:
 
 # ---------------------------------------------------------------------------------------------- sections
 def _metrics(value: Any, where: _Where) -> tuple[MetricRequest, ...]:
-    from topologies.params import Param
-
     field = where("metrics")
     items = _list(value, field, "metric names (or {name: {options}})")
     out: list[MetricRequest] = []
@@ -264,21 +266,16 @@ def _faults(value: Any, where: _Where, base: Path) -> list[FaultScenario]:
 
 def _trace(value: Any, field: str, base: Path) -> FaultScenario:
     """A replayed trace: a shipped name (``stepfun``) or a file, checked by loading it now."""
-    try:
-        from fabric.trace import SHIPPED, load_trace, shipped_path
-    except ImportError:  # no trace support in this build: accept files, unchecked
-        SHIPPED, load_trace, shipped_path = {}, None, None
     name = _str(value, field)
     if name in SHIPPED:
         path, spec = shipped_path(name) / "fault_trace.json", name
     else:
         path = _file(name, field, base).resolve()
         spec = str(path)
-    if load_trace is not None:
-        try:
-            load_trace(spec)
-        except FabricError as exc:
-            raise FabricError(field, exc.message) from None
+    try:
+        load_trace(spec)
+    except FabricError as exc:
+        raise FabricError(field, exc.message) from None
     return FaultScenario("trace", trace=name, path=spec, sha256=_sha256(path))
 
 
@@ -362,9 +359,6 @@ def _variants(entry: dict, arch, preset: dict, where: _Where, i: int) -> list[di
 
 def _architectures(value: Any, where: _Where, top_gpus: list[int] | None) -> list[dict[str, Any]]:
     """Expanded (architecture, label, gpus, given, resolved, entry index) records."""
-    from topologies import resolve_architecture
-    from topologies.params import resolve
-
     items = _list(value, where("architectures"), "architectures ({name, label, gpus, params, grid, zip})")
     out: list[dict[str, Any]] = []
     seen: dict[tuple, int] = {}
@@ -437,8 +431,6 @@ def parse_study(doc: Any, source: str = "study.yaml", base_dir: Path | str = "."
     ...
     fabric.errors.FabricError: study.yaml:architectures[0].grid: empty grid; give parameter: [values, ...] ...
     """
-    from fabric.catalog import load_catalog, shipped_catalog_path
-
     where = _Where(source)
     base = Path(base_dir)
     if not isinstance(doc, dict):
