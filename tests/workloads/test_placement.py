@@ -53,3 +53,17 @@ def test_khop_lights_only_each_tp_ring(khop64):
 def test_too_many_gpus(nvl144):
     with pytest.raises(FabricError, match="holds? only 8"):
         RankPlacement(nvl144, Parallelism(tp=16, dp=9, global_batch=9))
+
+
+@pytest.mark.parametrize("arch, gpus, params, tps", [
+    ("dgx", 64, {}, (1, 4, 8)), ("nvl", 144, {"size": 72}, (4, 16, 72)), ("khop-ring", 64, {"k": 2}, (4, 16, 64)),
+    ("tpuv4", 128, {}, (4, 16, 64)), ("torus", 64, {"dims": "8x8"}, (4, 16)),
+])
+def test_tp_blocks_are_the_fault_free_allocation(arch, gpus, params, tps):
+    """The job's TP blocks and the allocator's TP groups with no fault are the same groups in the same order."""
+    from solvers.allocation import allocate
+    from topologies import build
+
+    fab = build(arch, gpus, params)
+    for tp in tps:
+        assert np.array_equal(tp_blocks(fab, tp), allocate(fab, tp).groups), tp
