@@ -16,6 +16,7 @@ try:  # typer >= 0.2x vendors click as typer._click; older releases use click it
 except ImportError:  # pragma: no cover - depends on the installed typer
     from click import exceptions as click_exc
 
+from cli.flags import on_command
 from fabric.errors import ComputeError, FabricError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -41,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rv = command.main(args=argv, prog_name="fabric", standalone_mode=False)
     except FabricError as exc:
-        sys.stderr.write(f"error: {exc}\n")
+        sys.stderr.write(f"error: {_named_for_command(exc, command, argv)}\n")
         return 2
     except ComputeError as exc:
         sys.stderr.write(f"error: {exc}\n")
@@ -58,6 +59,19 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("error: aborted\n")
         return 1
     return rv if isinstance(rv, int) else 0
+
+
+def command_options(group, name: str) -> set[str]:
+    """The option strings (``--tp``, ``-p``, ...) of command ``name`` of the click ``group`` (empty if unknown)."""
+    cmd = group.commands.get(name) if hasattr(group, "commands") else None
+    return {o for p in (cmd.params if cmd is not None else ()) for o in p.opts if o.startswith("-")}
+
+
+def _named_for_command(exc: FabricError, group, argv: list[str] | None) -> FabricError:
+    """The error with its library parameter named as the running command's flag (:mod:`cli.flags`)."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    name = next((a for a in args if not a.startswith("-")), "")
+    return on_command(exc, name, command_options(group, name))
 
 
 def entry() -> None:

@@ -9,12 +9,11 @@ import typer
 
 from cli.common import CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json
 from fabric.catalog import load_catalog
+from topologies import ALIASES, ARCHITECTURES
 
 
 def list_architectures(as_json: bool = JSON_OPT) -> None:
     """Architectures with their parameters, defaults and meaning."""
-    from topologies import ALIASES, ARCHITECTURES
-
     data = {
         "architectures": [
             {"name": a.name, "summary": a.summary, "params": [p.to_dict() for p in a.params]}

@@ -14,6 +14,9 @@ import typer
 from fabric.catalog import Catalog, load_catalog
 from fabric.errors import FabricError
 from fabric.model import Fabric
+from topologies import build
+from topologies.custom import load_topology
+from topologies.params import parse_assignments
 
 GPUS_OPT = typer.Option(None, "--gpus", help="GPU count (rounded up to whole units of the architecture)")
 PARAM_OPT = typer.Option([], "-p", "--param", help="architecture parameter name=value (repeatable); see `fabric list`")
@@ -22,21 +25,12 @@ TOPOLOGY_OPT = typer.Option(None, "--topology", help="a networkx node-link JSON 
 JSON_OPT = typer.Option(False, "--json", help="print one JSON object on stdout")
 
 
-def load_catalog_opt(path: Optional[Path]) -> Catalog:
-    return load_catalog(path)
-
-
 def build_fabric(arch: Optional[str], gpus: Optional[int], params: list[str], catalog: Catalog,
                  topology: Optional[Path] = None) -> Fabric:
     """Build the Fabric a command names: ``ARCH`` with ``-p`` parameters, or ``--topology FILE``."""
-    from topologies import build
-    from topologies.params import parse_assignments
-
     if topology is not None:
         if arch is not None:
             raise FabricError("--topology", "give either ARCH or --topology, not both")
-        from topologies.custom import load_topology
-
         return load_topology(topology, catalog)
     if arch is None:
         raise FabricError("ARCH", "missing; give an architecture (see `fabric list`) or --topology FILE")
@@ -86,7 +80,6 @@ def parse_int_list(text: str, field: str, bad: str, *, ranges: bool = False, emp
 
 def parse_versus(text: str) -> tuple[str, dict[str, str]]:
     """``--versus nvl:size=72,gpu=gb200`` -> (``nvl``, {size: 72, ...})."""
-    from topologies.params import parse_assignments
 
     name, _, rest = text.partition(":")
     return name.strip(), parse_assignments([p for p in rest.split(",") if p.strip()])

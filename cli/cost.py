@@ -10,9 +10,9 @@ import typer
 from cli.common import (CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json,
                         parse_versus)
 from fabric.catalog import Catalog, load_catalog
-from fabric.cost import cost_of, price_sensitivity
+from fabric.cost import cost_of, cost_table, price_sensitivity
 from fabric.errors import FabricError
-from topologies import REFERENCE_ARCHITECTURES
+from topologies import REFERENCE_ARCHITECTURES, build
 
 
 def cost_summary(fab, catalog: Catalog, report=None) -> dict:
@@ -41,8 +41,6 @@ def cost_command(
     data = cost_summary(fab, cat, report)
     other = None
     if versus:
-        from topologies import build
-
         vname, vparams = parse_versus(versus)
         other = cost_of(build(vname, fab.n_gpus, vparams, cat), cat)
         data["versus"] = {"architecture": versus, "params": vparams, **{k: v for k, v in other.to_dict().items()
@@ -98,28 +96,6 @@ def _print_cost(data: dict) -> None:
         con.print(f"note: {n}")
 
 
-def compare_rows(gpus: int, catalog: Catalog, entries=REFERENCE_ARCHITECTURES) -> list[dict]:
-    """HBD / DCN / total capex and power per GPU for each architecture at (about) ``gpus`` GPUs."""
-    from topologies import build
-
-    rows = []
-    for label, arch, params in entries:
-        fab = build(arch, gpus, params, catalog)
-        r = cost_of(fab, catalog)
-        rows.append({
-            "label": label, "architecture": arch, "params": fab.params, "gpus": fab.n_gpus,
-            "hbd_capex_per_gpu_usd": r.metric("hbd_capex_per_gpu_usd"),
-            "hbd_power_per_gpu_w": r.metric("hbd_power_per_gpu_w"),
-            "dcn_capex_per_gpu_usd": r.metric("dcn_capex_per_gpu_usd"),
-            "capex_per_gpu_usd": r.metric("capex_per_gpu_usd"),
-            "power_per_gpu_w": r.metric("power_per_gpu_w"),
-        })
-    ref = next((r for r in rows if r["label"] == "nvl-72"), None)
-    for r in rows:
-        r["hbd_capex_vs_nvl72"] = r["hbd_capex_per_gpu_usd"] / ref["hbd_capex_per_gpu_usd"] if ref else None
-    return rows
-
-
 def compare_command(
     gpus: int = typer.Option(4608, "--gpus", help="GPU count for every architecture"),
     catalog: Optional[Path] = CATALOG_OPT,
@@ -128,7 +104,8 @@ def compare_command(
     """Cost and power per GPU of every reference architecture at one GPU count."""
     if gpus <= 0:
         raise FabricError("--gpus", f"{gpus} must be a whole number > 0")
-    rows = compare_rows(gpus, load_catalog(catalog))
+    cat = load_catalog(catalog)
+    rows = cost_table([(label, build(arch, gpus, params, cat)) for label, arch, params in REFERENCE_ARCHITECTURES], cat)
     if as_json:
         emit_json({"gpus": gpus, "rows": rows})
         return

@@ -17,7 +17,7 @@ Adding a metric is one registration::
 
 Metrics reuse the same functions as the single commands (``cost`` calls
 :func:`cli.cost.cost_summary`, ``build`` calls :func:`cli.build.build_summary`,
-``faults`` calls :func:`cli.faults.faults_summary`), so a study row and
+``faults`` calls :func:`solvers.allocation.faults_summary`), so a study row and
 ``fabric cost ... --json`` agree to the last bit; ``orchestrator``, ``mfu`` and
 ``rl`` call :func:`solvers.orchestrator.orchestrate_summary`,
 :func:`cli.mfu.mfu_summary` and :func:`cli.rl.rl_point`.  Lists and wall-clock
@@ -35,15 +35,23 @@ import datetime as _dt
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import fabric
+from cli.build import build_summary
+from cli.cost import cost_summary
+from cli.mfu import mfu_summary
+from cli.orchestrate import parse_dp
+from cli.point import DesignPoint
+from cli.rl import rl_point
+from fabric.catalog import Catalog
 from fabric.errors import FabricError
-
-if TYPE_CHECKING:  # the study module imports this one; only types flow back
-    from cli.study import DesignPoint
-    from fabric.catalog import Catalog
-    from fabric.model import Fabric
+from fabric.faults import MODES
+from fabric.faultset import FaultDraw, draw_faults
+from fabric.model import Fabric
+from fabric.trace import MAPPINGS
+from solvers.allocation.summary import DEFAULT_SAMPLES, faults_summary
+from topologies import build
 
 SCHEMA_VERSION = 1
 """Version of the row layout; bump when columns change meaning (readers refuse newer rows)."""
@@ -55,7 +63,7 @@ SCALARS = (str, int, float, bool, type(None))
 
 
 @dataclass(frozen=True)
-class Option:
+class MetricOption:
     """One option a metric accepts in the study spec (``metrics: [{noop: {sleep_s: 0.01}}]``).
 
     Attributes
@@ -89,7 +97,7 @@ class MetricSpec:
     requires : tuple of str
         Inputs every point must carry, checked when the spec is validated
         (``"tp"``: the workload's tensor-parallel size).
-    options : dict of str to Option
+    options : dict of str to MetricOption
     fabric_only : bool
         The result depends only on the built Fabric (not on faults, seed or
         workload), so it is computed once per Fabric in a batch.
@@ -99,7 +107,7 @@ class MetricSpec:
     fn: Callable[["PointContext"], dict[str, Any]]
     help: str
     requires: tuple[str, ...] = ()
-    options: dict[str, Option] = field(default_factory=dict)
+    options: dict[str, MetricOption] = field(default_factory=dict)
     fabric_only: bool = False
 
 
@@ -117,14 +125,8 @@ class MetricRequest:
 METRICS: dict[str, MetricSpec] = {}
 """Metric name -> :class:`MetricSpec`; fill it with :func:`register_metric`."""
 
-PLANNED_METRICS: dict[str, str] = {
-    "faults": "GPU waste ratio and blast radius (needs the summary function of cli/faults.py)",
-}
-"""Metrics the design promises but this version does not have yet; asking for one is a clear error."""
-
-
 def register_metric(name: str, *, help: str, requires: tuple[str, ...] = (),
-                    options: dict[str, Option] | None = None, fabric_only: bool = False):
+                    options: dict[str, MetricOption] | None = None, fabric_only: bool = False):
     """Decorator that adds a metric function to :data:`METRICS`.
 
     Parameters
@@ -135,7 +137,7 @@ def register_metric(name: str, *, help: str, requires: tuple[str, ...] = (),
         One line shown in errors and docs.
     requires : tuple of str
         Point inputs the metric needs (``"tp"``).
-    options : dict of str to Option, optional
+    options : dict of str to MetricOption, optional
         Options a study may set for this metric.
     fabric_only : bool
         Result depends only on the Fabric; computed once per Fabric per batch.
@@ -179,13 +181,13 @@ class FabricCache:
     stays bounded for 100k-GPU fabrics.
     """
 
-    def __init__(self, catalog: "Catalog", size: int = 2):
+    def __init__(self, catalog: Catalog, size: int = 2):
         self.catalog = catalog
         self.size = size
         self.builds = 0
         self._entries: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
 
-    def entry(self, point: "DesignPoint") -> dict[str, Any]:
+    def entry(self, point: DesignPoint) -> dict[str, Any]:
         key = point.fabric_key
         if key in self._entries:
             self._entries.move_to_end(key)
@@ -196,11 +198,9 @@ class FabricCache:
             self._entries.popitem(last=False)
         return entry
 
-    def fabric(self, point: "DesignPoint") -> "Fabric":
+    def fabric(self, point: DesignPoint) -> Fabric:
         entry = self.entry(point)
         if entry["fabric"] is None:
-            from topologies import build
-
             self.builds += 1
             try:
                 entry["fabric"] = build(point.architecture, point.gpus, dict(point.given), self.catalog)
@@ -222,25 +222,30 @@ class PointContext:
     catalog : Catalog
     options : dict
         The options the study set for the metric being evaluated (defaults filled).
+    requests : tuple of MetricRequest
+        Every metric the study asks for (a shared intermediate, like the fault
+        draw, follows the options of the metric that owns it).
     """
 
-    def __init__(self, point: "DesignPoint", catalog: "Catalog", cache: FabricCache | None = None):
+    def __init__(self, point: DesignPoint, catalog: Catalog, cache: FabricCache | None = None,
+                 requests: tuple[MetricRequest, ...] = ()):
         self.point = point
         self.catalog = catalog
+        self.requests = tuple(requests)
         self.options: dict[str, Any] = {}
         self._cache = cache or FabricCache(catalog)
         self._memo: dict[Any, Any] = {}
 
     @property
-    def fabric(self) -> "Fabric":
+    def fabric(self) -> Fabric:
         """The built Fabric (built on first use, shared by the points of a batch)."""
         return self._cache.fabric(self.point)
 
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         """Compute an intermediate once per point and share it between metrics.
 
-        Later stages use this so that, e.g., ``faults`` and ``orchestrator``
-        place jobs on the same sampled fault set: ``ctx.memo("fault_set", lambda: sample(...))``.
+        ``faults`` and ``orchestrator`` share the point's fault draw this way
+        (:func:`point_faults`).
         """
         if key not in self._memo:
             self._memo[key] = compute()
@@ -277,7 +282,7 @@ def _one_line(exc: BaseException) -> str:
     return msg if isinstance(exc, FabricError) else f"{type(exc).__name__}: {msg}"
 
 
-def evaluate_point(point: "DesignPoint", metrics: tuple[MetricRequest, ...], catalog: "Catalog",
+def evaluate_point(point: DesignPoint, metrics: tuple[MetricRequest, ...], catalog: Catalog,
                    cache: FabricCache | None = None) -> dict[str, Any]:
     """One row: the point's input columns, each metric's columns, status and provenance.
 
@@ -300,7 +305,7 @@ def evaluate_point(point: "DesignPoint", metrics: tuple[MetricRequest, ...], cat
     """
     t0 = time.perf_counter()
     cache = cache or FabricCache(catalog)
-    ctx = PointContext(point, catalog, cache)
+    ctx = PointContext(point, catalog, cache, metrics)
     row = point.input_columns()
     status, error = "ok", None
     for req in metrics:
@@ -369,8 +374,6 @@ _SCOPE_FIELDS = ("capex_usd", "capex_per_gpu_usd", "power_w", "power_per_gpu_w")
 @register_metric("cost", fabric_only=True,
                  help="capex and power, total and per GPU, by scope (the numbers of `fabric cost --json`)")
 def _cost(ctx: PointContext) -> dict[str, Any]:
-    from cli.cost import cost_summary
-
     data = cost_summary(ctx.fabric, ctx.catalog)
     out = {k: data[k] for k in ("gpus", *_SCOPE_FIELDS)}
     for scope, values in data["by_scope"].items():
@@ -380,13 +383,11 @@ def _cost(ctx: PointContext) -> dict[str, Any]:
 
 @register_metric("build", fabric_only=True, help="counts of what was built (the `counts` of `fabric build --json`)")
 def _build(ctx: PointContext) -> dict[str, Any]:
-    from cli.build import build_summary
-
     return build_summary(ctx.fabric)["counts"]
 
 
 @register_metric("noop", help="no columns and no Fabric: measures the sweep's own overhead per point",
-                 options={"sleep_s": Option(float, 0.0, "seconds to sleep per point (tests of interruption)",
+                 options={"sleep_s": MetricOption(float, 0.0, "seconds to sleep per point (tests of interruption)",
                                             lambda v: None if v >= 0 else "must be >= 0")})
 def _noop(ctx: PointContext) -> dict[str, Any]:
     if ctx.options["sleep_s"]:
@@ -398,6 +399,35 @@ def _choice(*allowed: str) -> Callable[[Any], str | None]:
     return lambda v: None if v in allowed else f"{v!r} not allowed; use one of {', '.join(allowed)}"
 
 
+FAULT_OPTIONS = {
+    "samples": MetricOption(int, DEFAULT_SAMPLES, "Monte Carlo samples per point (i.i.d. fault models)",
+                            lambda v: None if v >= 1 else "must be >= 1"),
+    "mode": MetricOption(str, "bernoulli", "i.i.d. sampling: bernoulli or exact", _choice(*MODES)),
+    "trace_mapping": MetricOption(str, "tile", "trace servers -> nodes: tile or sample", _choice(*MAPPINGS)),
+    "blast": MetricOption(bool, True, "also compute the blast radius per component"),
+}
+"""Options of the ``faults`` metric; ``samples``, ``mode`` and ``trace_mapping`` decide the point's fault draw."""
+
+
+def point_faults(ctx: PointContext) -> FaultDraw | None:
+    """The point's fault sets, drawn once and shared by all its metrics (None for fault model ``none``).
+
+    Drawn with the ``faults`` metric's options (``samples``, ``mode``,
+    ``trace_mapping``) as the study set them, or their defaults: the
+    ``orchestrator`` metric places on sample 0 of the very draw whose waste
+    ratio the ``faults`` metric reports.
+    """
+    fault = ctx.point.fault
+    if fault.kind == "none":
+        return None
+    opt = {k: o.default for k, o in FAULT_OPTIONS.items()}
+    opt.update(next((dict(r.options) for r in ctx.requests if r.name == "faults"), {}))
+    model = fault.fault_model(mode=opt["mode"], trace_mapping=opt["trace_mapping"])
+    return ctx.memo("fault_draw", lambda: draw_faults(ctx.fabric, model, ctx.point.seed, opt["samples"]))
+
+
+@register_metric("faults", requires=("tp",), options=FAULT_OPTIONS,
+                 help="GPU waste ratio and blast radius at the point's TP size (the numbers of `fabric faults --json`)")
 def _faults(ctx: PointContext) -> dict[str, Any]:
     """``fabric faults --json`` for the point: its fault model, TP size and seed.
 
@@ -406,12 +436,10 @@ def _faults(ctx: PointContext) -> dict[str, Any]:
     of each (Fabric, TP) in a batch computes it and the others reuse it: every
     row still equals the command's output.
     """
-    from cli.faults import faults_summary
-
     p, opt = ctx.point, ctx.options
-    kw: dict[str, Any] = {"samples": opt["samples"], "mode": opt["mode"], "seed": p.seed}
+    kw: dict[str, Any] = {"samples": opt["samples"], "mode": opt["mode"], "seed": p.seed, "draw": point_faults(ctx)}
     if p.fault.kind == "trace":
-        kw = {"trace": p.fault.path, "trace_mapping": opt["trace_mapping"], "seed": p.seed}
+        kw = {"trace": p.fault.path, "trace_mapping": opt["trace_mapping"], "seed": p.seed, "draw": kw["draw"]}
     elif p.fault.kind == "random" and p.fault.component != "node":
         kw["fault_ratios"] = {p.fault.component: p.fault.ratio}
     else:
@@ -430,24 +458,6 @@ def _faults(ctx: PointContext) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k not in ("architecture", "params", "tp")}
 
 
-try:  # the faults engine lands with cli/faults.py; without it "faults" stays a planned metric
-    from cli.faults import DEFAULT_SAMPLES as _FAULT_SAMPLES
-except ImportError:  # pragma: no cover - depends on the build
-    pass
-else:
-    PLANNED_METRICS.pop("faults", None)
-    register_metric(
-        "faults", requires=("tp",),
-        help="GPU waste ratio and blast radius at the point's TP size (the numbers of `fabric faults --json`)",
-        options={
-            "samples": Option(int, _FAULT_SAMPLES, "Monte Carlo samples per point (i.i.d. fault models)",
-                              lambda v: None if v >= 1 else "must be >= 1"),
-            "mode": Option(str, "bernoulli", "i.i.d. sampling: bernoulli or exact", _choice("bernoulli", "exact")),
-            "trace_mapping": Option(str, "tile", "trace servers -> nodes: tile or sample", _choice("tile", "sample")),
-            "blast": Option(bool, True, "also compute the blast radius per component"),
-        })(_faults)
-
-
 def _scalar_tree(data: dict[str, Any], drop: tuple[str, ...] = ()) -> dict[str, Any]:
     """``data`` without the keys in ``drop``, wall-clock ``*seconds`` fields and lists (at any depth)."""
     out: dict[str, Any] = {}
@@ -463,8 +473,6 @@ def _positive(v: Any) -> str | None:
 
 
 def _dp_option(v: Any) -> str | None:
-    from cli.orchestrate import parse_dp
-
     try:
         parse_dp(v)
     except FabricError as exc:
@@ -477,32 +485,34 @@ def _dp_option(v: Any) -> str | None:
     help="cross-ToR traffic and GPU utilisation after placing TP rings and DP groups on the point's faulty fabric "
          "(the numbers of `fabric orchestrate --json`)",
     options={
-        "dp": Option(str, "max", "TP groups per DP group, or 'max' (one instance, all replicas that fit)",
+        "dp": MetricOption(str, "max", "TP groups per DP group, or 'max' (one instance, all replicas that fit)",
                      _dp_option),
-        "solver": Option(str, "ilp", "ilp (greedy-warm-started), greedy or fault-unaware",
+        "solver": MetricOption(str, "ilp", "ilp (greedy-warm-started), greedy or fault-unaware",
                          _choice("ilp", "greedy", "fault-unaware")),
-        "time_limit": Option(float, 60.0, "ILP time limit, seconds (a row that hits it may differ between runs)",
+        "time_limit": MetricOption(float, 60.0, "ILP time limit, seconds (a row that hits it may differ between runs)",
                              _positive),
-        "gap": Option(float, 0.0, "stop the ILP at this relative gap", lambda v: None if 0 <= v < 1 else "must be in [0, 1)"),
+        "gap": MetricOption(float, 0.0, "stop the ILP at this relative gap", lambda v: None if 0 <= v < 1 else "must be in [0, 1)"),
     })
 def _orchestrator(ctx: PointContext) -> dict[str, Any]:
     """``fabric orchestrate --json`` with the point's TP size and fault model (node faults or a trace) and seed.
 
-    Fault model ``none`` places on the fault-free fabric.  Timing fields (``*_seconds``) are left out.
+    The faulty nodes are the point's one fault set (:func:`point_faults`: sample 0 of the draw the ``faults``
+    metric evaluates, or the trace at its moment with the most nodes down), so both metrics of a row see
+    the same faults.  Fault model ``none`` places on the fault-free fabric.  Timing fields (``*_seconds``)
+    are left out.
     """
-    from cli.orchestrate import parse_dp
-    from solvers.orchestrator import orchestrate_summary
+    from solvers.orchestrator import orchestrate_summary  # lazily: it imports PuLP
 
     p, opt = ctx.point, ctx.options
-    kw: dict[str, Any] = {"seed": p.seed}
-    if p.fault.kind == "trace":
-        kw["trace"] = p.fault.path
-    elif p.fault.kind == "random":
-        if p.fault.component not in (None, "node"):
-            raise FabricError("orchestrator", f"places on node faults only, not {p.fault.component!r} faults")
-        kw["node_fault_ratio"] = p.fault.ratio
+    if p.fault.kind == "random" and p.fault.component not in (None, "node"):
+        raise FabricError("orchestrator", f"places on node faults only, not {p.fault.component!r} faults")
+    draw = point_faults(ctx)
+    faults = None if draw is None else draw.fault_set()
     data = orchestrate_summary(ctx.fabric, tp=p.workload.tp, dp=parse_dp(opt["dp"]), solver=opt["solver"],
-                               time_limit=opt["time_limit"], gap_rel=opt["gap"], **kw)
+                               time_limit=opt["time_limit"], gap_rel=opt["gap"], seed=p.seed,
+                               faulty_nodes=None if faults is None else faults.nodes)
+    if faults is not None:
+        data["fault_source"] = faults.source
     return _scalar_tree(data, drop=("architecture", "tp"))
 
 
@@ -514,17 +524,15 @@ def _unset_or_positive(v: Any) -> str | None:
     "mfu", fabric_only=True,
     help="LLM training step time and MFU (the numbers of `fabric mfu --json`; once per Fabric)",
     options={
-        "model": Option(str, "llama3-70b", "model preset or file"),
-        "search": Option(bool, True, "search the best configuration (tp/pp/dp pin theirs)"),
-        "global_batch": Option(int, 0, "sequences per step (0: about 4 Mi tokens)", _unset_or_positive),
-        "tp": Option(int, 0, "tensor-parallel size (0: free / 1 without search)", _unset_or_positive),
-        "pp": Option(int, 0, "pipeline-parallel size (0: free / 1 without search)", _unset_or_positive),
-        "dp": Option(int, 0, "data-parallel size (0: free / as many as fit)", _unset_or_positive),
-        "comm": Option(str, "sim", "collective timing: sim or analytic", _choice("sim", "analytic")),
+        "model": MetricOption(str, "llama3-70b", "model preset or file"),
+        "search": MetricOption(bool, True, "search the best configuration (tp/pp/dp pin theirs)"),
+        "global_batch": MetricOption(int, 0, "sequences per step (0: about 4 Mi tokens)", _unset_or_positive),
+        "tp": MetricOption(int, 0, "tensor-parallel size (0: free / 1 without search)", _unset_or_positive),
+        "pp": MetricOption(int, 0, "pipeline-parallel size (0: free / 1 without search)", _unset_or_positive),
+        "dp": MetricOption(int, 0, "data-parallel size (0: free / as many as fit)", _unset_or_positive),
+        "comm": MetricOption(str, "sim", "collective timing: sim or analytic", _choice("sim", "analytic")),
     })
 def _mfu(ctx: PointContext) -> dict[str, Any]:
-    from cli.mfu import mfu_summary
-
     opt = ctx.options
     fixed = {k: opt[k] for k in ("tp", "pp", "dp") if opt[k]}
     data = mfu_summary(ctx.fabric, opt["model"], catalog=ctx.catalog, search=opt["search"],
@@ -542,16 +550,14 @@ def _mfu(ctx: PointContext) -> dict[str, Any]:
     help="RL post-training phase times, samples/s and samples/s per $M on the point's Fabric "
          "(one fabric's object of `fabric rl --json`; once per Fabric)",
     options={
-        "model": Option(str, "llama3-8b", "model preset or file"),
-        "comm": Option(str, "analytic", "timing: analytic (fast) or sim", _choice("sim", "analytic")),
-        "pipeline": Option(str, "sync", "sync or async (one-step asynchronous)", _choice("sync", "async")),
-        "samples": Option(int, 0, "RL samples per iteration (0: the default)", _unset_or_positive),
-        "train_fraction": Option(float, 0.0, "share of GPUs that train (0: the default)",
+        "model": MetricOption(str, "llama3-8b", "model preset or file"),
+        "comm": MetricOption(str, "analytic", "timing: analytic (fast) or sim", _choice("sim", "analytic")),
+        "pipeline": MetricOption(str, "sync", "sync or async (one-step asynchronous)", _choice("sync", "async")),
+        "samples": MetricOption(int, 0, "RL samples per iteration (0: the default)", _unset_or_positive),
+        "train_fraction": MetricOption(float, 0.0, "share of GPUs that train (0: the default)",
                                  lambda v: None if 0 <= v < 1 else "must be in [0, 1)"),
     })
 def _rl(ctx: PointContext) -> dict[str, Any]:
-    from cli.rl import rl_point
-
     opt = ctx.options
     params = {k: opt[k] for k in ("samples", "train_fraction") if opt[k]}
     data = rl_point(ctx.fabric, opt["model"], params=params, catalog=ctx.catalog, pipeline=opt["pipeline"],

@@ -1,9 +1,10 @@
 """`fabric faults` (waste ratio, blast radius, trace replay) and `fabric faults-table` (the comparison tables).
 
-The numbers come from :func:`solvers.allocation.evaluate_faults`;
-:func:`faults_summary` is the importable form of ``fabric faults --json``
-that the sweep engine calls, so both give identical numbers for the same
-inputs and seed.
+The numbers come from :func:`solvers.allocation.faults_summary` (the
+importable form of ``fabric faults --json`` that the sweep engine calls too,
+so both give identical numbers for the same inputs and seed) and
+:func:`solvers.allocation.waste_table` / :func:`~solvers.allocation.blast_table`;
+this module parses, calls and prints.
 """
 
 from __future__ import annotations
@@ -18,11 +19,10 @@ from cli.common import CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT,
 from fabric.catalog import load_catalog
 from fabric.errors import FabricError
 from fabric.faults import COMPONENTS, MODES
-from fabric.model import Fabric
-from fabric.trace import MAPPINGS, Trace, load_trace
-from topologies import REFERENCE_ARCHITECTURES
+from fabric.trace import MAPPINGS
+from solvers.allocation.summary import DEFAULT_SAMPLES, blast_table, faults_summary, waste_table
+from topologies import REFERENCE_ARCHITECTURES, build
 
-DEFAULT_SAMPLES = 1000
 TABLE_TPS = (8, 16, 32, 64)
 TABLE_RATIOS = tuple(round(0.01 * i, 2) for i in range(11))
 
@@ -83,107 +83,11 @@ def parse_fault_ratios(items: Sequence[str]) -> dict[str, float]:
     return out
 
 
-def faults_summary(fabric: Fabric, tp: int, *, node_fault_ratio: float | Sequence[float] | str | None = None,
-                   fault_ratios: dict[str, float] | None = None, mode: str = "bernoulli",
-                   trace: Trace | str | Path | None = None, trace_mapping: str = "tile",
-                   trace_servers: int | None = None, samples: int = DEFAULT_SAMPLES, seed: int = 0,
-                   blast: bool = True) -> dict[str, Any]:
-    """The JSON object of ``fabric faults``: waste ratio, blast radius, and a curve for a range of ratios.
-
-    Parameters
-    ----------
-    fabric : Fabric
-    tp : int
-        TP group size in GPUs.
-    node_fault_ratio : float, sequence of float or str, optional
-        I.i.d. node failure ratio; a sequence or a ``start:stop:step`` string
-        gives a ``curve`` (one row per ratio) and the top-level figures of
-        the highest ratio.
-    fault_ratios : dict, optional
-        Further i.i.d. ratios per component type.
-    mode : {'bernoulli', 'exact'}
-    trace : Trace, str or Path, optional
-        ``stepfun`` or a trace file, replayed instead of i.i.d. faults.
-    trace_mapping : {'tile', 'sample'}
-    trace_servers : int, optional
-        Servers a trace file covers (default: those in the file; 400 for stepfun).
-    samples, seed : int
-    blast : bool
-
-    Returns
-    -------
-    dict
-        ``architecture``, ``params``, and everything
-        :func:`solvers.allocation.evaluate_faults` returns (``waste_ratio``
-        {mean, p50, p99, ...}, ``healthy_gpus``, ``usable_gpus``,
-        ``blast_radius`` {component: {min, mean, max, ...}}, ...), plus
-        ``curve`` when ``node_fault_ratio`` is a range.
-    """
-    from solvers.allocation import evaluate_faults
-
-    head = {"architecture": fabric.architecture, "params": fabric.params}
-    if trace is not None:
-        if node_fault_ratio is not None or fault_ratios:
-            raise FabricError("--trace", "give either --trace or fault ratios, not both")
-        tr = trace if isinstance(trace, Trace) else load_trace(str(trace), n_servers=trace_servers)
-        return {**head, **evaluate_faults(fabric, tp, trace=tr, trace_mapping=trace_mapping, seed=seed,
-                                          blast=blast)}
-    ratios: list[float] | None
-    if node_fault_ratio is None:
-        ratios = None
-    elif isinstance(node_fault_ratio, str):
-        ratios = parse_ratios(node_fault_ratio)
-    elif isinstance(node_fault_ratio, (list, tuple)):
-        ratios = [float(r) for r in node_fault_ratio]
-    else:
-        ratios = [float(node_fault_ratio)]
-    is_curve = isinstance(node_fault_ratio, (list, tuple)) or (isinstance(node_fault_ratio, str) and
-                                                                ":" in node_fault_ratio)
-    kw = dict(fault_ratios=fault_ratios, mode=mode, samples=samples, seed=seed)
-    if not is_curve:
-        return {**head, **evaluate_faults(fabric, tp, node_fault_ratio=None if ratios is None else ratios[0],
-                                          blast=blast, **kw)}
-    if not ratios:
-        raise FabricError("--node-fault-ratio", "the range is empty")
-    curve, top, hi = [], None, max(ratios)
-    for r in ratios:
-        first_hi = top is None and r == hi
-        res = evaluate_faults(fabric, tp, node_fault_ratio=r, blast=blast and first_hi, **kw)
-        curve.append({"node_fault_ratio": r, **{k: res[k] for k in (
-            "waste_ratio", "waste_ratio_all_gpus", "healthy_gpus", "usable_gpus", "wasted_gpus")}})
-        if first_hi:
-            top = res
-    return {**head, **top, "curve": curve}
-
-
-# ------------------------------------------------------------------------------------------ tables
-def waste_table(gpus: int = 4608, ratios: Sequence[float] = TABLE_RATIOS, samples: int = 2000, seed: int = 0,
-                trace: str | None = "stepfun", entries=TABLE_ENTRIES, catalog=None) -> list[dict]:
-    """Mean GPU waste ratio per architecture x TP x node fault ratio (and the trace's time-weighted waste).
-
-    Returns
-    -------
-    list of dict
-        ``{label, architecture, gpus, tp, node_fault_ratio (float or 'trace'), waste_ratio, waste_ratio_p99}``.
-    """
-    from solvers.allocation import evaluate_faults
-    from topologies import build
-
-    rows = []
-    for label, arch, params, tps in entries:
-        fab = build(arch, gpus, params, catalog)
-        for tp in tps:
-            for r in ratios:
-                res = evaluate_faults(fab, tp, node_fault_ratio=r, samples=samples, seed=seed, blast=False)
-                rows.append({"label": label, "architecture": arch, "gpus": fab.n_gpus, "tp": tp,
-                             "node_fault_ratio": r, "waste_ratio": res["waste_ratio"]["mean"],
-                             "waste_ratio_p99": res["waste_ratio"]["p99"]})
-            if trace:
-                res = evaluate_faults(fab, tp, trace=trace, seed=seed, blast=False)
-                rows.append({"label": label, "architecture": arch, "gpus": fab.n_gpus, "tp": tp,
-                             "node_fault_ratio": "trace", "waste_ratio": res["waste_ratio"]["mean"],
-                             "waste_ratio_p99": res["waste_ratio"]["p99"]})
-    return rows
+def _table_fabrics(gpus: int, catalog=None) -> tuple[list, list]:
+    """The Fabrics of the two tables: (label, Fabric, TP sizes) and (label, Fabric)."""
+    waste = [(label, build(arch, gpus, params, catalog), tps) for label, arch, params, tps in TABLE_ENTRIES]
+    blast = [(label, build(arch, gpus, params, catalog)) for label, arch, params in BLAST_ENTRIES]
+    return waste, blast
 
 
 def format_waste_table(rows: list[dict]) -> str:
@@ -201,21 +105,6 @@ def format_waste_table(rows: list[dict]) -> str:
         cells = [label, str(tp)] + [f"{100 * vals[c]:.2f}" if c in vals else "" for c in cols]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-def blast_table(gpus: int = 4608, tp: int = 32, entries=BLAST_ENTRIES, catalog=None) -> list[dict]:
-    """Blast radius per architecture and component type at TP ``tp`` (DGX: TP 8, its largest)."""
-    from solvers.allocation import blast_radius, policy_for
-    from topologies import build
-
-    rows = []
-    for label, arch, params in entries:
-        fab = build(arch, gpus, params, catalog)
-        pol = policy_for(fab)
-        t = min(tp, pol.max_tp)
-        for comp, v in blast_radius(pol, t).items():
-            rows.append({"label": label, "architecture": arch, "gpus": fab.n_gpus, "tp": t, "component": comp, **v})
-    return rows
 
 
 def format_blast_table(rows: list[dict]) -> str:
@@ -266,11 +155,13 @@ def faults_command(
         raise FabricError("--node-fault-ratio", "give --node-fault-ratio R (or a range) or --trace stepfun|FILE")
     if trace is not None and (node_fault_ratio is not None or ratios):
         raise FabricError("--trace", "give either --trace or fault ratios, not both")
+    ratio_arg = None  # one ratio, or a list for a curve (start:stop:step)
     if node_fault_ratio is not None:
-        parse_ratios(node_fault_ratio)  # reject bad input before building anything
+        values = parse_ratios(node_fault_ratio)  # reject bad input before building anything
+        ratio_arg = values if ":" in node_fault_ratio else values[0]
     cat = load_catalog(catalog)
     fab = build_fabric(arch, gpus, param, cat, topology)
-    data = faults_summary(fab, tp, node_fault_ratio=node_fault_ratio, fault_ratios=ratios or None, mode=mode,
+    data = faults_summary(fab, tp, node_fault_ratio=ratio_arg, fault_ratios=ratios or None, mode=mode,
                           trace=trace, trace_mapping=trace_mapping, trace_servers=trace_servers, samples=samples,
                           seed=seed, blast=not no_blast)
     data["notes"] = list(fab.notes)
@@ -344,8 +235,9 @@ def faults_table_command(
         raise FabricError("--gpus", f"{gpus} must be a whole number > 0")
     if samples < 1:
         raise FabricError("--samples", f"{samples} must be >= 1")
-    waste = waste_table(gpus, samples=samples, seed=seed)
-    blast = blast_table(gpus, tp)
+    waste_fabrics, blast_fabrics = _table_fabrics(gpus)
+    waste = waste_table(waste_fabrics, TABLE_RATIOS, samples=samples, seed=seed)
+    blast = blast_table(blast_fabrics, tp)
     if as_json:
         emit_json({"gpus": gpus, "samples": samples, "seed": seed, "waste": waste, "blast_radius": blast})
         return

@@ -176,7 +176,7 @@ def mfu_comparison(models, scales, entries=SEED_ARCHITECTURES, *, catalog: Catal
     return rows
 
 
-def comparison_table(rows: list[dict]) -> str:
+def format_mfu_comparison(rows: list[dict]) -> str:
     """Markdown table of :func:`mfu_comparison` rows, with the exposed-time shares."""
     out = ["| model | seq | GPUs | architecture | best configuration | MFU | MFU (all GPUs) | vs DGX | compute | "
            "TP | CP | EP | PP | bubble | DP |",

@@ -6,7 +6,7 @@
 sweep registers as a metric, so both give the same numbers).  Exit status: 0, 1 when the request is
 infeasible (the JSON says ``status: infeasible``), 2 for bad input.
 
-``fabric orchestrate-table`` evaluates :func:`cross_tor_table`: cross-ToR traffic ratio against node fault
+``fabric orchestrate-table`` evaluates :func:`solvers.orchestrator.table.cross_tor_table`: cross-ToR traffic ratio against node fault
 ratio for the ILP, the greedy and the fault-unaware plan, on the k-hop ring (k = 2, 3) and the other
 architectures at equal GPU count, i.i.d. and with the production trace.
 """
@@ -14,7 +14,6 @@ architectures at equal GPU count, i.i.d. and with the production trace.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Optional
 
@@ -25,6 +24,8 @@ from cli.common import (CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT
                         parse_int_list)
 from fabric.catalog import load_catalog
 from fabric.errors import FabricError
+from fabric.units import parse_bytes
+from topologies import build
 
 EXIT_INFEASIBLE = 1
 
@@ -89,8 +90,7 @@ def orchestrate_command(
     as_json: bool = JSON_OPT,
 ) -> None:
     """Place TP rings and DP groups on a faulty fabric: most GPUs in complete groups, least cross-ToR traffic."""
-    from fabric.units import parse_bytes
-    from solvers.orchestrator import orchestrate_summary
+    from solvers.orchestrator import orchestrate_summary  # lazily: it imports PuLP
 
     if not time_limit > 0:
         raise FabricError("--time-limit", f"{time_limit} must be > 0 seconds")
@@ -152,108 +152,6 @@ DEFAULT_ARCHS = (
 """Architectures of the cross-ToR table: label, architecture, parameters (k-hop: 64 GPUs per ToR, like DGX)."""
 
 
-def cross_tor_table(*, ratios=tuple(i / 100 for i in range(11)), samples: int = 2, seed: int = 0, gpus: int = 1024,
-                    tp: int = 8, dp: int = 4, load: float | None = None, archs=DEFAULT_ARCHS,
-                    solvers=("ilp", "greedy", "fault-unaware"), trace: str | None = "stepfun",
-                    trace_points: int = 8, time_limit: float = 60.0, mode: str = "exact") -> list[dict]:
-    """Cross-ToR traffic ratio (and GPU utilisation) against node fault ratio, per architecture and solver.
-
-    Parameters
-    ----------
-    ratios : sequence of float
-        Node fault ratios of the i.i.d. rows (``mode='exact'``: exactly
-        ``round(ratio x nodes)`` faulty nodes, a uniform random subset).
-    samples : int
-        Fault sets per ratio (seeds ``seed .. seed + samples - 1``); the table holds their mean.
-    gpus, tp, dp : int
-        Equal terms for every architecture.
-    load : float, optional
-        Instances wanted as a fraction of the fault-free maximum (spare
-        capacity); None: as many as fit (the lexicographic maximum).
-    trace : str or None
-        Also replay this trace: ``trace_points`` fault sets at random times
-        (time-weighted, seeded), binned by their node fault ratio (nearest
-        ratio of ``ratios``).
-
-    Returns
-    -------
-    list of dict
-        One row per (architecture, fault source, ratio, solver): ``cross_tor_traffic_ratio``,
-        ``gpu_utilization``, ``status`` counts.
-    """
-    from topologies import build
-    from solvers.orchestrator import orchestrate_summary
-
-    rows = []
-    for label, arch, params in archs:
-        fab = build(arch, gpus, dict(params))
-        count = None
-        if load is not None:
-            clean = orchestrate_summary(fab, tp=tp, dp=dp, solver="greedy")
-            count = max(1, int(math.floor(load * clean["instances"])))
-        cells: dict[tuple, list[dict]] = {}
-        for ratio in ratios:
-            for s in range(samples):
-                for solver in solvers:
-                    d = orchestrate_summary(fab, tp=tp, dp=dp, count=count, node_fault_ratio=ratio, seed=seed + s,
-                                            solver=solver, time_limit=time_limit, **({"fault_mode": mode}))
-                    cells.setdefault(("iid", ratio, solver), []).append(d)
-        if trace:
-            for time_day in _trace_times(fab, trace, trace_points, seed):
-                for solver in solvers:
-                    d = orchestrate_summary(fab, tp=tp, dp=dp, count=count, trace=trace, trace_time=time_day,
-                                            seed=seed, solver=solver, time_limit=time_limit)
-                    near = min(ratios, key=lambda r: abs(r - d["node_fault_ratio"]))
-                    cells.setdefault(("trace", near, solver), []).append(d)
-        for (source, ratio, solver), ds in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
-            cr = [d["cross_tor_traffic_ratio"] for d in ds if d["cross_tor_traffic_ratio"] is not None]
-            rows.append({
-                "architecture": label, "source": source, "node_fault_ratio": ratio, "solver": solver,
-                "samples": len(ds), "cross_tor_traffic_ratio": float(np.mean(cr)) if cr else None,
-                "gpu_utilization": float(np.mean([d["gpu_utilization"] for d in ds])),
-                "proven_optimal": sum(d["status"] == "optimal" for d in ds),
-                "infeasible": sum(d["status"] == "infeasible" for d in ds),
-                "tp": tp, "dp": dp, "load": load,
-            })
-    return rows
-
-
-def _trace_times(fab, trace: str, points: int, seed: int) -> list[float]:
-    """``points`` trace days drawn time-weighted (seeded) from the replay on ``fab``'s nodes."""
-    from fabric.faults import NodeIndex
-    from fabric.trace import load_trace
-
-    rep = load_trace(trace).replay(NodeIndex.of(fab).n_nodes, method="tile", seed=seed)
-    w = rep.durations
-    rng = np.random.default_rng(seed)
-    idx = rng.choice(w.size, size=points, p=w / w.sum())
-    return sorted(float(rep.times[i]) for i in idx)
-
-
-def table_markdown(rows: list[dict]) -> str:
-    """One markdown table per (fault source): rows = architecture x solver, columns = node fault ratio."""
-    out = []
-    for source in sorted({r["source"] for r in rows}):
-        sub = [r for r in rows if r["source"] == source]
-        ratios = sorted({r["node_fault_ratio"] for r in sub})
-        keys = sorted({(r["architecture"], r["solver"]) for r in sub}, key=lambda k: (k[0], k[1]))
-        out.append(f"**{source}**: cross-ToR traffic ratio (GPU utilisation)\n")
-        out.append("| architecture | solver | " + " | ".join(f"{x:.0%}" for x in ratios) + " |")
-        out.append("|---|---|" + "---|" * len(ratios))
-        for arch, solver in keys:
-            cells = []
-            for x in ratios:
-                r = next((r for r in sub if (r["architecture"], r["solver"], r["node_fault_ratio"]) ==
-                          (arch, solver, x)), None)
-                if r is None or r["cross_tor_traffic_ratio"] is None:
-                    cells.append("-")
-                else:
-                    cells.append(f"{r['cross_tor_traffic_ratio']:.3f} ({r['gpu_utilization']:.2f})")
-            out.append(f"| {arch} | {solver} | " + " | ".join(cells) + " |")
-        out.append("")
-    return "\n".join(out)
-
-
 def table_command(
     gpus: int = typer.Option(1024, "--gpus", help="GPUs of every architecture"),
     tp: int = typer.Option(8, "--tp"),
@@ -269,13 +167,18 @@ def table_command(
     as_json: bool = JSON_OPT,
 ) -> None:
     """Cross-ToR traffic ratio vs node fault ratio: ILP, greedy, fault-unaware; k-hop ring and the others."""
-    if not (0 < step <= max_ratio <= 1):
-        raise FabricError("--step", "need 0 < step <= max-ratio <= 1")
+    if not 0 < max_ratio <= 1:
+        raise FabricError("--max-ratio", f"{max_ratio} must be in (0, 1]")
+    if not 0 < step <= max_ratio:
+        raise FabricError("--step", f"{step} must be in (0, --max-ratio = {max_ratio}]")
     if load is not None and not 0 < load <= 1:
         raise FabricError("--load", f"{load} must be in (0, 1]")
     n = int(round(max_ratio / step))
     ratios = tuple(round(i * step, 6) for i in range(n + 1))
-    rows = cross_tor_table(ratios=ratios, samples=samples, seed=seed, gpus=gpus, tp=tp, dp=dp, load=load,
+    from solvers.orchestrator.table import cross_tor_table, table_markdown  # lazily: the solvers import PuLP
+
+    fabrics = [(label, build(arch, gpus, dict(params))) for label, arch, params in DEFAULT_ARCHS]
+    rows = cross_tor_table(fabrics, ratios=ratios, samples=samples, seed=seed, tp=tp, dp=dp, load=load,
                            trace=trace or None, trace_points=trace_points, time_limit=time_limit)
     if as_json:
         emit_json({"rows": rows})

@@ -47,8 +47,14 @@ from typing import Any
 
 import yaml
 
-from cli.evaluate import METRICS, PLANNED_METRICS, SCHEMA_VERSION, MetricRequest
+from cli.evaluate import METRICS, SCHEMA_VERSION, MetricRequest
+from cli.point import DesignPoint, FaultScenario, Workload, point_id
+from fabric.catalog import load_catalog, shipped_catalog_path
 from fabric.errors import FabricError
+from fabric.faults import COMPONENTS
+from fabric.trace import SHIPPED, load_trace, shipped_path
+from topologies import resolve_architecture
+from topologies.params import Param, resolve
 
 TOP_KEYS = ("name", "description", "out", "catalog", "gpus", "architectures", "workloads", "faults", "seeds",
             "metrics", "batch_size")
@@ -58,115 +64,6 @@ FAULT_KEYS = ("ratios", "component", "traces")
 DEFAULT_FAULT_COMPONENT = "node"  # InfiniteHBD's "fault ratio" is the share of nodes down
 DEFAULT_BATCH_SIZE = 200
 _SCALAR = (str, int, float, bool)
-
-
-# ---------------------------------------------------------------------------------------------- inputs
-@dataclass(frozen=True)
-class Workload:
-    """What runs on the cluster.  ``tp`` is the tensor-parallel size (faults needs it).
-
-    ``params`` (sorted pairs) are passed to workload metrics (MFU, RL) as they land.
-    """
-
-    name: str = "none"
-    tp: int | None = None
-    params: tuple[tuple[str, Any], ...] = ()
-
-
-@dataclass(frozen=True)
-class FaultModel:
-    """Which devices are down: ``none``, ``random`` or ``trace`` (replayed).
-
-    ``random``: each ``component`` (``node``, ``gpu``, ... see
-    ``fabric.faults.COMPONENTS``) fails i.i.d. with probability ``ratio``, drawn from the point's seed.
-
-    ``trace`` is the name or path as written in the spec (shown in results),
-    ``path`` what the trace loader gets (a shipped name or an absolute path),
-    ``sha256`` the file's content (part of the point id).
-    """
-
-    kind: str = "none"
-    ratio: float | None = None
-    component: str | None = None
-    trace: str | None = None
-    path: str | None = None
-    sha256: str | None = None
-
-
-@dataclass(frozen=True)
-class DesignPoint:
-    """One design point: architecture + parameters + GPU count + workload + fault model + seed.
-
-    Attributes
-    ----------
-    point_id : str
-        Stable hash of the inputs (family, resolved parameters, GPUs, workload,
-        fault model, seed); equal inputs give equal ids on any machine.
-    architecture : str
-        The name as written in the spec (an alias like ``nvl-72`` stays).
-    label : str
-        Row label: the entry's label plus its grid/zip values (``khop-ring k=2``).
-    gpus : int
-        Requested GPU count (the Fabric may round up; see ``cost_gpus``).
-    given : tuple of (str, Any)
-        Parameters passed to the generator (fixed + grid + zip).
-    params : tuple of (str, Any)
-        All parameters with defaults filled (the ``p_`` columns).
-    index : int
-        Position in the study's expansion (orders tables; not part of the id).
-    """
-
-    point_id: str
-    study: str
-    architecture: str
-    family: str
-    label: str
-    gpus: int
-    given: tuple[tuple[str, Any], ...]
-    params: tuple[tuple[str, Any], ...]
-    workload: Workload = field(default_factory=Workload)
-    fault: FaultModel = field(default_factory=FaultModel)
-    seed: int = 0
-    index: int = 0
-
-    @property
-    def fabric_key(self) -> tuple:
-        """Inputs that decide the Fabric: points equal here share one build."""
-        return (self.architecture, self.gpus, self.given)
-
-    def input_columns(self) -> dict[str, Any]:
-        """The row's input columns (``p_`` params, ``w_`` workload params)."""
-        row: dict[str, Any] = {"point_id": self.point_id, "point_index": self.index, "study": self.study,
-                               "architecture": self.architecture, "label": self.label, "gpus": self.gpus}
-        row.update({f"p_{k}": v for k, v in self.params})
-        row["workload"] = self.workload.name
-        row["tp"] = self.workload.tp
-        row.update({f"w_{k}": v for k, v in self.workload.params})
-        row["fault_model"] = self.fault.kind
-        row["fault_ratio"] = self.fault.ratio
-        row["fault_component"] = self.fault.component
-        row["fault_trace"] = self.fault.trace
-        row["seed"] = self.seed
-        return row
-
-
-def point_id(family: str, params: dict[str, Any], gpus: int, workload: Workload, fault: FaultModel,
-             seed: int) -> str:
-    """Stable id of a design point: 16 hex digits of SHA-256 over canonical JSON of its inputs.
-
-    Examples
-    --------
-    >>> point_id("dgx", {"gpu": "h100"}, 256, Workload(), FaultModel(), 0)
-    '...'
-    >>> len(point_id("dgx", {}, 256, Workload(), FaultModel(), 0))
-    16
-    """
-    doc = {"architecture": family, "params": params, "gpus": gpus,
-           "workload": {"name": workload.name, "tp": workload.tp, "params": dict(workload.params)},
-           "fault": {"model": fault.kind, "ratio": fault.ratio, "component": fault.component,
-                     "trace_sha256": fault.sha256}, "seed": seed}
-    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -278,8 +175,6 @@ def _sha256(path: Path) -> str:
 
 # ---------------------------------------------------------------------------------------------- sections
 def _metrics(value: Any, where: _Where) -> tuple[MetricRequest, ...]:
-    from topologies.params import Param
-
     field = where("metrics")
     items = _list(value, field, "metric names (or {name: {options}})")
     out: list[MetricRequest] = []
@@ -296,9 +191,6 @@ def _metrics(value: Any, where: _Where) -> tuple[MetricRequest, ...]:
         name = _str(name, f)
         if name not in METRICS:
             available = ", ".join(sorted(METRICS))
-            if name in PLANNED_METRICS:
-                raise FabricError(f, f"metric {name!r} is not available in this version ({PLANNED_METRICS[name]}); "
-                                     f"available: {available}")
             raise FabricError(f, f"unknown metric {name!r}; available: {available}")
         spec = METRICS[name]
         if any(r.name == name for r in out):
@@ -347,14 +239,14 @@ def _check_scalars(params: Any, field: str) -> None:
             raise FabricError(f"{field}.{k}", f"must be a string, number or boolean; got {_type_name(v)}")
 
 
-def _faults(value: Any, where: _Where, base: Path) -> list[FaultModel]:
+def _faults(value: Any, where: _Where, base: Path) -> list[FaultScenario]:
     if value is None:
-        return [FaultModel()]
+        return [FaultScenario()]
     f = where("faults")
     _mapping(value, f, FAULT_KEYS)
     if not value:
         raise FabricError(f, "empty; give ratios: [...] and/or traces: [...], or leave faults out for none")
-    out: list[FaultModel] = []
+    out: list[FaultScenario] = []
     if "ratios" in value:
         ratios = _list(value["ratios"], f"{f}.ratios", "fault ratios in [0, 1]")
         for i, r in enumerate(ratios):
@@ -362,7 +254,7 @@ def _faults(value: Any, where: _Where, base: Path) -> list[FaultModel]:
                 raise FabricError(f"{f}.ratios[{i}]", f"must be a number in [0, 1]; got {r!r}")
         _unique([float(r) for r in ratios], f"{f}.ratios")
         component = _fault_component(value.get("component", DEFAULT_FAULT_COMPONENT), f"{f}.component")
-        out += [FaultModel("random", float(r), component) for r in ratios]
+        out += [FaultScenario("random", float(r), component) for r in ratios]
     elif "component" in value:
         raise FabricError(f"{f}.component", "applies to ratios:, which are missing")
     if "traces" in value:
@@ -372,31 +264,22 @@ def _faults(value: Any, where: _Where, base: Path) -> list[FaultModel]:
     return out
 
 
-def _trace(value: Any, field: str, base: Path) -> FaultModel:
+def _trace(value: Any, field: str, base: Path) -> FaultScenario:
     """A replayed trace: a shipped name (``stepfun``) or a file, checked by loading it now."""
-    try:
-        from fabric.trace import SHIPPED, load_trace, shipped_path
-    except ImportError:  # no trace support in this build: accept files, unchecked
-        SHIPPED, load_trace, shipped_path = {}, None, None
     name = _str(value, field)
     if name in SHIPPED:
         path, spec = shipped_path(name) / "fault_trace.json", name
     else:
         path = _file(name, field, base).resolve()
         spec = str(path)
-    if load_trace is not None:
-        try:
-            load_trace(spec)
-        except FabricError as exc:
-            raise FabricError(field, exc.message) from None
-    return FaultModel("trace", trace=name, path=spec, sha256=_sha256(path))
+    try:
+        load_trace(spec)
+    except FabricError as exc:
+        raise FabricError(field, exc.message) from None
+    return FaultScenario("trace", trace=name, path=spec, sha256=_sha256(path))
 
 
 def _fault_component(value: Any, field: str) -> str:
-    try:
-        from fabric.faults import COMPONENTS
-    except ImportError:  # the fault models are not part of this build: what every HBD has
-        COMPONENTS = ("gpu", "node")
     value = _str(value, field)
     if value not in COMPONENTS:
         raise FabricError(field, f"{value!r} is not a component; use one of {', '.join(COMPONENTS)}")
@@ -476,9 +359,6 @@ def _variants(entry: dict, arch, preset: dict, where: _Where, i: int) -> list[di
 
 def _architectures(value: Any, where: _Where, top_gpus: list[int] | None) -> list[dict[str, Any]]:
     """Expanded (architecture, label, gpus, given, resolved, entry index) records."""
-    from topologies import resolve_architecture
-    from topologies.params import resolve
-
     items = _list(value, where("architectures"), "architectures ({name, label, gpus, params, grid, zip})")
     out: list[dict[str, Any]] = []
     seen: dict[tuple, int] = {}
@@ -551,8 +431,6 @@ def parse_study(doc: Any, source: str = "study.yaml", base_dir: Path | str = "."
     ...
     fabric.errors.FabricError: study.yaml:architectures[0].grid: empty grid; give parameter: [values, ...] ...
     """
-    from fabric.catalog import load_catalog, shipped_catalog_path
-
     where = _Where(source)
     base = Path(base_dir)
     if not isinstance(doc, dict):

@@ -1,9 +1,10 @@
 """`fabric view`: the topology, its faults, TP groups and link loads in a Bokeh page or app.
 
 This module composes what the viewer draws: it builds the architecture,
-samples node faults (``fabric.faults``), forms TP groups on the healthy GPUs
-(``solvers.allocation``) and, for a k-hop ring, lights the rings that bypass
-faulty nodes; then
+draws the node faults (:func:`fabric.faultset.fault_set`, the fault set
+``fabric orchestrate`` sees for the same ratio and seed), forms TP groups on
+the healthy GPUs and, for a k-hop ring, lights the rings that bypass faulty
+nodes (:func:`solvers.allocation.allocate_lit`); then
 :func:`fabric.viewer.build_view` draws it.  ``--out`` writes one standalone
 page (BokehJS inlined: it opens offline); ``--serve`` runs the app with
 widgets on 127.0.0.1.
@@ -22,38 +23,10 @@ import typer
 from cli.common import CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, emit_json
 from fabric.catalog import Catalog, load_catalog
 from fabric.errors import FabricError
-from fabric.model import Fabric
-
-# --------------------------------------------------------------------- faults
-def sample_faulty_nodes(fab: Fabric, ratio: float, seed: int) -> np.ndarray:
-    """Node ids (``node`` grouping) that fail, each i.i.d. with ``ratio`` (``fabric.faults``, seeded)."""
-    from fabric.faults import FaultModel, NodeIndex, sample_components
-
-    if ratio <= 0:
-        return np.zeros(0, dtype=np.int64)
-    nodes = NodeIndex.of(fab)
-    failed = sample_components(fab, FaultModel({"node": ratio}), 1, seed, nodes)["node"].row(0)
-    groups = nodes.node_group[failed]
-    return groups[groups >= 0]
-
-
-# ----------------------------------------------------------------- allocation
-def allocate_tp(fab: Fabric, faulty_nodes: np.ndarray, tp: int) -> tuple[Fabric, np.ndarray]:
-    """TP groups on the healthy GPUs (``solvers.allocation``), and the Fabric with their rings lit.
-
-    For a k-hop line the allocation's units are the ring's nodes in order;
-    lighting the candidate paths between them shows each ring, including the
-    hops that skip a faulty node.
-    """
-    from solvers.allocation import allocate
-
-    alloc = allocate(fab, tp, faulty_nodes=faulty_nodes)
-    if fab.hbd.kind == "khop_line" and alloc.unit_kind == "node":
-        from topologies.khop import ring_configuration
-
-        fab = fab.with_configuration(ring_configuration(fab, alloc.units.tolist()))
-    return fab, alloc.groups
-
+from fabric.faults import FaultModel
+from fabric.faultset import fault_set
+from solvers.allocation import allocate_lit
+from topologies import ALIASES, ARCHITECTURES, resolve_architecture
 
 # ---------------------------------------------------------------- link loads
 def _from_records(records: list, n_links: int) -> tuple[np.ndarray, np.ndarray]:
@@ -112,7 +85,6 @@ def compose(settings: dict[str, Any], catalog: Catalog | None = None, params: li
     ignored by other architectures.  ``tp`` 0 or None forms no TP groups.
     """
     from fabric.viewer import Overlay
-    from topologies import resolve_architecture
 
     arch = settings.get("architecture")
     params = list(params)
@@ -125,11 +97,12 @@ def compose(settings: dict[str, Any], catalog: Catalog | None = None, params: li
     if not 0.0 <= ratio <= 1.0:
         raise FabricError("--node-fault-ratio", f"{ratio} must be in [0, 1]")
     seed = int(settings.get("seed") or 0)
-    faulty = sample_faulty_nodes(fab, ratio, seed)
+    faulty = fault_set(fab, FaultModel({"node": ratio}), seed).nodes
     tp = settings.get("tp")
     groups = dp = None
     if tp:
-        fab, groups = allocate_tp(fab, faulty, int(tp))
+        fab, alloc = allocate_lit(fab, int(tp), faulty)
+        groups = alloc.groups
         # pure TP x DP: the GPUs with the same rank in every TP group all-reduce gradients together
         dp = groups.T
     util = nbytes = None
@@ -213,7 +186,6 @@ def view_command(
 def _serve(settings: dict, cat: Catalog, params: list[str], port: int, max_glyphs: int) -> None:
     """Run the app until Ctrl-C; every browser session gets its own widgets and view."""
     from fabric.viewer.server import DEFAULTS, ViewerApp, ViewerServer
-    from topologies import ARCHITECTURES, ALIASES
 
     choices = sorted(set(ARCHITECTURES) | set(ALIASES))
     if settings["architecture"] is None:

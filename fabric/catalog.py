@@ -64,9 +64,6 @@ class Component:
     values: dict[str, float] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
 
-    def is_assumed(self, name: str) -> bool:
-        return self.sources.get(name, "").strip().lower().startswith("assumed")
-
 
 class Catalog:
     """Parsed catalog: components and constants by id.
@@ -193,9 +190,9 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
         return Catalog(dict(_SHIPPED))
     p = Path(path)
     if not p.is_file():
-        raise FabricError("--catalog", f"no such file: {p}")
+        raise FabricError("catalog", f"no such file: {p}")
     try:
         doc = yaml.safe_load(p.read_text())
     except yaml.YAMLError as exc:
-        raise FabricError("--catalog", f"{p.name} is not valid YAML ({str(exc).splitlines()[0]})") from None
+        raise FabricError("catalog", f"{p.name} is not valid YAML ({str(exc).splitlines()[0]})") from None
     return Catalog(_parse_document(doc, p.name, _SHIPPED), origin=str(p))

@@ -190,3 +190,35 @@ def price_sensitivity(report: CostReport, versus: CostReport | None = None, swin
 
     rows.sort(key=span, reverse=True)
     return rows
+
+
+def cost_table(entries, catalog: Catalog) -> list[dict]:
+    """HBD / DCN / total capex and power per GPU for each (label, Fabric), with the HBD capex relative to NVL-72.
+
+    Parameters
+    ----------
+    entries : iterable of (label, Fabric)
+        Fabrics built at (about) equal GPU count; the one labelled ``nvl-72``
+        is the reference of ``hbd_capex_vs_nvl72`` (None without it).
+    catalog : Catalog
+
+    Returns
+    -------
+    list of dict
+        ``label``, ``architecture``, ``params``, ``gpus`` and the per-GPU metrics of :func:`cost_of`.
+    """
+    rows = []
+    for label, fab in entries:
+        r = cost_of(fab, catalog)
+        rows.append({
+            "label": label, "architecture": fab.architecture, "params": fab.params, "gpus": fab.n_gpus,
+            "hbd_capex_per_gpu_usd": r.metric("hbd_capex_per_gpu_usd"),
+            "hbd_power_per_gpu_w": r.metric("hbd_power_per_gpu_w"),
+            "dcn_capex_per_gpu_usd": r.metric("dcn_capex_per_gpu_usd"),
+            "capex_per_gpu_usd": r.metric("capex_per_gpu_usd"),
+            "power_per_gpu_w": r.metric("power_per_gpu_w"),
+        })
+    ref = next((r for r in rows if r["label"] == "nvl-72"), None)
+    for r in rows:
+        r["hbd_capex_vs_nvl72"] = r["hbd_capex_per_gpu_usd"] / ref["hbd_capex_per_gpu_usd"] if ref else None
+    return rows

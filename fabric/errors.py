@@ -23,12 +23,6 @@ class FabricError(ValueError):
         super().__init__(f"{field}: {message}")
 
 
-def require(condition: bool, field: str, message: str) -> None:
-    """Raise :class:`FabricError` for ``field`` unless ``condition`` holds."""
-    if not condition:
-        raise FabricError(field, message)
-
-
 class ComputeError(RuntimeError):
     """A computation failed for a reason other than bad input (a solver error, every point of a table failed).
 

@@ -49,14 +49,35 @@ inputs and seed give the same fault sets, bit for bit.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Mapping
+from enum import Enum
+from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
 from fabric.errors import FabricError
-from fabric.model import DeviceKind, Fabric, Layer, Medium
+from fabric.model import DeviceKind, Fabric, HBDKind, Layer, Medium
 
-COMPONENTS = ("gpu", "node", "switch", "rack", "tor", "ocs", "link", "transceiver")
+class FaultComponent(str, Enum):
+    """A component type that can fail (a ``str``: ``FaultComponent.NODE == "node"``).
+
+    The declaration order is the order of the random streams (module docstring):
+    changing it changes every fault sample.
+    """
+
+    GPU = "gpu"
+    NODE = "node"
+    SWITCH = "switch"
+    RACK = "rack"
+    TOR = "tor"
+    OCS = "ocs"
+    LINK = "link"
+    TRANSCEIVER = "transceiver"
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+
+COMPONENTS = tuple(c.value for c in FaultComponent)
 """Component types that can fail, in the order their random streams are spawned."""
 
 MODES = ("bernoulli", "exact")
@@ -161,6 +182,11 @@ class FaultSamples:
         m = np.zeros((self.n_rows, self.n_cols), dtype=bool)
         m[self.row_of_entries(), self.indices] = True
         return m
+
+    def rows(self, lo: int, hi: int) -> "FaultSamples":
+        """The samples ``lo..hi-1`` as a new batch (a view of the same entries)."""
+        a, b = int(self.indptr[lo]), int(self.indptr[hi])
+        return FaultSamples(self.n_cols, self.indptr[lo:hi + 1] - a, self.indices[a:b])
 
     def take(self, rows: np.ndarray) -> "FaultSamples":
         """The samples ``rows`` (in that order) as a new batch."""
@@ -268,7 +294,7 @@ Part of the sampling procedure: results depend on it, so it is a constant."""
 def chunk_sizes(samples: int) -> list[int]:
     """Row counts of the fixed-size batches that make up ``samples`` samples."""
     if isinstance(samples, bool) or int(samples) != samples or samples < 1:
-        raise FabricError("--samples", f"{samples!r} must be a whole number >= 1")
+        raise FabricError("samples", f"{samples!r} must be a whole number >= 1")
     samples = int(samples)
     return [min(CHUNK_ROWS, samples - lo) for lo in range(0, samples, CHUNK_ROWS)]
 
@@ -518,7 +544,7 @@ def universe(fabric: Fabric, component: str, nodes: NodeIndex | None = None) -> 
     if component == "link":
         return Universe(component, int(hbd_links.size), hbd_links)
     # transceiver
-    if fabric.hbd.kind == "khop_line":
+    if fabric.hbd.kind == HBDKind.KHOP_LINE:
         trx = transceivers_per_gpu(fabric)
         g = fabric.gpu_ids.size
         idx = np.repeat(np.arange(g, dtype=np.int64), trx)
@@ -532,9 +558,17 @@ def universe(fabric: Fabric, component: str, nodes: NodeIndex | None = None) -> 
     return Universe(component, int(ids.size), ids, note="one per non-OCS end of each HBD fibre")
 
 
+FAULT_KINDS = ("none", "iid", "trace")
+"""What a :class:`FaultModel` draws: nothing, i.i.d. failures per component type, or a replayed trace."""
+
+
 @dataclass(frozen=True)
 class FaultModel:
-    """I.i.d. failure ratios per component type.
+    """Which components fail: none, i.i.d. ratios per component type, or a trace read at a time.
+
+    Which of the three follows from the fields (:attr:`kind`): a ``trace``
+    replays it; else ``ratios`` draw i.i.d. failures; else nothing fails.
+    :func:`fabric.faultset.draw_faults` turns a model and a seed into fault sets.
 
     Attributes
     ----------
@@ -542,18 +576,41 @@ class FaultModel:
         Component type (see :data:`COMPONENTS`) -> ratio in [0, 1].
     mode : {'bernoulli', 'exact'}
         Independent failures, or exactly ``round(ratio * n)`` per sample.
+    trace : Trace or str, optional
+        A :class:`fabric.trace.Trace`, a shipped trace name (``stepfun``) or a
+        trace file, replayed on the nodes.
+    trace_mapping : {'tile', 'sample'}
+        How trace servers map onto nodes (:mod:`fabric.trace`), seeded.
+    trace_time : float, optional
+        Days: the moment a single fault set reads the trace at (default: the
+        first moment with the most nodes down).
+
+    Examples
+    --------
+    >>> FaultModel({"node": 0.01}).kind, FaultModel().kind, FaultModel(trace="stepfun").kind
+    ('iid', 'none', 'trace')
     """
 
     ratios: Mapping[str, float] = field(default_factory=dict)
     mode: str = "bernoulli"
+    trace: Any = None
+    trace_mapping: str = "tile"
+    trace_time: float | None = None
 
     def __post_init__(self):
         for comp, r in self.ratios.items():
             if comp not in COMPONENTS:
-                raise FabricError("--fault", f"{comp!r} is not a component; use one of {', '.join(COMPONENTS)}")
-            _check_ratio(r, f"--fault {comp}" if comp != "node" else "--node-fault-ratio")
+                raise FabricError("fault_ratios", f"{comp!r} is not a component; use one of {', '.join(COMPONENTS)}")
+            _check_ratio(r, f"fault_ratios[{comp}]" if comp != "node" else "node_fault_ratio")
         if self.mode not in MODES:
             raise FabricError("mode", f"{self.mode!r} not allowed; use one of {', '.join(MODES)}")
+        if self.trace is not None and self.ratios:
+            raise FabricError("trace", "give either a trace or fault ratios, not both")
+
+    @property
+    def kind(self) -> str:
+        """``trace``, ``iid`` or ``none`` (one of :data:`FAULT_KINDS`)."""
+        return "trace" if self.trace is not None else "iid" if self.ratios else "none"
 
     def to_dict(self) -> dict:
         return {"ratios": dict(self.ratios), "mode": self.mode}
@@ -575,7 +632,7 @@ def component_samplers(fabric: Fabric, model: FaultModel, seed=0,
             continue
         u = universe(fabric, comp, nodes)
         out[comp] = IIDSampler(u.size, r, child, mode=model.mode,
-                               field="--node-fault-ratio" if comp == "node" else f"--fault {comp}")
+                               field="node_fault_ratio" if comp == "node" else f"fault_ratios[{comp}]")
     return out
 
 

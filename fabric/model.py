@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from enum import IntEnum
+from enum import Enum, IntEnum
 from typing import Any
 
 import numpy as np
@@ -95,15 +95,32 @@ torus); position: the node's index along a k-hop line.
 SCOPES = ("compute", "hbd", "dcn")
 
 
+class HBDKind(str, Enum):
+    """What a fabric's high-bandwidth domain is (a ``str``: ``HBDKind.TORUS == "torus"``).
+
+    Solvers pick their allocation policy by it; code asks it, never the architecture's name.
+    """
+
+    SWITCH_DOMAIN = "switch_domain"  # DGX, NVL: a switch joins every GPU of a domain
+    OCS_CUBE = "ocs_cube"            # TPUv4: cubes joined into slices by OCS
+    KHOP_LINE = "khop_line"          # InfiniteHBD: a line of nodes, optical paths up to k nodes apart
+    TORUS = "torus"                  # GPU-centric torus
+    NONE = "none"                    # no scale-up fabric
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+
 @dataclass(frozen=True)
 class HBDSpec:
     """Plain-data description of a fabric's high-bandwidth domain, read by solvers.
 
     Attributes
     ----------
-    kind : str
+    kind : HBDKind
         ``switch_domain`` (DGX, NVL), ``ocs_cube`` (TPUv4), ``khop_line``
-        (InfiniteHBD k-hop ring), ``torus`` (GPU-centric torus), ``none``.
+        (InfiniteHBD k-hop ring), ``torus`` (GPU-centric torus), ``none``;
+        a plain string is converted.
     gpus_per_node : int
         GPUs per node/server/tray: the unit a node fault takes down.
     domain_gpus : int
@@ -124,7 +141,7 @@ class HBDSpec:
         GPUs per cube (``ocs_cube``).
     """
 
-    kind: str
+    kind: HBDKind
     gpus_per_node: int
     domain_gpus: int
     tp_multiple_of: int = 1
@@ -134,8 +151,15 @@ class HBDSpec:
     dims: tuple[int, ...] = ()
     cube_gpus: int = 0
 
+    def __post_init__(self):
+        try:
+            object.__setattr__(self, "kind", HBDKind(self.kind))
+        except ValueError:
+            raise FabricError("hbd.kind", f"{self.kind!r} not allowed; use one of "
+                                          f"{', '.join(k.value for k in HBDKind)}") from None
+
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "kind": self.kind.value}
 
 
 @dataclass(frozen=True)
@@ -245,6 +269,15 @@ class Fabric:
     @property
     def n_gpus(self) -> int:
         return int(np.count_nonzero(self.devices.kind == DeviceKind.GPU))
+
+    # ------------------------------------------------------------ structure
+    def has_ocs_ports(self, layer: Layer) -> bool:
+        """Whether OCS-port fibres exist in ``layer``: its circuits can be re-assigned.
+
+        ``Layer.DCN``: an OCS core between aggregation and core (RFabric);
+        ``Layer.HBD``: OCS-joined cubes (TPUv4).  Code asks this, not the architecture's name.
+        """
+        return bool(np.any((self.links.state == LinkState.OCS_PORT) & (self.links.layer == layer)))
 
     def group(self, name: str) -> np.ndarray:
         """Group id per device for grouping ``name`` (see :data:`GROUPS`)."""

@@ -288,7 +288,7 @@ class Trace:
         NodeReplay
         """
         if method not in MAPPINGS:
-            raise FabricError("--trace-mapping", f"{method!r} not allowed; use one of {', '.join(MAPPINGS)}")
+            raise FabricError("trace_mapping", f"{method!r} not allowed; use one of {', '.join(MAPPINGS)}")
         n_nodes = int(n_nodes)
         rng = np.random.default_rng(seed)
         S = self.n_servers
@@ -338,12 +338,12 @@ def load_trace(spec: str | Path, n_servers: int | None = None, horizon: float | 
     else:
         path = Path(spec_s)
         if not path.is_file():
-            raise FabricError("--trace", f"{spec_s!r} is neither a shipped trace ({', '.join(SHIPPED)}) nor a file")
+            raise FabricError("trace", f"{spec_s!r} is neither a shipped trace ({', '.join(SHIPPED)}) nor a file")
         name, source = path.name, str(path)
     try:
         doc = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise FabricError("--trace", f"{name} is not valid JSON ({exc})") from None
+        raise FabricError("trace", f"{name} is not valid JSON ({exc})") from None
     return trace_from_events(doc, name, n_servers=n_servers, horizon=horizon, source=source)
 
 
@@ -394,12 +394,12 @@ def trace_from_events(events: Any, name: str = "trace", *, n_servers: int | None
     if n_servers is None:
         n_servers = n_seen
     if isinstance(n_servers, bool) or int(n_servers) != n_servers or n_servers < max(n_seen, 1):
-        raise FabricError("--trace-servers", f"{n_servers!r} must be a whole number >= the {n_seen} servers "
+        raise FabricError("n_servers", f"{n_servers!r} must be a whole number >= the {n_seen} servers "
                                              f"in {name} (and >= 1)")
     end = max(times) if times else 0.0
     if horizon is None:
         horizon = end
     if not np.isfinite(horizon) or horizon < end or horizon <= 0:
-        raise FabricError("--trace-horizon", f"{horizon!r} must be > 0 and >= the last event time ({end}) days")
+        raise FabricError("horizon", f"{horizon!r} must be > 0 and >= the last event time ({end}) days")
     return Trace(name, tuple(index), int(n_servers), np.array(times, dtype=float), np.array(servers, dtype=np.int64),
                  np.array(starts, dtype=bool), tuple(causes), float(horizon), source)

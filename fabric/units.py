@@ -210,8 +210,3 @@ def format_time(seconds: float, digits: int = 4) -> str:
 def format_money(usd: float) -> str:
     """Format dollars as ``$1,200``."""
     return f"${usd:,.0f}"
-
-
-def format_power(watts: float, digits: int = 4) -> str:
-    """Format watts as ``9W`` or ``1.2kW``."""
-    return _scaled(watts, [(1e6, "M"), (1e3, "k")], "W", digits)

@@ -36,14 +36,14 @@ from bokeh.models import ColumnDataSource, HoverTool
 from bokeh.plotting import figure
 from bokeh.resources import INLINE
 
-from cli.cost import compare_rows
 from fabric.catalog import load_catalog
-from fabric.cost import cost_of, price_sensitivity
-from topologies import build
+from fabric.cost import cost_of, cost_table, price_sensitivity
+from topologies import REFERENCE_ARCHITECTURES, build
 
 output_notebook(resources=INLINE, hide_banner=True)
 catalog = load_catalog()
-rows = pd.DataFrame(compare_rows(GPUS, catalog))
+rows = pd.DataFrame(cost_table([(label, build(arch, GPUS, params, catalog))
+                                for label, arch, params in REFERENCE_ARCHITECTURES], catalog))
 rows[["label", "gpus", "hbd_capex_per_gpu_usd", "hbd_power_per_gpu_w", "hbd_capex_vs_nvl72",
       "dcn_capex_per_gpu_usd", "capex_per_gpu_usd", "power_per_gpu_w"]].round(2)"""),
     ("code", """src = ColumnDataSource(rows)
@@ -99,12 +99,10 @@ from bokeh.palettes import Category10
 from bokeh.plotting import figure
 from bokeh.resources import INLINE
 
-from cli.faults import blast_table, faults_summary
 from fabric.catalog import load_catalog
 from fabric.trace import load_trace
-from solvers.allocation import FaultBatch, count_usable, policy_for
-from solvers.allocation.evaluate import fault_curve
-from topologies import build
+from solvers.allocation import FaultBatch, blast_table, count_usable, fault_curve, faults_summary, policy_for
+from topologies import REFERENCE_ARCHITECTURES, build
 
 output_notebook(resources=INLINE, hide_banner=True)
 catalog = load_catalog()
@@ -152,7 +150,8 @@ p.legend.location = "top_left"
 show(p)
 trace.statistics()"""),
     ("md", """## Blast radius: GPUs made unusable by one failure (TP 32)"""),
-    ("code", """blast = pd.DataFrame(blast_table(GPUS, 32, catalog=catalog))
+    ("code", """blast = pd.DataFrame(blast_table([(label, build(arch, GPUS, params, catalog))
+                                  for label, arch, params in REFERENCE_ARCHITECTURES], 32))
 blast"""),
     ("code", """# Checks that keep this notebook honest. At 4,608 GPUs the k-hop ring wastes > 10x less than NVL-72 and
 # TPUv4 (tests/solvers assert it); on the short line of the CI size, edge effects leave about 5x.
@@ -167,7 +166,7 @@ TP rings and DP groups placed on a fabric with failed nodes: as many GPUs as pos
 first, then as little traffic crossing a ToR as possible. The ILP (`solvers.orchestrator`, HiGHS or CBC
 through PuLP) against the greedy placement and the fault-unaware plan (the fault-free layout with every
 group that touches a failed node dropped), on the k-hop ring (64 GPUs per ToR, like DGX) and on DGX and
-NVL-72 at equal GPU count. Each row is `cli.orchestrate.cross_tor_table` (the `fabric orchestrate-table`
+NVL-72 at equal GPU count. Each row is `solvers.orchestrator.table.cross_tor_table` (the `fabric orchestrate-table`
 command): i.i.d. node faults, exactly `round(ratio x nodes)` of them, averaged over `SAMPLES` fault sets."""),
     ("code", """# Parameters (the test suite runs this notebook at these values)
 GPUS = 512                        # GPUs per architecture (1,024 for `fabric orchestrate-table`)
@@ -183,12 +182,18 @@ from bokeh.palettes import Category10
 from bokeh.plotting import figure
 from bokeh.resources import INLINE
 
-from cli.orchestrate import DEFAULT_ARCHS, cross_tor_table, table_markdown
+from solvers.orchestrator.table import cross_tor_table, table_markdown
+from topologies import build
 
 output_notebook(resources=INLINE, hide_banner=True)
-ARCHS = [a for a in DEFAULT_ARCHS if a[0] in ("khop-ring k=2", "khop-ring k=3", "dgx-h100", "nvl-72")]
-rows = cross_tor_table(ratios=tuple(RATIOS), samples=SAMPLES, seed=SEED, gpus=GPUS, tp=TP, dp=DP, archs=ARCHS,
-                       trace=None, time_limit=TIME_LIMIT)
+ARCHS = [  # label, architecture, parameters (k-hop: 64 GPUs per ToR, like DGX)
+    ("khop-ring k=2", "khop-ring", {"k": 2, "gpus_per_node": 4, "nodes_per_tor": 16}),
+    ("khop-ring k=3", "khop-ring", {"k": 3, "gpus_per_node": 4, "nodes_per_tor": 16}),
+    ("dgx-h100", "dgx", {}),
+    ("nvl-72", "nvl-72", {}),
+]
+rows = cross_tor_table([(label, build(arch, GPUS, params)) for label, arch, params in ARCHS], ratios=tuple(RATIOS),
+                       samples=SAMPLES, seed=SEED, tp=TP, dp=DP, trace=None, time_limit=TIME_LIMIT)
 table = pd.DataFrame(rows)
 table.pivot_table(index=["architecture", "solver"], columns="node_fault_ratio",
                   values=["cross_tor_traffic_ratio", "gpu_utilization"]).round(3)"""),
@@ -250,7 +255,7 @@ from bokeh.palettes import Category10
 from bokeh.plotting import figure
 from bokeh.resources import INLINE
 
-from cli.mfu import SEED_ARCHITECTURES, comparison_table, mfu_comparison
+from cli.mfu import SEED_ARCHITECTURES, format_mfu_comparison, mfu_comparison
 
 output_notebook(resources=INLINE, hide_banner=True)
 rows = mfu_comparison(MODELS, [GPUS], SEED_ARCHITECTURES, comm=COMM)
@@ -281,7 +286,7 @@ b.legend.location = "top_left"
 b.legend.label_text_font_size = "8pt"
 b.xaxis.major_label_orientation = 0.9
 show(b)
-print(comparison_table(rows))"""),
+print(format_mfu_comparison(rows))"""),
     ("md", """## Validation against Megatron-LM (Narayanan et al. 2021, Table 1)
 
 Ten measured runs on DGX A100 nodes, predicted with the row's TP, PP, DP and batch and the Megatron-LM 2021

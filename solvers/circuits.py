@@ -38,7 +38,7 @@ port budgets::
 
 with ``d = D / max D`` and ``M_pq = min(U_p, U_q)`` (no pair can exceed it).
 Without core ports (``C = 0``) every demanded pair must be direct and the
-problem is a plain integer program in ``x``.  :func:`brute_force` enumerates
+problem is a plain integer program in ``x``.  :func:`brute_force_assignment` enumerates
 every assignment of a small instance and is what the tests compare with.
 
 Re-wiring rule
@@ -111,11 +111,6 @@ class Assignment:
 
     def __hash__(self) -> int:
         return hash((self.direct.tobytes(), self.core.tobytes()))
-
-    def changed_circuits(self, other: "Assignment") -> int:
-        """Circuits of this plane that differ from ``other`` (each direct circuit counted once)."""
-        d = np.abs(np.triu(self.direct, 1) - np.triu(other.direct, 1)).sum()
-        return int(d + np.abs(self.core - other.core).sum())
 
 
 @dataclass(frozen=True)
@@ -410,7 +405,7 @@ def _solve(prob, time_limit: float, gap: float, start=None) -> tuple[str, float 
     if report.status == "infeasible":
         return "infeasible", None, report.termination
     if report.status == "time_limit":
-        raise FabricError("--time-limit", f"no circuit assignment found within {time_limit:g} s; raise the limit")
+        raise FabricError("time_limit", f"no circuit assignment found within {time_limit:g} s; raise the limit")
     raise ComputeError("solver", f"the circuit ILP ended with status {report.status} "
                                  f"(termination {report.termination}: {report.raw_status})")
 
@@ -458,7 +453,7 @@ def fill_idle_ports(demand: np.ndarray, assignment: Assignment, ports: PodPorts)
     return Assignment(x, y)
 
 
-def brute_force(demand: np.ndarray, ports: PodPorts) -> tuple[Assignment, float]:
+def brute_force_assignment(demand: np.ndarray, ports: PodPorts) -> tuple[Assignment, float]:
     """The best assignment by enumerating all of them (small instances only: tests).
 
     Enumerates every symmetric integer ``direct`` over demanded pairs and

@@ -180,12 +180,12 @@ def choose_solver(name: str = "auto") -> str:
     avail = available_solvers()
     if name == "auto":
         if not avail:
-            raise FabricError("--mip-solver", "no MIP solver available: install highspy (or PuLP's bundled CBC)")
+            raise FabricError("mip_solver", "no MIP solver available: install highspy (or PuLP's bundled CBC)")
         return avail[0]
     if name not in SOLVERS:
-        raise FabricError("--mip-solver", f"{name!r} not allowed; use one of auto, {', '.join(SOLVERS)}")
+        raise FabricError("mip_solver", f"{name!r} not allowed; use one of auto, {', '.join(SOLVERS)}")
     if name not in avail:
-        raise FabricError("--mip-solver", f"{name} is not available here (available: {', '.join(avail) or 'none'})")
+        raise FabricError("mip_solver", f"{name} is not available here (available: {', '.join(avail) or 'none'})")
     return name
 
 
@@ -223,7 +223,7 @@ def solve(problem: pulp.LpProblem, options: SolveOptions = SolveOptions(),
     """
     name = choose_solver(options.solver)
     if options.time_limit is not None and not options.time_limit > 0:
-        raise FabricError("--time-limit", f"{options.time_limit} must be > 0 seconds")
+        raise FabricError("time_limit", f"{options.time_limit} must be > 0 seconds")
     with stdout_to_stderr():
         if name == "highs":
             report = _solve_highs(problem, options, start)

@@ -101,7 +101,7 @@ def build(name: str, gpus: int | None = None, params: dict[str, Any] | None = No
     """
     arch, preset = resolve_architecture(name)
     if gpus is not None and (isinstance(gpus, bool) or int(gpus) != gpus or gpus <= 0):
-        raise FabricError("--gpus", f"{gpus!r} must be a whole number > 0")
+        raise FabricError("gpus", f"{gpus!r} must be a whole number > 0")
     given = {**preset, **(params or {})}
     resolved = resolve(arch.name, arch.params, given)
     return arch.builder(resolved, None if gpus is None else int(gpus), catalog or load_catalog())

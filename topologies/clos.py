@@ -142,7 +142,7 @@ def attach_clos(b: FabricBuilder, endpoints: np.ndarray, catalog: Catalog, *, po
 
     if tiers_n == 2:
         if T > k:
-            raise FabricError("--gpus", f"{E} endpoints need {T} ToRs, more than a 2-tier Clos of radix {k} "
+            raise FabricError("gpus", f"{E} endpoints need {T} ToRs, more than a 2-tier Clos of radix {k} "
                                         f"allows ({k}); use -p tiers=3 or a larger -p k")
         pod_of_tor = np.zeros(T, dtype=np.int64)
         tors = b.add_devices(DeviceKind.TOR, T, tor=np.arange(T), pod=0)
@@ -165,7 +165,7 @@ def attach_clos(b: FabricBuilder, endpoints: np.ndarray, catalog: Catalog, *, po
         a = u  # aggs per pod: one link from every ToR to every agg
         P = math.ceil(T / da)
         if P > k:
-            raise FabricError("--gpus", f"{E} endpoints need {P} pods, more than a 3-tier Clos of radix {k} "
+            raise FabricError("gpus", f"{E} endpoints need {P} pods, more than a 3-tier Clos of radix {k} "
                                         f"allows ({k} pods, {k * da * ept} endpoints); use a larger -p k")
         tors, aggs, pod_of_tor = pods_of_tors_and_aggs(b, endpoints, tor_of_ep, T, P, da, a, port_bandwidth, latency)
         tors_per_pod = min(da, tors.size)

@@ -42,11 +42,11 @@ def load_topology(path: str | Path, catalog: Catalog | None = None):
     """
     p = Path(path)
     if not p.is_file():
-        raise FabricError("--topology", f"no such file: {p}")
+        raise FabricError("topology", f"no such file: {p}")
     try:
         doc = json.loads(p.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise FabricError("--topology", f"{p.name} is not valid JSON ({exc})") from None
+        raise FabricError("topology", f"{p.name} is not valid JSON ({exc})") from None
     return topology_from_dict(doc, p.name, catalog)
 
 

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from fabric.catalog import Catalog
-from fabric.model import DeviceKind, Fabric, FabricBuilder, HBDSpec
+from fabric.model import DeviceKind, Fabric, FabricBuilder, HBDKind, HBDSpec
 from topologies.clos import dcn_params
 from topologies.params import Param
 from topologies.servers import add_gpu_nodes, add_nic_per_gpu, attach_gpus_to_clos
@@ -35,7 +35,32 @@ PARAMS = [
 
 
 def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
-    """Build ``ceil(gpus / 8)`` DGX nodes on a Clos DCN."""
+    """Build ``ceil(gpus / 8)`` DGX / HGX nodes of 8 GPUs on NVSwitch chips, one NIC per GPU into a Clos DCN.
+
+    Parameters
+    ----------
+    params : dict
+        :data:`PARAMS` resolved: ``gpu`` (``a100``, ``h100``, ``h800``, ``b200``:
+        sets the chips per node, ``c`` = 6, 4, 4, 2), ``nodes_per_rack``, and the
+        DCN's (radix ``k`` in ports, ``tiers``, ``oversubscription``, ``rail_optimized``).
+    gpus : int, optional
+        GPUs wanted (default 1,024); rounded up to whole nodes (a note says so).
+    catalog : Catalog
+
+    Closed forms
+    ------------
+    With ``N = ceil(gpus / 8)`` nodes: ``8 N`` GPUs and NICs, ``c N`` switch
+    chips, ``8 c N`` HBD links (one aggregated NVLink link per GPU-chip pair);
+    the HBD domain is one node (``max_tp`` 8).
+
+    Examples
+    --------
+    >>> from topologies import build
+    >>> f = build("dgx", 16)
+    >>> c = f.counts()
+    >>> c["nodes"], c["switch_chips"], int((f.links.layer == 0).sum()), f.hbd.max_tp
+    (2, 8, 64, 8)
+    """
     gpu_item, chip_item, n_chips = VARIANTS[params["gpu"]]
     gpus = gpus or 1024
     n_nodes = math.ceil(gpus / GPUS_PER_NODE)
@@ -62,5 +87,5 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
     b.add_bom(gpu_item, "compute", gpu_ids.size)
     b.add_bom("server_hgx8", "compute", n_nodes)
     b.add_bom(chip_item, "hbd", chips.size)
-    return b.build(HBDSpec(kind="switch_domain", gpus_per_node=GPUS_PER_NODE, domain_gpus=GPUS_PER_NODE,
+    return b.build(HBDSpec(kind=HBDKind.SWITCH_DOMAIN, gpus_per_node=GPUS_PER_NODE, domain_gpus=GPUS_PER_NODE,
                            max_tp=GPUS_PER_NODE))

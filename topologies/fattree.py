@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from fabric.catalog import Catalog
-from fabric.model import Fabric, FabricBuilder, HBDSpec
+from fabric.model import Fabric, FabricBuilder, HBDKind, HBDSpec
 from topologies.clos import dcn_params, split_ports
 from topologies.params import Param
 from topologies.servers import add_gpu_nodes, add_nic_per_gpu, attach_gpus_to_clos
@@ -55,4 +55,4 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
     attach_gpus_to_clos(b, catalog, gpu_ids, nics, params, nic_bandwidth=bw, node=node)
     b.add_bom(params["gpu"], "compute", hosts)
     b.add_bom("server_1gpu", "compute", hosts)
-    return b.build(HBDSpec(kind="none", gpus_per_node=1, domain_gpus=1, max_tp=1))
+    return b.build(HBDSpec(kind=HBDKind.NONE, gpus_per_node=1, domain_gpus=1, max_tp=1))

@@ -28,13 +28,13 @@ parameter marked assumed):
 from __future__ import annotations
 
 import math
-from typing import Sequence
 
 import numpy as np
 
 from fabric.catalog import Catalog
 from fabric.errors import FabricError
-from fabric.model import Configuration, Fabric, FabricBuilder, HBDSpec, LinkState
+from fabric.model import Fabric, FabricBuilder, HBDKind, HBDSpec
+from fabric.rings import candidate_index, ring_configuration  # noqa: F401  (the k-hop ring's lighting)
 from topologies.clos import dcn_params, default_radix, split_ports
 from topologies.params import Param, at_least, even_at_least, positive
 from topologies.servers import add_gpu_nodes, add_nic_per_gpu, attach_gpus_to_clos
@@ -65,7 +65,35 @@ def candidate_count(n_nodes: int, k: int, gpus_per_node: int, lanes: int, closed
 
 
 def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
-    """Build a k-hop ring of ``ceil(gpus / gpus_per_node)`` nodes with a Clos DCN."""
+    """Build a k-hop ring (InfiniteHBD) of ``ceil(gpus / gpus_per_node)`` nodes with a Clos DCN.
+
+    Parameters
+    ----------
+    params : dict
+        :data:`PARAMS` resolved: ``k`` (optical reach in nodes), ``gpus_per_node``,
+        ``trx_per_gpu`` (OCS transceivers per GPU, ``2 lanes``), ``closed``,
+        ``trx`` and ``gpu`` (catalog ids), ``nodes_per_rack``, ``nodes_per_tor``,
+        ``tor_wiring`` and the DCN's (radix ``dcn_k``).
+    gpus : int, optional
+        GPUs wanted (default 1,024); rounded up to whole nodes.
+    catalog : Catalog
+
+    Closed forms
+    ------------
+    With ``N`` nodes of ``g`` GPUs and ``l = trx_per_gpu / 2`` lanes:
+    ``trx_per_gpu g N`` OCS transceivers and :func:`candidate_count` optical
+    candidate links, ``g l sum_{d=1..k} max(N - d, 0)`` for a line and
+    ``g l min(k, N - 1) N`` for a closed ring; the default configuration
+    lights one ring over all nodes.
+
+    Examples
+    --------
+    >>> from topologies import build
+    >>> f = build("khop-ring", 32, {"k": 2})
+    >>> c = f.counts()
+    >>> c["nodes"], c["ocs_transceivers"], c["optical_candidate_links"], candidate_count(8, 2, 4, 1, False)
+    (8, 64, 52, 52)
+    """
     k, g = params["k"], params["gpus_per_node"]
     lanes = params["trx_per_gpu"] // 2
     gpu_item, trx_item = params["gpu"], params["trx"]
@@ -126,7 +154,7 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
     b.add_bom(gpu_item, "compute", G)
     b.add_bom("server_4gpu" if g == 4 else "server_hgx8" if g == 8 else "server_1gpu", "compute",
               N if g in (4, 8) else G)
-    fab = b.build(HBDSpec(kind="khop_line", gpus_per_node=g, domain_gpus=G, tp_multiple_of=g, max_tp=G, k=k,
+    fab = b.build(HBDSpec(kind=HBDKind.KHOP_LINE, gpus_per_node=g, domain_gpus=G, tp_multiple_of=g, max_tp=G, k=k,
                           closed=params["closed"]))
     return fab.with_configuration(ring_configuration(fab, [list(range(N))]))
 
@@ -134,52 +162,3 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
 def _dcn_view(params: dict) -> dict:
     """The DCN parameters: the k-hop ``k`` is the optical reach, the DCN radix is ``dcn_k``."""
     return {**params, "k": params.get("dcn_k")}
-
-
-def candidate_index(fabric: Fabric) -> dict[tuple[int, int], np.ndarray]:
-    """(node i, node j) -> ids of the candidate links lit for a ring hop from i to j."""
-    L = fabric.links
-    cand = np.flatnonzero(L.state == LinkState.CANDIDATE)
-    node = fabric.group("node")
-    a, c = node[L.src[cand]], node[L.dst[cand]]
-    key = a * fabric.n_devices + c
-    order = np.argsort(key, kind="stable")
-    keys, starts = np.unique(key[order], return_index=True)
-    bounds = list(starts) + [order.size]
-    n = fabric.n_devices
-    return {(int(kv // n), int(kv % n)): cand[order[bounds[t]:bounds[t + 1]]] for t, kv in enumerate(keys)}
-
-
-def ring_configuration(fabric: Fabric, rings: Sequence[Sequence[int]]) -> Configuration:
-    """The configuration lighting a folded ring over each list of node ids.
-
-    Parameters
-    ----------
-    fabric : Fabric
-        A ``khop-ring`` Fabric.
-    rings : sequence of sequences of int
-        Node ids along the line, in order; consecutive nodes must be at most
-        ``k`` apart (a gap skips up to ``k-1`` nodes).
-
-    Raises
-    ------
-    FabricError
-        If a hop is longer than ``k`` or a node is in two rings.
-    """
-    index = candidate_index(fabric)
-    k, N = fabric.hbd.k, int(fabric.group("node").max()) + 1
-    lit: list[np.ndarray] = []
-    seen: set[int] = set()
-    for ring in rings:
-        for n in ring:
-            if n in seen:
-                raise FabricError("rings", f"node {n} is in two rings")
-            seen.add(n)
-        for a, c in zip(ring[:-1], ring[1:]):
-            links = index.get((a, c))
-            if links is None:
-                gap = (c - a) % N if fabric.hbd.closed else c - a
-                raise FabricError("rings", f"hop {a}->{c} (gap {gap}) is not an optical path of a k={k} ring")
-            lit.append(links)
-    active = np.concatenate(lit) if lit else np.zeros(0, dtype=np.int64)
-    return Configuration(active_candidates=active)

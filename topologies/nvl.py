@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from fabric.catalog import Catalog
-from fabric.model import DeviceKind, Fabric, FabricBuilder, HBDSpec
+from fabric.model import DeviceKind, Fabric, FabricBuilder, HBDKind, HBDSpec
 from topologies.clos import dcn_params
 from topologies.params import Param
 from topologies.servers import add_gpu_nodes, add_nic_per_gpu, attach_gpus_to_clos
@@ -41,7 +41,32 @@ PARAMS = [
 
 
 def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
-    """Build ``ceil(gpus / size)`` NVLink domains on a Clos DCN."""
+    """Build ``ceil(gpus / size)`` NVLink domains (NVL-36, -72 or -576) on a Clos DCN, one NIC per GPU.
+
+    Parameters
+    ----------
+    params : dict
+        :data:`PARAMS` resolved: ``size`` (GPUs per NVLink domain: 36, 72 or
+        576), ``gpu`` (catalog id), and the DCN's.
+    gpus : int, optional
+        GPUs wanted (default: one domain); rounded up to whole domains.
+    catalog : Catalog
+
+    Closed forms
+    ------------
+    With ``D = ceil(gpus / size)`` domains and 18 NVLink5 links per GPU:
+    ``size D`` GPUs in ``size D / 4`` compute trays (the fault unit);
+    ``18 size D`` GPU-chip links; switch chips per domain: 9 (NVL-36), 18
+    (NVL-72), 8 x 36 L1 + 144 L2 = 432 (NVL-576).
+
+    Examples
+    --------
+    >>> from topologies import build
+    >>> f = build("nvl", 144, {"size": 72})
+    >>> c = f.counts()
+    >>> c["nodes"], c["switch_chips"], int((f.links.layer == 0).sum())
+    (36, 36, 2592)
+    """
     size = params["size"]
     gpu_item = params["gpu"]
     catalog.get(gpu_item)
@@ -109,4 +134,4 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
                         rail=np.arange(G) % GPUS_PER_TRAY)
     b.add_bom(gpu_item, "compute", G)
     b.add_bom("server_nvl_compute_tray", "compute", n_trays)
-    return b.build(HBDSpec(kind="switch_domain", gpus_per_node=GPUS_PER_TRAY, domain_gpus=size, max_tp=size))
+    return b.build(HBDSpec(kind=HBDKind.SWITCH_DOMAIN, gpus_per_node=GPUS_PER_TRAY, domain_gpus=size, max_tp=size))

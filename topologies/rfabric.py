@@ -23,7 +23,7 @@ import numpy as np
 
 from fabric.catalog import Catalog
 from fabric.errors import FabricError
-from fabric.model import Configuration, DeviceKind, Fabric, FabricBuilder, HBDSpec
+from fabric.model import Configuration, DeviceKind, Fabric, FabricBuilder, HBDKind, HBDSpec
 from topologies import dgx
 from topologies.clos import dcn_params, default_configuration, default_radix, pods_of_tors_and_aggs, split_ports
 from topologies.params import Param
@@ -42,7 +42,33 @@ PARAMS = [
 
 
 def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
-    """Build 8-GPU nodes on a 3-tier fat-tree with OCS between aggregation and core."""
+    """Build 8-GPU DGX-style nodes on a 3-tier fat-tree whose aggregation-core links pass through OCS.
+
+    Parameters
+    ----------
+    params : dict
+        :data:`PARAMS` resolved: ``gpu`` (a DGX variant), ``ocs`` (catalog id),
+        ``core_ratio`` (core-switch ports behind the OCS per aggregation
+        uplink, 0..1), and the DCN's.
+    gpus : int, optional
+        GPUs wanted (default 1,024); rounded up to whole nodes.
+    catalog : Catalog
+
+    Closed forms
+    ------------
+    ``ceil(gpus / 8)`` nodes, one NIC per GPU; every aggregation uplink is an
+    OCS port, and at ``core_ratio`` 1 so is every core downlink: the OCS
+    ports are twice the aggregation uplinks, and the default circuits
+    (one per uplink) reproduce the static fat-tree.
+
+    Examples
+    --------
+    >>> from topologies import build
+    >>> f = build("rfabric", 64)
+    >>> c = f.counts()
+    >>> c["nodes"], c["nics"], c["ocs_ports"] == 2 * len(f.configuration.circuits)
+    (8, 64, True)
+    """
     gpu_item, chip_item, n_chips = dgx.VARIANTS[params["gpu"]]
     gpus = gpus or 1024
     n_nodes = math.ceil(gpus / dgx.GPUS_PER_NODE)
@@ -72,7 +98,7 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
     b.add_bom(gpu_item, "compute", ids.size)
     b.add_bom("server_hgx8", "compute", n_nodes)
     b.add_bom(chip_item, "hbd", chips.size)
-    return b.build(HBDSpec(kind="switch_domain", gpus_per_node=8, domain_gpus=8, max_tp=8), config)
+    return b.build(HBDSpec(kind=HBDKind.SWITCH_DOMAIN, gpus_per_node=8, domain_gpus=8, max_tp=8), config)
 
 
 def _attach_ocs_pods(b: FabricBuilder, nics: np.ndarray, catalog: Catalog, bw: float, params: dict):
@@ -118,7 +144,7 @@ def _attach_ocs_pods(b: FabricBuilder, nics: np.ndarray, catalog: Catalog, bw: f
                          + np.bincount(t_all[ud:] % n_o, minlength=n_o) * P).max() > ocs_ports:
         n_o += 1
     if n_o > ua:
-        raise FabricError("--gpus", f"{P} pods do not fit: with core_ratio {params['core_ratio']:g} every OCS needs "
+        raise FabricError("gpus", f"{P} pods do not fit: with core_ratio {params['core_ratio']:g} every OCS needs "
                                     f"a port per pod and per core circuit ({ocs_ports} ports on {ocs_item}); "
                                     "use a larger -p k or fewer GPUs")
     cores_pp = math.ceil(P * yc / k) if yc else 0

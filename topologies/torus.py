@@ -17,7 +17,7 @@ import numpy as np
 
 from fabric.catalog import Catalog
 from fabric.errors import FabricError
-from fabric.model import Fabric, FabricBuilder, HBDSpec
+from fabric.model import Fabric, FabricBuilder, HBDKind, HBDSpec
 from fabric.units import parse_bandwidth
 from topologies.clos import dcn_params
 from topologies.params import Param, positive
@@ -51,6 +51,32 @@ def auto_dims(gpus: int, per_host: int) -> tuple[int, int]:
 
 
 def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
+    """Build a GPU-centric torus (or mesh) of shape ``dims`` with one NIC per GPU into a Clos DCN.
+
+    Parameters
+    ----------
+    params : dict
+        :data:`PARAMS` resolved: ``dims`` (shape in GPUs, ``32x32``; default
+        the near-square 2D shape for ``gpus``), ``wrap`` (torus or mesh),
+        ``gpus_per_host`` (divides the first dimension), ``link_bandwidth``
+        (per direction), ``gpu`` and the DCN's.
+    gpus : int, optional
+        GPUs wanted when ``dims`` is not given (default 1,024).
+    catalog : Catalog
+
+    Closed forms
+    ------------
+    With ``G = prod(dims)`` GPUs: ``G len(dims)`` HBD links with ``wrap``
+    (each GPU to its +1 neighbour in every dimension), ``sum_i G (1 - 1 /
+    d_i)`` without; every GPU has ``2 len(dims)`` torus links; one HBD domain.
+
+    Examples
+    --------
+    >>> from topologies import build
+    >>> f = build("torus", 64, {"dims": "8x8"})
+    >>> int((f.links.layer == 0).sum()), build("torus", 64, {"dims": "8x8", "wrap": False}).counts()["gpus"]
+    (128, 64)
+    """
     per_host = params["gpus_per_host"]
     dims = parse_dims(params["dims"]) if params["dims"] else auto_dims(gpus or 1024, per_host)
     if dims[0] % per_host:
@@ -97,5 +123,5 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
     b.add_bom(gpu_item, "compute", G)
     b.add_bom("server_4gpu" if per_host == 4 else "server_hgx8" if per_host == 8 else "server_1gpu", "compute",
               n_hosts if per_host in (4, 8) else G)
-    return b.build(HBDSpec(kind="torus", gpus_per_node=per_host, domain_gpus=G, max_tp=G, dims=dims,
+    return b.build(HBDSpec(kind=HBDKind.TORUS, gpus_per_node=per_host, domain_gpus=G, max_tp=G, dims=dims,
                            closed=params["wrap"]))

@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from fabric.catalog import Catalog
-from fabric.model import Configuration, DeviceKind, Fabric, FabricBuilder, HBDSpec
+from fabric.model import Configuration, DeviceKind, Fabric, FabricBuilder, HBDKind, HBDSpec
 from topologies.clos import attach_clos, dcn_params
 from topologies.params import Param, positive
 from topologies.servers import propagate_tor
@@ -59,7 +59,31 @@ def cube_grid(n: int) -> tuple[int, int, int]:
 
 
 def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
-    """Build ``cubes`` TPUv4 cubes in pods of up to 64, with OCS and a Clos DCN."""
+    """Build TPUv4 cubes of 64 chips in pods of up to 64 cubes, joined by OCS, with a Clos DCN.
+
+    Parameters
+    ----------
+    params : dict
+        :data:`PARAMS` resolved: ``cubes`` (default: ``ceil(gpus / 64)``),
+        ``chip`` (catalog id), and the DCN's.
+    gpus : int, optional
+        Chips wanted (default: one full pod of 64 cubes); rounded up to whole cubes.
+    catalog : Catalog
+
+    Closed forms
+    ------------
+    With ``C`` cubes in ``P = ceil(C / 64)`` pods: ``64 C`` chips on ``16 C``
+    4-chip hosts; ``144 C`` electrical ICI links (3 x 4 x 4 x 3 per 4x4x4
+    mesh); ``96 C`` optical face links, one OCS port each; ``48 P`` OCS.
+
+    Examples
+    --------
+    >>> from topologies import build
+    >>> f = build("tpuv4", 128)
+    >>> c = f.counts()
+    >>> c["gpus"], c["hosts"], c["ocs"], c["ocs_ports"], int((f.links.layer == 0).sum())
+    (128, 32, 48, 192, 480)
+    """
     chip_item = params["chip"]
     catalog.get(chip_item)
     n_cubes = params["cubes"] or (math.ceil(gpus / CHIPS_PER_CUBE) if gpus else MAX_CUBES_PER_POD)
@@ -141,6 +165,6 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
     if n_pods > 1:
         b.note(f"{n_cubes} cubes in {n_pods} OCS pods of up to {MAX_CUBES_PER_POD} cubes")
     pod_chips = min(n_cubes, MAX_CUBES_PER_POD) * CHIPS_PER_CUBE
-    return b.build(HBDSpec(kind="ocs_cube", gpus_per_node=CHIPS_PER_HOST, domain_gpus=pod_chips,
+    return b.build(HBDSpec(kind=HBDKind.OCS_CUBE, gpus_per_node=CHIPS_PER_HOST, domain_gpus=pod_chips,
                            max_tp=pod_chips, dims=(CUBE, CUBE, CUBE), cube_gpus=CHIPS_PER_CUBE, closed=True),
                    cfg)

@@ -143,7 +143,7 @@ class ModelSpec:
 
     def with_seq_len(self, seq_len: int) -> "ModelSpec":
         if seq_len <= 0:
-            raise FabricError("--seq-len", f"{seq_len} must be a whole number > 0")
+            raise FabricError("seq_len", f"{seq_len} must be a whole number > 0")
         return dataclasses.replace(self, seq_len=int(seq_len))
 
     def to_dict(self) -> dict[str, Any]:
@@ -240,7 +240,7 @@ def load_preset(name: str) -> ModelSpec:
     if name not in _PRESET_CACHE:
         path = _presets_dir() / f"{name}.yaml"
         if not path.is_file():
-            raise FabricError("--model", f"unknown preset {name!r}; presets: {', '.join(preset_names())}, "
+            raise FabricError("model", f"unknown preset {name!r}; presets: {', '.join(preset_names())}, "
                                          "or a .yaml/.json file")
         _PRESET_CACHE[name] = ModelSpec.from_dict(yaml.safe_load(path.read_text()), f"{name}.yaml")
     return _PRESET_CACHE[name]
@@ -261,12 +261,12 @@ def load_model(ref: str | Path | ModelSpec) -> ModelSpec:
     path = Path(text)
     if path.suffix.lower() in (".yaml", ".yml", ".json"):
         if not path.is_file():
-            raise FabricError("--model", f"no such file: {path}")
+            raise FabricError("model", f"no such file: {path}")
         raw_text = path.read_text()
         try:
             raw = json.loads(raw_text) if path.suffix.lower() == ".json" else yaml.safe_load(raw_text)
         except (json.JSONDecodeError, yaml.YAMLError) as exc:
             first = str(exc).splitlines()[0]
-            raise FabricError("--model", f"{path.name} is not valid {path.suffix[1:].upper()} ({first})") from None
+            raise FabricError("model", f"{path.name} is not valid {path.suffix[1:].upper()} ({first})") from None
         return ModelSpec.from_dict(raw, path.name)
     return load_preset(text)

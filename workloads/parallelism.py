@@ -118,57 +118,57 @@ def validate(model: ModelSpec, par: Parallelism, hbd: HBDSpec | None = None, gpu
     >>> validate(load_model("gpt3-175b"), Parallelism(tp=64, pp=8, dp=1, global_batch=8))
     Traceback (most recent call last):
     ...
-    fabric.errors.FabricError: --tp: 64 does not divide heads=96 of gpt3-175b
+    fabric.errors.FabricError: tp: 64 does not divide heads=96 of gpt3-175b
     """
-    ints = {"--tp": par.tp, "--pp": par.pp, "--dp": par.dp, "--ep": par.ep, "--cp": par.cp,
-            "--micro-batch": par.micro_batch, "--global-batch": par.global_batch, "--interleave": par.interleave}
+    ints = {"tp": par.tp, "pp": par.pp, "dp": par.dp, "ep": par.ep, "cp": par.cp,
+            "micro_batch": par.micro_batch, "global_batch": par.global_batch, "interleave": par.interleave}
     for flag, value in ints.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise FabricError(flag, f"{value!r} must be a whole number >= 1")
     if par.recompute not in RECOMPUTE:
-        raise FabricError("--recompute", f"{par.recompute!r} not allowed; use one of {', '.join(RECOMPUTE)}")
+        raise FabricError("recompute", f"{par.recompute!r} not allowed; use one of {', '.join(RECOMPUTE)}")
     name = model.name
     if not _divides(par.tp, model.heads):
-        raise FabricError("--tp", f"{par.tp} does not divide heads={model.heads} of {name}")
+        raise FabricError("tp", f"{par.tp} does not divide heads={model.heads} of {name}")
     if model.kv_heads >= par.tp and not _divides(par.tp, model.kv_heads):
-        raise FabricError("--tp", f"{par.tp} does not divide kv_heads={model.kv_heads} of {name}")
+        raise FabricError("tp", f"{par.tp} does not divide kv_heads={model.kv_heads} of {name}")
     if not _divides(par.tp, model.ffn_hidden):
-        raise FabricError("--tp", f"{par.tp} does not divide ffn_hidden={model.ffn_hidden} of {name}")
+        raise FabricError("tp", f"{par.tp} does not divide ffn_hidden={model.ffn_hidden} of {name}")
     if not _divides(par.pp * par.interleave, model.layers):
         if par.interleave > 1:
-            raise FabricError("--interleave", f"pp x interleave = {par.pp} x {par.interleave} does not divide "
+            raise FabricError("interleave", f"pp x interleave = {par.pp} x {par.interleave} does not divide "
                                               f"layers={model.layers} of {name}")
-        raise FabricError("--pp", f"{par.pp} does not divide layers={model.layers} of {name}")
+        raise FabricError("pp", f"{par.pp} does not divide layers={model.layers} of {name}")
     if par.interleave > 1 and par.pp == 1:
-        raise FabricError("--interleave", f"{par.interleave} needs --pp > 1 (virtual stages interleave a pipeline)")
+        raise FabricError("interleave", f"{par.interleave} needs --pp > 1 (virtual stages interleave a pipeline)")
     if not _divides(par.cp, model.seq_len) or (par.cp > 1 and model.seq_len % (2 * par.cp)):
-        raise FabricError("--cp", f"{par.cp}: 2 x cp must divide seq_len={model.seq_len} (load-balanced ring "
+        raise FabricError("cp", f"{par.cp}: 2 x cp must divide seq_len={model.seq_len} (load-balanced ring "
                                   "attention splits each sequence into 2 cp chunks)")
     if par.ep > 1 and not model.is_moe:
-        raise FabricError("--ep", f"{par.ep} needs an MoE model; {name} is dense (use --ep 1)")
+        raise FabricError("ep", f"{par.ep} needs an MoE model; {name} is dense (use --ep 1)")
     if model.is_moe:
         if not _divides(par.ep, model.experts):
-            raise FabricError("--ep", f"{par.ep} does not divide experts={model.experts} of {name}")
+            raise FabricError("ep", f"{par.ep} does not divide experts={model.experts} of {name}")
         if not _divides(par.ep, par.tp * par.cp * par.dp):
-            raise FabricError("--ep", f"{par.ep} does not divide tp x cp x dp = {par.tp * par.cp * par.dp} "
+            raise FabricError("ep", f"{par.ep} does not divide tp x cp x dp = {par.tp * par.cp * par.dp} "
                                       "(expert-parallel groups are folded from those ranks)")
         if par.tp > 1 and not par.sequence_parallel:
-            raise FabricError("--sequence-parallel", f"an MoE model with --tp {par.tp} needs sequence parallelism "
+            raise FabricError("sequence_parallel", f"an MoE model with --tp {par.tp} needs sequence parallelism "
                                                      "(tokens are sharded over TP ranks before dispatch)")
     if par.sequence_parallel and par.tp == 1:
-        raise FabricError("--sequence-parallel", "needs --tp > 1")
+        raise FabricError("sequence_parallel", "needs --tp > 1")
     per_dp = par.dp * par.micro_batch
     if par.global_batch % per_dp:
-        raise FabricError("--global-batch", f"{par.global_batch} is not a multiple of dp x micro-batch = "
+        raise FabricError("global_batch", f"{par.global_batch} is not a multiple of dp x micro-batch = "
                                             f"{par.dp} x {par.micro_batch} = {per_dp}")
     m = par.microbatches
     if par.interleave > 1 and m % par.pp:
-        raise FabricError("--interleave", f"the interleaved schedule needs micro-batches ({m}) to be a multiple "
+        raise FabricError("interleave", f"the interleaved schedule needs micro-batches ({m}) to be a multiple "
                                           f"of pp={par.pp}")
     if hbd is not None:
         _validate_hbd(par, hbd)
     if gpus is not None and par.world > gpus:
-        raise FabricError("--gpus", f"tp x cp x dp x pp = {par.tp} x {par.cp} x {par.dp} x {par.pp} = {par.world} "
+        raise FabricError("gpus", f"tp x cp x dp x pp = {par.tp} x {par.cp} x {par.dp} x {par.pp} = {par.world} "
                                     f"GPUs, but the fabric has {gpus}")
 
 
@@ -176,9 +176,9 @@ def _validate_hbd(par: Parallelism, hbd: HBDSpec) -> None:
     """TP groups must lie inside one HBD domain (TP traffic never leaves the HBD)."""
     max_tp = hbd.max_tp or hbd.domain_gpus
     if par.tp > max_tp:
-        raise FabricError("--tp", f"{par.tp} exceeds the HBD size: a TP group must fit one {hbd.kind} domain of "
+        raise FabricError("tp", f"{par.tp} exceeds the HBD size: a TP group must fit one {hbd.kind} domain of "
                                   f"{max_tp} GPUs")
     unit = max(hbd.tp_multiple_of, 1)
     if par.tp % unit and unit % par.tp:
-        raise FabricError("--tp", f"{par.tp} must divide or be a multiple of {unit} on a {hbd.kind} HBD "
+        raise FabricError("tp", f"{par.tp} must divide or be a multiple of {unit} on a {hbd.kind} HBD "
                                   "(TP rings across nodes are built from whole nodes)")

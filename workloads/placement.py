@@ -19,7 +19,8 @@ from functools import cached_property
 import numpy as np
 
 from fabric.errors import FabricError
-from fabric.model import Configuration, Fabric, LinkState
+from fabric.model import Configuration, Fabric, HBDKind
+from fabric.rings import group_configuration
 from workloads.parallelism import Parallelism
 
 
@@ -68,29 +69,17 @@ def usable_gpus(fabric: Fabric, tp: int) -> int:
 def hbd_configuration(fabric: Fabric, tp_groups: np.ndarray) -> Configuration | None:
     """The optical configuration that lights each TP group's ring on a k-hop line, or None.
 
-    A k-hop Fabric is built with one ring over all nodes lit; a job lights,
-    for every TP group spanning nodes ``n1 < n2 < ... < nm``, the paths
-    between consecutive nodes (every GPU index and lane), and nothing
-    between TP groups, so that only TP traffic can use the optics (DP and PP
-    traffic go over the NICs).  Other HBD kinds keep their configuration.
+    A k-hop Fabric is built with one ring over all nodes lit; a job lights
+    one ring per TP group (:func:`fabric.rings.group_configuration`) and
+    nothing between TP groups, so that only TP traffic can use the optics
+    (DP and PP traffic go over the NICs).  Other HBD kinds keep their configuration.
     """
-    if fabric.hbd.kind != "khop_line":
+    if fabric.hbd.kind != HBDKind.KHOP_LINE:
         return None
-    node = fabric.group("node")
-    n_dev = fabric.n_devices
-    gnodes = np.sort(node[tp_groups], axis=1)
-    a, b = gnodes[:, :-1], gnodes[:, 1:]
-    step = a != b  # consecutive distinct nodes of a group
-    wanted = np.unique(a[step] * n_dev + b[step])
-    L = fabric.links
-    cand = np.flatnonzero(L.state == LinkState.CANDIDATE)
-    u, v = node[L.src[cand]], node[L.dst[cand]]
-    key = np.minimum(u, v) * n_dev + np.maximum(u, v)
-    lit = cand[np.isin(key, wanted)]
-    return Configuration(active_candidates=np.sort(lit), circuits=fabric.configuration.circuits)
+    return group_configuration(fabric, tp_groups)
 
 
-class Placement:
+class RankPlacement:
     """The GPU of every rank, and the job's communication groups (each an (n_groups, size) array).
 
     Parameters
@@ -110,7 +99,7 @@ class Placement:
         need = par.world // par.tp
         blocks = tp_blocks(fabric, par.tp, need)
         if need > blocks.shape[0]:
-            raise FabricError("--gpus", f"the job needs {need} TP groups of {par.tp} GPUs ({par.world} GPUs) but the "
+            raise FabricError("gpus", f"the job needs {need} TP groups of {par.tp} GPUs ({par.world} GPUs) but the "
                                         f"fabric's HBD domains hold only {blocks.shape[0]} "
                                         f"({usable_gpus(fabric, par.tp)} of {fabric.n_gpus} GPUs usable at tp={par.tp})")
         self.gpus = blocks[:need].reshape(-1)

@@ -31,7 +31,7 @@ the critical path:
   between the first and last stage close the step.
 
 Every collective is timed by :class:`workloads.comm.CommCache` on the job's
-placement (:class:`workloads.placement.Placement`).
+placement (:class:`workloads.placement.RankPlacement`).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from workloads.flops import hardware_flops, model_flops
 from workloads.memory import MemoryReport, memory_per_gpu, stage_layer_counts, stage_layers, stage_params
 from workloads.models import ModelSpec
 from workloads.parallelism import Parallelism, validate
-from workloads.placement import Placement
+from workloads.placement import RankPlacement
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,7 @@ def gpu_of(fabric: Fabric, catalog: Catalog) -> GpuSpec:
     items = sorted({line.item for line in fabric.bom if line.category == "gpu" or
                     (line.scope == "compute" and catalog.category(line.item) == "gpu")})
     if len(items) != 1:
-        raise FabricError("--gpu", f"cannot tell the fabric's GPU from its bill of materials ({items or 'none'})")
+        raise FabricError("gpu", f"cannot tell the fabric's GPU from its bill of materials ({items or 'none'})")
     return GpuSpec.from_catalog(catalog, items[0])
 
 
@@ -176,7 +176,7 @@ class StepModel:
         self.gemm = gemm
         self.backend = backend or default_backend()
         self.gpu = gpu or gpu_of(fabric, self.catalog)
-        self._placements: dict[tuple, Placement] = {}
+        self._placements: dict[tuple, RankPlacement] = {}
         self._comms: dict[int, CommCache] = {}
         self._layers: dict[tuple, LayerTimes] = {}
 
@@ -194,14 +194,14 @@ class StepModel:
         return getattr(self.backend, "name", "custom")
 
     # ----------------------------------------------------------------- pieces
-    def placement(self, par: Parallelism) -> Placement:
+    def placement(self, par: Parallelism) -> RankPlacement:
         key = (par.tp, par.cp, par.dp, par.pp, par.ep, par.interleave > 1)
         pl = self._placements.get(key)
         if pl is None:
-            pl = self._placements[key] = Placement(self.fabric, par)
+            pl = self._placements[key] = RankPlacement(self.fabric, par)
         return pl
 
-    def comm(self, pl: Placement) -> CommCache:
+    def comm(self, pl: RankPlacement) -> CommCache:
         """The collective-time cache of the placement's (possibly re-configured) Fabric."""
         c = self._comms.get(id(pl.fabric))
         if c is None or c.fabric is not pl.fabric:
@@ -236,7 +236,7 @@ class StepModel:
             return [(0, n) if m.is_moe else (n, 0)] * par.pp
         return [stage_layer_counts(m, par, st) for st in range(par.pp)]
 
-    def _layer_comm(self, par: Parallelism, pl: Placement, moe: bool, times: LayerTimes) -> dict[str, tuple]:
+    def _layer_comm(self, par: Parallelism, pl: RankPlacement, moe: bool, times: LayerTimes) -> dict[str, tuple]:
         """Exposed communication of one layer for one micro-batch: {dim: (forward, backward)} seconds."""
         m, c = self.model, self.comm(pl)
         b, s, h = par.micro_batch, m.seq_len, m.hidden
@@ -263,7 +263,7 @@ class StepModel:
             out["ep"] = (2 * a2a, 2 * a2a)  # dispatch + combine
         return out
 
-    def _p2p(self, par: Parallelism, pl: Placement) -> float:
+    def _p2p(self, par: Parallelism, pl: RankPlacement) -> float:
         """One pipeline send/recv of a micro-batch's activation (all stage boundaries at once)."""
         if par.pp == 1:
             return 0.0
@@ -275,7 +275,7 @@ class StepModel:
             t += c.time("all_gather", pl.tp_groups, shard * par.tp)
         return t
 
-    def stage_parts(self, par: Parallelism, pl: Placement | None, with_comm: bool = True) -> list[dict[str, float]]:
+    def stage_parts(self, par: Parallelism, pl: RankPlacement | None, with_comm: bool = True) -> list[dict[str, float]]:
         """Seconds per micro-batch of every stage, by part (compute, tp, cp, ep, pp)."""
         m = self.model
         kinds = self._layer_kinds()
@@ -360,7 +360,7 @@ class StepModel:
             memory=mem, breakdown={k: float(v) for k, v in breakdown.items()}, comm_backend=self.backend_name,
             placement=pl.to_dict(), notes=notes)
 
-    def _dp_exposed(self, par: Parallelism, pl: Placement, dense_p: float, expert_p: float) -> float:
+    def _dp_exposed(self, par: Parallelism, pl: RankPlacement, dense_p: float, expert_p: float) -> float:
         """Exposed DP communication and tied-embedding gradient sum after the pipeline (module docstring)."""
         m, rt, c = self.model, self.runtime, self.comm(pl)
         # overlap windows: the backward (incl. recomputation) of the last micro-batch on the first stage,

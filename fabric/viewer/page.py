@@ -21,7 +21,7 @@ def page_html(layout, title: str) -> str:
     return file_html(layout, resources=INLINE, title=title)
 
 
-def write_html(layout, path: str | os.PathLike, title: str = "fabric view", field: str = "--out") -> Path:
+def write_html(layout, path: str | os.PathLike, title: str = "fabric view", field: str = "path") -> Path:
     """Write ``layout`` to ``path`` as a standalone page; nothing is left half-written.
 
     The page goes to a temporary file next to ``path`` and replaces it in one
@@ -50,7 +50,7 @@ def write_html(layout, path: str | os.PathLike, title: str = "fabric view", fiel
     return target
 
 
-def check_writable(target: Path, field: str = "--out") -> None:
+def check_writable(target: Path, field: str = "path") -> None:
     """Fail early (before any slow work) when ``target`` cannot be written."""
     parent = target.parent if str(target.parent) else Path(".")
     if target.is_dir():

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fabric.errors import FabricError
-from fabric.model import DeviceKind, Fabric
+from fabric.model import DeviceKind, Fabric, HBDKind
 from fabric.viewer import style
 from fabric.viewer.edges import Edges, build_edges, bundle, drawable_links, link_styles
 from fabric.viewer.layout import Layout, compute_layout, tier_of
@@ -297,7 +297,7 @@ def build_scene(fabric: Fabric, overlay: Overlay | None = None, *, color_links_b
     boxes, box_of, (bu, bv) = _boxes(fabric, glyphs, layout, res)
 
     end_a, end_b = glyphs.of_device[links.src], glyphs.of_device[links.dst]
-    if fabric.hbd.kind == "ocs_cube" and len(boxes["left"]):
+    if fabric.hbd.kind == HBDKind.OCS_CUBE and len(boxes["left"]):
         # circuits join cubes: drawn chip to chip they would hide the grid; draw them cube to cube
         circ = (links.cls == style.CIRCUIT) & (box_of[links.src] >= 0) & (box_of[links.dst] >= 0)
         end_a = np.where(circ, glyphs.n + box_of[links.src], end_a)

@@ -180,7 +180,7 @@ class ViewerServer:
 
     def __init__(self, make_app: Callable[[], ViewerApp], port: int = 5006, address: str = "127.0.0.1"):
         if not 0 < int(port) < 65536:
-            raise FabricError("--port", f"{port} must be in 1..65535")
+            raise FabricError("port", f"{port} must be in 1..65535")
         self.port = int(port)
         self.address = address
         self._make_app = make_app
@@ -205,7 +205,7 @@ class ViewerServer:
         try:
             self._server = self._create()
         except OSError as exc:
-            raise FabricError("--port", f"cannot listen on {self.address}:{self.port}: {exc.strerror or exc}") from None
+            raise FabricError("port", f"cannot listen on {self.address}:{self.port}: {exc.strerror or exc}") from None
         self._server.start()
         if on_ready is not None:
             on_ready(self.url)

@@ -9,16 +9,19 @@ Policies (each reads only ``fabric.hbd``, device groupings and kinds):
 
 Entry points: :func:`allocate` (the groups of one fault set),
 :func:`count_usable` (vectorised counts for a batch), :func:`blast_radius`,
-:func:`evaluate_faults` (what ``fabric faults`` and sweeps report).
+:func:`evaluate_faults` and :func:`faults_summary` (what ``fabric faults`` and sweeps report),
+:func:`waste_table` and :func:`blast_table` (``fabric faults-table``).
 """
 
 from solvers.allocation.base import Allocation, FaultBatch, Policy
 from solvers.allocation.blast import blast_radius
 from solvers.allocation.effects import EffectMapper, identity_rows
 from solvers.allocation.evaluate import evaluate_faults, fault_curve
-from solvers.allocation.policy import POLICIES, allocate, allocate_row, count_usable, policy_for
+from solvers.allocation.policy import POLICIES, allocate, allocate_lit, allocate_row, count_usable, policy_for
+from solvers.allocation.summary import blast_table, faults_summary, waste_table
 
 __all__ = [
-    "Allocation", "FaultBatch", "Policy", "EffectMapper", "identity_rows", "POLICIES", "policy_for", "allocate",
+    "Allocation", "FaultBatch", "Policy", "EffectMapper", "identity_rows", "POLICIES", "policy_for", "allocate", "allocate_lit",
     "allocate_row", "count_usable", "blast_radius", "evaluate_faults", "fault_curve",
+    "faults_summary", "waste_table", "blast_table",
 ]

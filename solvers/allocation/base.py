@@ -146,13 +146,13 @@ class Policy:
     def check_tp(self, tp: int) -> int:
         """Validate a TP size against the HBD: a multiple of ``tp_multiple_of``, at most ``max_tp``."""
         if isinstance(tp, bool) or not isinstance(tp, (int, np.integer)) or tp < 1:
-            raise FabricError("--tp", f"{tp!r} must be a whole number >= 1")
+            raise FabricError("tp", f"{tp!r} must be a whole number >= 1")
         mult = max(int(self.hbd.tp_multiple_of), 1)
         if tp % mult:
-            raise FabricError("--tp", f"{tp} must be a multiple of {mult} for {self.fabric.architecture} "
+            raise FabricError("tp", f"{tp} must be a multiple of {mult} for {self.fabric.architecture} "
                                       f"({self.hbd.kind}: TP groups span whole {mult}-GPU nodes)")
         if tp > self.max_tp:
-            raise FabricError("--tp", f"{tp} exceeds the largest TP group of {self.fabric.architecture} "
+            raise FabricError("tp", f"{tp} exceeds the largest TP group of {self.fabric.architecture} "
                                       f"({self.hbd.kind}): max {self.max_tp}")
         self._check_tp_kind(int(tp))
         return int(tp)

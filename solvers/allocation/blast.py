@@ -19,7 +19,7 @@ import numpy as np
 
 from fabric.faults import COMPONENTS, FaultSamples
 from fabric.metrics import blast_summary
-from fabric.model import DeviceKind, Layer
+from fabric.model import DeviceKind, HBDKind, Layer
 from solvers.allocation.base import FaultBatch, Policy
 from solvers.allocation.effects import EffectMapper, identity_rows, nodes_of_racks
 
@@ -73,27 +73,27 @@ def _note(comp: str, pol: Policy, mapper: EffectMapper) -> tuple[str, float | No
         worst, note = _switch_bandwidth(pol, mapper)
         return note, worst
     if comp == "ocs":
-        if kind == "ocs_cube":
+        if kind == HBDKind.OCS_CUBE:
             return ("an OCS carries 1 of the 16 optical links of each cube face in one dimension: the rings "
                     "through those links open (lower bandwidth), every cube stays usable"), None
         return "an OCS of the DCN: scale-out capacity drops, HBD unaffected", None
     if comp == "link":
-        if kind in ("switch_domain", "none"):
+        if kind in (HBDKind.SWITCH_DOMAIN, HBDKind.NONE):
             return "a GPU-switch link: that GPU stays usable with one link fewer", None
-        if kind == "ocs_cube":
+        if kind == HBDKind.OCS_CUBE:
             return "an ICI link or face fibre breaks its cube's torus: the cube cannot join a slice", None
-        if kind == "khop_line":
+        if kind == HBDKind.KHOP_LINE:
             lanes = mapper.lanes
             if lanes >= 2:
                 return f"one optical path of one of {lanes} lanes: bandwidth only", (lanes - 1) / lanes
             return ("a dead optical path i->i+d is a ring boundary where a ring would use it (contiguous "
                     "policy; an upper bound: interleaved rings can sometimes route around it); intra-node "
                     "links: bandwidth only"), None
-        if kind == "torus":
+        if kind == HBDKind.TORUS:
             return ("a first-dimension link takes its whole line; a second/third-dimension link splits "
                     "multi-line groups"), None
     if comp == "transceiver":
-        if kind == "khop_line":
+        if kind == HBDKind.KHOP_LINE:
             lanes = mapper.lanes
             if lanes >= 2:
                 return f"one of {lanes} lanes of one GPU: that GPU's ring bandwidth drops to " \

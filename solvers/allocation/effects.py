@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from fabric.faults import FaultSamples, NodeIndex, transceivers_per_gpu, universe
-from fabric.model import DeviceKind, Fabric, LinkState
+from fabric.model import DeviceKind, Fabric, HBDKind, LinkState
 from solvers.allocation.base import FaultBatch, Policy
 
 BANDWIDTH_ONLY = frozenset({"switch", "ocs"})
@@ -100,9 +100,9 @@ class EffectMapper:
         """True when no failure of ``comp`` changes the usable GPU count of this fabric."""
         if comp in BANDWIDTH_ONLY:
             return True
-        if comp in ("link", "transceiver") and self.kind in ("switch_domain", "none"):
+        if comp in ("link", "transceiver") and self.kind in (HBDKind.SWITCH_DOMAIN, HBDKind.NONE):
             return True
-        if self.kind == "khop_line":
+        if self.kind == HBDKind.KHOP_LINE:
             if comp == "transceiver":
                 return self.lanes >= 2
             if comp == "link":
@@ -140,7 +140,7 @@ class EffectMapper:
         lk_rows, lk_ids = [], []
         for comp in ("link", "transceiver"):
             if comp in samples and not self.bandwidth_only(comp) and not (comp == "transceiver" and
-                                                                          self.kind == "khop_line"):
+                                                                          self.kind == HBDKind.KHOP_LINE):
                 s = samples[comp]
                 lk_rows.append(s.row_of_entries())
                 lk_ids.append(self.universe(comp).ids[s.indices])
@@ -152,19 +152,19 @@ class EffectMapper:
                 down = down.union(FaultSamples.from_pairs(dr, dn, n_rows, nodes.n_nodes))
             b_rows.append(br)
             b_pos.append(bp)
-            if self.kind == "khop_line":
+            if self.kind == HBDKind.KHOP_LINE:
                 # dead optical paths matter only where the ring would use them: decided on the final down set
                 hr, hi, hj = self._khop_dead_hops(rows, lk)
                 br, bp = self._khop_hop_boundaries(hr, hi, hj, down)
                 b_rows.append(br)
                 b_pos.append(bp)
-        if "transceiver" in samples and self.kind == "khop_line" and not self.bandwidth_only("transceiver"):
+        if "transceiver" in samples and self.kind == HBDKind.KHOP_LINE and not self.bandwidth_only("transceiver"):
             br, bp = self._khop_transceivers(samples["transceiver"], down)
             b_rows.append(br)
             b_pos.append(bp)
         bnd = None
         if b_rows and sum(x.size for x in b_rows):
-            n_b = self.policy.n_boundaries if self.kind == "torus" else nodes.n_nodes
+            n_b = self.policy.n_boundaries if self.kind == HBDKind.TORUS else nodes.n_nodes
             bnd = FaultSamples.from_pairs(np.concatenate(b_rows), np.concatenate(b_pos), n_rows, n_b)
         return FaultBatch(down, healthy, down_gpus, bnd)
 
@@ -187,18 +187,18 @@ class EffectMapper:
         empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
         a, b = self._gpu_ends(lk)
         node_of = self.nodes.node_of_gpu
-        if self.kind == "ocs_cube":
+        if self.kind == HBDKind.OCS_CUBE:
             g = np.where(a >= 0, a, b)
             keep = g >= 0
             return (rows[keep], node_of[g[keep]]), empty
-        if self.kind == "khop_line":
+        if self.kind == HBDKind.KHOP_LINE:
             both = (a >= 0) & (b >= 0)
             intra = both & (node_of[np.maximum(a, 0)] == node_of[np.maximum(b, 0)])
             if self.policy.g == 2 and intra.any():
                 # a 2-GPU node has one internal link: without it the node cannot close its part of a ring
                 return (rows[intra], node_of[a[intra]]), empty
             return empty, empty
-        if self.kind == "torus":
+        if self.kind == HBDKind.TORUS:
             return self._torus_links(rows, a, b)
         return empty, empty
 

@@ -12,10 +12,11 @@ from typing import Mapping
 import numpy as np
 
 from fabric.errors import FabricError
-from fabric.faults import FaultModel, FaultSamples, iter_components
+from fabric.faults import FaultModel, FaultSamples, chunk_sizes
+from fabric.faultset import FaultDraw, draw_faults
 from fabric.metrics import waste_summary
 from fabric.model import Fabric
-from fabric.trace import Trace, load_trace
+from fabric.trace import MAPPINGS, Trace
 from solvers.allocation.base import FaultBatch
 from solvers.allocation.blast import blast_radius
 from solvers.allocation.effects import EffectMapper
@@ -25,7 +26,7 @@ from solvers.allocation.policy import policy_for
 def evaluate_faults(fabric: Fabric, tp: int, *, node_fault_ratio: float | None = None,
                     fault_ratios: Mapping[str, float] | None = None, mode: str = "bernoulli",
                     trace: Trace | str | None = None, trace_mapping: str = "tile", samples: int = 1000,
-                    seed: int = 0, blast: bool = True) -> dict:
+                    seed: int = 0, blast: bool = True, draw: FaultDraw | None = None) -> dict:
     """Waste ratio of ``fabric`` at TP size ``tp`` under one fault model, plus its blast radius.
 
     Parameters
@@ -51,6 +52,10 @@ def evaluate_faults(fabric: Fabric, tp: int, *, node_fault_ratio: float | None =
         Seed of the fault sampler or of the trace mapping.
     blast : bool
         Also compute the blast radius per component type.
+    draw : FaultDraw, optional
+        The fault sets, drawn already by :func:`fabric.faultset.draw_faults`
+        with the model, seed and samples above (a sweep's design point draws
+        once for all its metrics); drawn here when not given.
 
     Returns
     -------
@@ -65,38 +70,34 @@ def evaluate_faults(fabric: Fabric, tp: int, *, node_fault_ratio: float | None =
     tp = pol.check_tp(tp)
     nodes = pol.nodes
     if isinstance(samples, bool) or int(samples) != samples or samples < 1:
-        raise FabricError("--samples", f"{samples!r} must be a whole number >= 1")
+        raise FabricError("samples", f"{samples!r} must be a whole number >= 1")
     if isinstance(seed, bool) or int(seed) != seed or seed < 0:
-        raise FabricError("--seed", f"{seed!r} must be a whole number >= 0")
+        raise FabricError("seed", f"{seed!r} must be a whole number >= 0")
+    model = fault_model(node_fault_ratio, fault_ratios, mode, trace, trace_mapping)
+    if model.kind == "none":
+        raise FabricError("node_fault_ratio", "give --node-fault-ratio R (or other fault ratios) or --trace")
+    if draw is None:
+        draw = draw_faults(fabric, model, int(seed), int(samples), nodes)
     base_batch = FaultBatch.from_nodes(nodes, FaultSamples.empty(1, nodes.n_nodes))
     base = int(pol.count(tp, base_batch)[0])
     out: dict = {
         "tp": tp, "policy": {"kind": pol.kind, "rule": pol.rule}, "gpus": nodes.n_gpus, "nodes": nodes.n_nodes,
         "baseline": {"usable_gpus": base, "waste_ratio": (nodes.n_gpus - base) / nodes.n_gpus},
     }
-    weights = None
-    if trace is not None:
-        if node_fault_ratio is not None or fault_ratios:
-            raise FabricError("--trace", "give either a trace or fault ratios, not both")
-        tr = trace if isinstance(trace, Trace) else load_trace(trace)
-        replay = tr.replay(nodes.n_nodes, trace_mapping, seed)
+    if model.kind == "trace":
+        tr, replay = draw.trace, draw.replay
         batch = FaultBatch.from_nodes(nodes, replay.down)
         weights = replay.durations
         out["fault_model"] = {"kind": "trace", "trace": tr.name, "mapping": trace_mapping, "seed": seed,
                               "intervals": int(weights.size), "horizon_days": float(tr.horizon),
                               "down_nodes_time_mean": replay.time_mean(replay.down.counts())}
         out["trace"] = tr.statistics().to_dict()
+        out.update(waste_summary(nodes.n_gpus, batch.healthy, pol.count(tp, batch), weights))
     else:
-        ratios = dict(fault_ratios or {})
-        if node_fault_ratio is not None:
-            ratios["node"] = node_fault_ratio
-        if not ratios:
-            raise FabricError("--node-fault-ratio", "give --node-fault-ratio R (or other fault ratios) or --trace")
-        model = FaultModel(ratios, mode)
         mapper = EffectMapper(pol)
         healthy, usable, down = [], [], []
         # batch by batch: the working arrays stay small; the fault sets do not depend on the batching
-        for comp in iter_components(fabric, model, int(samples), int(seed), nodes):
+        for comp in draw.chunks(chunk_sizes(samples)):
             batch = FaultBatch.from_nodes(nodes, comp["node"]) if set(comp) == {"node"} else mapper.batch(comp)
             healthy.append(batch.healthy)
             usable.append(pol.count(tp, batch))
@@ -104,21 +105,51 @@ def evaluate_faults(fabric: Fabric, tp: int, *, node_fault_ratio: float | None =
         out["fault_model"] = {"kind": "iid", **model.to_dict(), "samples": int(samples), "seed": int(seed),
                               "down_nodes_mean": float(np.concatenate(down).mean())}
         out.update(waste_summary(nodes.n_gpus, np.concatenate(healthy), np.concatenate(usable)))
-        if blast:
-            out["blast_radius"] = blast_radius(pol, tp)
-        return out
-    usable = pol.count(tp, batch)
-    out.update(waste_summary(nodes.n_gpus, batch.healthy, usable, weights))
     if blast:
         out["blast_radius"] = blast_radius(pol, tp)
     return out
 
 
-def fault_curve(fabric: Fabric, tp: int, ratios, **kwargs) -> list[dict]:
-    """One row per node fault ratio: ``node_fault_ratio`` plus the waste metrics (no blast radius)."""
+def fault_model(node_fault_ratio: float | None = None, fault_ratios: Mapping[str, float] | None = None,
+                mode: str = "bernoulli", trace: Trace | str | None = None,
+                trace_mapping: str = "tile") -> FaultModel:
+    """The :class:`~fabric.faults.FaultModel` of :func:`evaluate_faults`' arguments.
+
+    ``node_fault_ratio`` joins ``fault_ratios`` as the ``node`` ratio; a trace
+    excludes both.
+    """
+    if trace is not None:
+        if node_fault_ratio is not None or fault_ratios:
+            raise FabricError("trace", "give either a trace or fault ratios, not both")
+        return FaultModel(trace=trace, trace_mapping=trace_mapping)
+    ratios = dict(fault_ratios or {})
+    if node_fault_ratio is not None:
+        ratios["node"] = node_fault_ratio
+    return FaultModel(ratios, mode)
+
+
+CURVE_FIELDS = ("waste_ratio", "waste_ratio_all_gpus", "healthy_gpus", "usable_gpus", "wasted_gpus")
+"""The fields of :func:`evaluate_faults` that a curve row keeps."""
+
+
+def fault_curve(fabric: Fabric, tp: int, ratios, known: Mapping[float, dict] | None = None, **kwargs) -> list[dict]:
+    """One row per node fault ratio: ``node_fault_ratio`` plus the waste metrics (no blast radius).
+
+    Parameters
+    ----------
+    fabric : Fabric
+    tp : int
+    ratios : iterable of float
+        Node fault ratios, in the order of the rows.
+    known : mapping of float to dict, optional
+        Results of :func:`evaluate_faults` the caller has already, by ratio
+        (with the same ``kwargs``): reused rather than evaluated again.
+    **kwargs
+        Passed to :func:`evaluate_faults` (``samples``, ``seed``, ``mode``, ``fault_ratios``).
+    """
+    known = dict(known or {})
     rows = []
     for r in ratios:
-        res = evaluate_faults(fabric, tp, node_fault_ratio=float(r), blast=False, **kwargs)
-        rows.append({"node_fault_ratio": float(r), **{k: res[k] for k in (
-            "waste_ratio", "waste_ratio_all_gpus", "healthy_gpus", "usable_gpus", "wasted_gpus")}})
+        res = known.get(float(r)) or evaluate_faults(fabric, tp, node_fault_ratio=float(r), blast=False, **kwargs)
+        rows.append({"node_fault_ratio": float(r), **{k: res[k] for k in CURVE_FIELDS}})
     return rows

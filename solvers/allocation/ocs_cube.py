@@ -57,7 +57,7 @@ class OCSCubePolicy(Policy):
 
     def _check_tp_kind(self, tp: int) -> None:
         if tp > self.C and tp % self.C:
-            raise FabricError("--tp", f"{tp}: TP groups above one cube ({self.C} chips) must be whole cubes "
+            raise FabricError("tp", f"{tp}: TP groups above one cube ({self.C} chips) must be whole cubes "
                                       f"(a multiple of {self.C})")
 
     def count(self, tp: int, batch: FaultBatch) -> np.ndarray:

@@ -18,7 +18,8 @@ import numpy as np
 
 from fabric.errors import FabricError
 from fabric.faults import COMPONENTS, FaultSamples, NodeIndex
-from fabric.model import Fabric
+from fabric.model import Fabric, HBDKind
+from fabric.rings import ring_configuration
 from solvers.allocation.base import Allocation, FaultBatch, Policy
 from solvers.allocation.effects import EffectMapper
 from solvers.allocation.khop import KHopPolicy
@@ -128,3 +129,21 @@ def allocate(fabric: Fabric, tp: int, *, faulty_nodes: Sequence[int] = (), fault
         rows[comp] = rows[comp].union(extra) if comp in rows else extra
     batch = mapper.batch(rows) if rows else FaultBatch.from_nodes(nodes, FaultSamples.empty(1, nodes.n_nodes))
     return allocate_row(pol, tp, batch, 0)
+
+
+def allocate_lit(fabric: Fabric, tp: int, faulty_nodes: Sequence[int] = ()) -> tuple[Fabric, Allocation]:
+    """:func:`allocate`, and the Fabric with the allocation's rings lit (what ``fabric view`` draws).
+
+    For a k-hop line the allocation's units are the rings' nodes in order;
+    lighting the candidate paths between them (:func:`fabric.rings.ring_configuration`)
+    shows each ring, including the hops that skip a faulty node.  Other HBD
+    kinds keep their configuration.
+
+    Returns
+    -------
+    (Fabric, Allocation)
+    """
+    alloc = allocate(fabric, tp, faulty_nodes=faulty_nodes)
+    if fabric.hbd.kind == HBDKind.KHOP_LINE and alloc.unit_kind == "node":
+        fabric = fabric.with_configuration(ring_configuration(fabric, alloc.units.tolist()))
+    return fabric, alloc

@@ -17,7 +17,7 @@ import numpy as np
 
 from fabric.errors import FabricError
 from fabric.faults import NodeIndex
-from fabric.model import Fabric
+from fabric.model import Fabric, HBDKind
 from solvers.allocation.base import FaultBatch, Policy, dense_ids, group_sum, sorted_runs
 
 
@@ -28,9 +28,9 @@ class SwitchDomainPolicy(Policy):
     def __init__(self, fabric: Fabric, nodes: NodeIndex):
         super().__init__(fabric, nodes)
         dom = fabric.group("domain")[nodes.gpu_ids]
-        if self.hbd.kind == "none" or np.any(dom < 0):
+        if self.hbd.kind == HBDKind.NONE or np.any(dom < 0):
             # no HBD domains given: a GPU is its own domain (none) or its node is (custom topologies)
-            dom = np.arange(nodes.n_gpus) if self.hbd.kind == "none" else nodes.node_of_gpu
+            dom = np.arange(nodes.n_gpus) if self.hbd.kind == HBDKind.NONE else nodes.node_of_gpu
         self.domain_ids, self.dom_of_gpu = dense_ids(dom)
         self.n_domains = int(self.domain_ids.size)
         self.domain_size = np.bincount(self.dom_of_gpu, minlength=self.n_domains)
@@ -42,7 +42,7 @@ class SwitchDomainPolicy(Policy):
 
     @property
     def max_tp(self) -> int:
-        return 1 if self.hbd.kind == "none" else super().max_tp
+        return 1 if self.hbd.kind == HBDKind.NONE else super().max_tp
 
     def count(self, tp: int, batch: FaultBatch) -> np.ndarray:
         D = np.int64(self.n_domains)

@@ -73,10 +73,10 @@ class TorusPolicy(Policy):
     def _check_tp_kind(self, tp: int) -> None:
         X, Y = self.X, self.Y
         if X < tp <= X * Y and tp % X:
-            raise FabricError("--tp", f"{tp}: TP groups larger than a torus line ({X} GPUs) must be whole lines "
+            raise FabricError("tp", f"{tp}: TP groups larger than a torus line ({X} GPUs) must be whole lines "
                                       f"(a multiple of {X})")
         if tp > X * Y and tp % (X * Y):
-            raise FabricError("--tp", f"{tp}: TP groups larger than a torus plane ({X * Y} GPUs) must be whole "
+            raise FabricError("tp", f"{tp}: TP groups larger than a torus plane ({X * Y} GPUs) must be whole "
                                       f"planes (a multiple of {X * Y})")
 
     def _faulty_lines(self, batch: FaultBatch) -> tuple[np.ndarray, np.ndarray]:

@@ -136,9 +136,9 @@ def _check_jobs(jobs: list[Job], g: int, gpus: int) -> None:
         raise FabricError("jobs", "give at least one job")
     for j in jobs:
         if j.tp % g:
-            raise FabricError("--tp", f"{j.tp} must be a multiple of gpus_per_node={g}: a ring takes whole nodes")
+            raise FabricError("tp", f"{j.tp} must be a multiple of gpus_per_node={g}: a ring takes whole nodes")
         if j.tp > gpus:
-            raise FabricError("--tp", f"{j.tp} exceeds the {gpus} GPUs of the fabric")
+            raise FabricError("tp", f"{j.tp} exceeds the {gpus} GPUs of the fabric")
     if len({j.tp for j in jobs}) > 1:
         raise FabricError("jobs", "all jobs must have the same TP size (mixed ring sizes are not supported)")
 
@@ -161,7 +161,7 @@ def resolve_jobs(jobs: list[Job], rings: int, healthy_gpus: int) -> list[Job] | 
         if j.dp is None:
             D = rings // j.pp
             if D < 1:
-                raise FabricError("--dp", f"not one DP replica fits: {rings} rings of TP {j.tp} on "
+                raise FabricError("dp", f"not one DP replica fits: {rings} rings of TP {j.tp} on "
                                           f"{healthy_gpus} healthy GPUs, PP {j.pp} needs {j.pp} rings")
             out[i] = j.with_layout(D, 1)
     need = sum(j.dp * j.pp * j.count for j in out if j.count is not None)
@@ -174,7 +174,7 @@ def resolve_jobs(jobs: list[Job], rings: int, healthy_gpus: int) -> list[Job] | 
         out[i] = out[i].with_layout(out[i].dp, c)
     if len(out) == 1 and out[0].count == 0:
         j = out[0]
-        raise FabricError("--dp", f"DP x TP x PP = {j.dp} x {j.tp} x {j.pp} = {j.dp * j.tp * j.pp} GPUs does not "
+        raise FabricError("dp", f"DP x TP x PP = {j.dp} x {j.tp} x {j.pp} = {j.dp * j.tp * j.pp} GPUs does not "
                                   f"fit: the {healthy_gpus} healthy GPUs form {rings} TP groups of {j.tp}")
     return out
 
@@ -226,13 +226,13 @@ def orchestrate(fabric: Fabric, jobs: list[Job], faulty_nodes=(), *, solver: str
     OrchestrationResult
     """
     if solver not in SOLVER_CHOICES:
-        raise FabricError("--solver", f"{solver!r} not allowed; use one of {', '.join(SOLVER_CHOICES)}")
+        raise FabricError("solver", f"{solver!r} not allowed; use one of {', '.join(SOLVER_CHOICES)}")
     options = options or SolveOptions(time_limit=DEFAULT_TIME_LIMIT)
     if fabric.hbd.kind != "khop_line":
         from solvers.orchestrator.domains import orchestrate_domains
 
         if tor_map is not None:
-            raise FabricError("--tor-map", "only a k-hop line can be re-wired to ToRs")
+            raise FabricError("tor_map", "only a k-hop line can be re-wired to ToRs")
         return orchestrate_domains(fabric, jobs, faulty_nodes, solver=solver, options=options)
     t0 = time.perf_counter()
     line = khop_line(fabric, faulty_nodes, tor_map)
@@ -243,7 +243,7 @@ def orchestrate_line(line: Line, jobs: list[Job], *, solver: str = "ilp", option
                      model: str = "auto", t0: float | None = None) -> OrchestrationResult:
     """:func:`orchestrate` on an already-read k-hop :class:`~solvers.orchestrator.space.Line`."""
     if solver not in SOLVER_CHOICES:
-        raise FabricError("--solver", f"{solver!r} not allowed; use one of {', '.join(SOLVER_CHOICES)}")
+        raise FabricError("solver", f"{solver!r} not allowed; use one of {', '.join(SOLVER_CHOICES)}")
     options = options or SolveOptions(time_limit=DEFAULT_TIME_LIMIT)
     t0 = time.perf_counter() if t0 is None else t0
     g = line.space.g

@@ -1,11 +1,12 @@
-"""Fault sets for one orchestration: the fault samplers and trace replay of ``fabric.faults``, ``fabric.trace``."""
+"""Fault sets for one orchestration: explicit node ids, or the one fault set of :func:`fabric.faultset.fault_set`."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from fabric.errors import FabricError
-from fabric.faults import NodeIndex, sample_iid
+from fabric.faults import FaultModel
+from fabric.faultset import fault_set
 from fabric.model import Fabric
 from solvers.orchestrator.space import check_faulty_nodes
 
@@ -26,6 +27,10 @@ def fault_nodes(fabric: Fabric, *, faulty_nodes=None, node_fault_ratio: float | 
         and read at ``trace_time`` days (default: the moment with the most
         nodes down).
 
+    The ratio and the trace go through :func:`fabric.faultset.fault_set`, so
+    ``fabric faults``, ``fabric view`` and a sweep row see the same faulty
+    nodes for the same ratio and seed.
+
     Raises
     ------
     FabricError
@@ -33,29 +38,13 @@ def fault_nodes(fabric: Fabric, *, faulty_nodes=None, node_fault_ratio: float | 
     """
     given = [x is not None for x in (faulty_nodes, node_fault_ratio, trace)]
     if sum(given) > 1:
-        raise FabricError("--faulty-nodes", "give one of --faulty-nodes, --node-fault-ratio, --trace")
-    nodes = NodeIndex.of(fabric)
+        raise FabricError("faulty_nodes", "give one of --faulty-nodes, --node-fault-ratio, --trace")
     if faulty_nodes is not None:
         arr = check_faulty_nodes(fabric, faulty_nodes)
         return arr, f"given ({arr.size} nodes)"
     if node_fault_ratio is not None:
-        fs = sample_iid(nodes.n_nodes, node_fault_ratio, 1, seed, mode=mode, field="--node-fault-ratio")
-        dense = fs.row(0)
-        return nodes.node_group[dense].astype(np.int64), f"iid {mode} ratio {node_fault_ratio} seed {seed}"
-    if trace is not None:
-        from fabric.trace import load_trace
-
-        tr = load_trace(trace)
-        rep = tr.replay(nodes.n_nodes, method="tile", seed=seed)
-        counts = rep.down.counts()
-        if trace_time is None:
-            i = int(np.argmax(np.where(rep.durations > 0, counts, -1)))
-            t = float(rep.times[i])
-        else:
-            t = float(trace_time)
-            if not rep.times[0] <= t < rep.times[-1]:
-                raise FabricError("--trace-time", f"{t} is outside the trace window "
-                                                  f"[{rep.times[0]}, {rep.times[-1]}) days")
-        dense = rep.down_at(t)
-        return nodes.node_group[dense].astype(np.int64), f"trace {tr.name} at day {t:.4g} seed {seed}"
-    return np.zeros(0, dtype=np.int64), "none"
+        model = FaultModel({"node": node_fault_ratio}, mode)
+    else:
+        model = FaultModel(trace=trace, trace_time=trace_time)
+    faults = fault_set(fabric, model, seed)
+    return faults.nodes, faults.source

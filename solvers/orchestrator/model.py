@@ -41,7 +41,7 @@ def choose_model(line: Line, jobs: list[Job], prefer: str = "auto") -> tuple[str
     if prefer == "blocks":
         from fabric.errors import FabricError
 
-        raise FabricError("--model", "the block model needs ToR blocks of >= (m-1)k nodes, one job and PP = 1")
+        raise FabricError("model", "the block model needs ToR blocks of >= (m-1)k nodes, one job and PP = 1")
     return "explicit", None
 
 

@@ -88,7 +88,7 @@ def candidate_rings(line: Line, m: int, limit: int = MAX_CANDIDATES) -> list[Can
                     best[key] = Candidate(slots, start, length, sig)
                 visited += 1
                 if visited > limit:
-                    raise FabricError("--tp", f"more than {limit} candidate rings: this line is too large for "
+                    raise FabricError("tp", f"more than {limit} candidate rings: this line is too large for "
                                               "the explicit model; use --solver greedy or ToR blocks")
                 continue
             for nxt in range(last + 1, last + k + 1):

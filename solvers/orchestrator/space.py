@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fabric.errors import FabricError
-from fabric.model import Fabric
+from fabric.model import Fabric, HBDKind
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class Line:
         return self.space.n_slots
 
 
-def check_faulty_nodes(fabric: Fabric, faulty_nodes, field: str = "--faulty-nodes") -> np.ndarray:
+def check_faulty_nodes(fabric: Fabric, faulty_nodes, field: str = "faulty_nodes") -> np.ndarray:
     """Node group ids that exist in ``fabric``; duplicates merged.
 
     Raises
@@ -102,7 +102,7 @@ def khop_line(fabric: Fabric, faulty_nodes=(), tor_map=None) -> Line:
     Parameters
     ----------
     fabric : Fabric
-        ``hbd.kind == "khop_line"``, one line (one ``domain``).
+        ``hbd.kind == HBDKind.KHOP_LINE``, one line (one ``domain``).
     faulty_nodes : iterable of int
     tor_map : sequence of int, optional
         ToR of each line position (length = nodes on the line, values >= 0);
@@ -114,7 +114,7 @@ def khop_line(fabric: Fabric, faulty_nodes=(), tor_map=None) -> Line:
         Not a k-hop fabric, several lines, a bad ``tor_map``, unknown nodes.
     """
     hbd = fabric.hbd
-    if hbd.kind != "khop_line":
+    if hbd.kind != HBDKind.KHOP_LINE:
         raise FabricError("ARCH", f"{fabric.architecture} is not a k-hop line (hbd kind {hbd.kind})")
     faulty = check_faulty_nodes(fabric, faulty_nodes)
     gpus = fabric.gpu_ids
@@ -136,9 +136,9 @@ def khop_line(fabric: Fabric, faulty_nodes=(), tor_map=None) -> Line:
     if tor_map is not None:
         tm = np.asarray(tor_map)
         if tm.ndim != 1 or tm.size != n:
-            raise FabricError("--tor-map", f"needs one ToR per line position: {n} values, got {tm.size}")
+            raise FabricError("tor_map", f"needs one ToR per line position: {n} values, got {tm.size}")
         if not np.issubdtype(tm.dtype, np.integer) or tm.min() < 0:
-            raise FabricError("--tor-map", "ToR ids must be whole numbers >= 0")
+            raise FabricError("tor_map", "ToR ids must be whole numbers >= 0")
         raw = tm.astype(np.int64)
     else:
         if np.any(fab_tor < 0):

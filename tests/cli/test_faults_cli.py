@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from cli.faults import faults_summary, format_blast_table, format_waste_table, parse_ratios, waste_table
+from cli.faults import format_blast_table, format_waste_table, parse_ratios
+from solvers.allocation import faults_summary, waste_table
 from topologies import build
 
 
@@ -99,7 +100,7 @@ def test_bad_trace_event_names_its_index(run_cli, tmp_path):
 
 
 def test_tables_format():
-    rows = waste_table(gpus=288, ratios=(0.0, 0.05), samples=20, entries=[("nvl-72", "nvl", {"size": 72}, (32,))])
+    rows = waste_table([("nvl-72", build("nvl", 288, {"size": 72}), (32,))], ratios=(0.0, 0.05), samples=20)
     text = format_waste_table(rows)
     assert "| nvl-72 | 32 | 11.11 |" in text and "trace" in text.splitlines()[0]
     row = {"label": "x", "tp": 8, "component": "node", "min": 0, "mean": 1.0, "max": 2, "own": 1.0,

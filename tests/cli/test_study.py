@@ -126,14 +126,6 @@ def test_bad_specs_name_the_key(changes, field, words):
     assert "\n" not in str(err)
 
 
-def test_a_planned_metric_is_a_clear_error(monkeypatch):
-    from cli import evaluate
-
-    monkeypatch.setitem(evaluate.PLANNED_METRICS, "warp", "warp speed (needs a warp drive)")
-    err = error_of(spec(metrics=["warp"]))
-    assert err.field == "study.yaml:metrics[0]" and "not available in this version" in err.message
-
-
 def test_metric_requirements_are_checked_before_work(monkeypatch):
     from cli import evaluate
 

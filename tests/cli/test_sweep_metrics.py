@@ -5,7 +5,7 @@ import json
 import pytest
 import yaml
 
-from cli.evaluate import PLANNED_METRICS, _scalar_tree
+from cli.evaluate import _scalar_tree
 from cli.sweep_store import read_results
 from cli.study import load_study
 
@@ -31,10 +31,6 @@ def _run(tmp_path, run_cli, doc: dict):
 def _row(df, point, keys):
     row = df[df["point_id"] == point.point_id].iloc[0]
     return {k: (row[k].item() if hasattr(row[k], "item") else row[k]) for k in keys}
-
-
-def test_the_new_metrics_are_no_longer_planned():
-    assert not {"orchestrator", "mfu", "rl"} & set(PLANNED_METRICS)
 
 
 def test_orchestrator_row_equals_fabric_orchestrate_json(tmp_path, run_cli):

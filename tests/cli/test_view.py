@@ -147,7 +147,7 @@ def test_served_app_with_the_real_composition_refuses_bad_k_and_tp():
                                                        "fault_ratio": 0.05, "seed": 1})
     view = app.view
     assert not app.update(tp=6)            # TP must be whole 4-GPU nodes
-    assert "--tp" in app.error.text and app.view is view
+    assert "tp: 6" in app.error.text and app.view is view
     assert not app.update(tp=1024)         # larger than the ring
     assert app.view is view
     assert app.update(k=3, tp=12)

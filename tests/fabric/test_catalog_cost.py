@@ -51,7 +51,7 @@ def test_user_catalog_overrides_field_by_field(tmp_path):
     ("components: {x: {category: gpu, speed: {value: 5, source: assumed}}}", "x.speed"),
     ("nonsense: 1", "nonsense"),
     ("components: {x: {category: gpu, price_usd: {value: 'lots', source: assumed}}}", "price_usd.value"),
-    ("[1, 2", "--catalog"),
+    ("[1, 2", "catalog"),
 ])
 def test_malformed_catalog_names_the_field(tmp_path, body, field):
     p = tmp_path / "bad.yaml"

@@ -61,11 +61,11 @@ def test_bad_ratio(bad):
 
 
 def test_bad_samples_and_mode():
-    with pytest.raises(FabricError, match="--samples"):
+    with pytest.raises(FabricError, match="samples"):
         sample_iid(10, 0.1, 0)
     with pytest.raises(FabricError, match="mode"):
         sample_iid(10, 0.1, 1, mode="poisson")
-    with pytest.raises(FabricError, match="--fault"):
+    with pytest.raises(FabricError, match="fault"):
         FaultModel({"disk": 0.1})
 
 

@@ -119,7 +119,7 @@ def test_bad_files(tmp_path):
     bad.write_text(json.dumps({"events": []}))
     with pytest.raises(FabricError, match="JSON list"):
         load_trace(bad)
-    with pytest.raises(FabricError, match="--trace-servers"):
+    with pytest.raises(FabricError, match="n_servers"):
         load_trace("stepfun", n_servers=100)
-    with pytest.raises(FabricError, match="--trace-mapping"):
+    with pytest.raises(FabricError, match="trace_mapping"):
         load_trace("stepfun").replay(10, "random")

@@ -22,7 +22,7 @@ def compose(settings):
     params = {"k": settings["k"], "closed": True} if settings["architecture"] == "khop-ring" else {}
     fab = build(settings["architecture"], 32, params)
     if settings["tp"] and settings["tp"] % fab.hbd.gpus_per_node:
-        raise FabricError("--tp", f"{settings['tp']} must be a multiple of {fab.hbd.gpus_per_node}")
+        raise FabricError("tp", f"{settings['tp']} must be a multiple of {fab.hbd.gpus_per_node}")
     return fab, Overlay(), f"{settings['architecture']} k={settings['k']}"
 
 
@@ -56,7 +56,7 @@ def test_a_good_update_rebuilds_and_syncs_widgets(app):
 @pytest.mark.parametrize("changes, field", [
     ({"k": 0}, "k"),            # out of range for the widget
     ({"k": 40}, "-p k"),        # beyond the 8 nodes of the ring (the topology refuses it)
-    ({"tp": 6}, "--tp"),        # not whole 4-GPU nodes (compose refuses it)
+    ({"tp": 6}, "tp"),        # not whole 4-GPU nodes (compose refuses it)
     ({"fault_ratio": 1.5}, "fault ratio"),
     ({"architecture": "nvl-9"}, "architecture"),
     ({"seed": -1}, "seed"),
@@ -77,7 +77,7 @@ def test_widgets_drive_updates(app):
     app.widgets["k"].value = 3
     assert app.settings["k"] == 3 and "k=3" in _title(app)
     app.widgets["tp"].value = 6
-    assert "--tp" in app.error.text and app.settings["tp"] == 0
+    assert "tp" in app.error.text and app.settings["tp"] == 0
 
 
 def test_check_settings_types():
@@ -116,5 +116,5 @@ def test_server_starts_on_localhost_and_stops_cleanly():
 
 
 def test_server_refuses_a_bad_port():
-    with pytest.raises(FabricError, match="--port"):
+    with pytest.raises(FabricError, match="port"):
         ViewerServer(lambda: None, port=70000)

@@ -158,9 +158,9 @@ def test_bad_tp_is_rejected(name, gpus, params, tp, match):
 def test_bad_ratio_and_samples_are_rejected():
     f = fab("dgx", 64)
     for r in (-0.1, 1.5, float("nan")):
-        with pytest.raises(FabricError, match="--node-fault-ratio"):
+        with pytest.raises(FabricError, match="node_fault_ratio"):
             evaluate_faults(f, 8, node_fault_ratio=r, samples=2)
-    with pytest.raises(FabricError, match="--samples"):
+    with pytest.raises(FabricError, match="samples"):
         evaluate_faults(f, 8, node_fault_ratio=0.1, samples=0)
 
 

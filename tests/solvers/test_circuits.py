@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fabric.errors import FabricError
-from solvers.circuits import (Assignment, PodPorts, assign_circuits, assignment_of, brute_force, configuration_for,
+from solvers.circuits import (Assignment, PodPorts, assign_circuits, assignment_of, brute_force_assignment, configuration_for,
                               fill_idle_ports, ocs_layout, pod_transfer_time, predicted_time, should_rewire)
 from topologies import build
 
@@ -25,7 +25,7 @@ def _random_instance(rng, max_pods=4, max_ports=3, max_core=3):
 def test_ilp_equals_brute_force(seed):
     D, ports = _random_instance(np.random.default_rng(seed))
     r = assign_circuits(D, ports, fill=False)
-    _, t = brute_force(D, ports)
+    _, t = brute_force_assignment(D, ports)
     if np.isinf(t):
         assert np.isinf(r.time_s)
     else:

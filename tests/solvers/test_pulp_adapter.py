@@ -40,10 +40,10 @@ def test_highs_is_the_default():
 
 
 def test_unknown_or_bad_options_are_bad_input():
-    with pytest.raises(FabricError, match="--mip-solver"):
+    with pytest.raises(FabricError, match="mip_solver"):
         choose_solver("gurobi")
     p, _ = knapsack()
-    with pytest.raises(FabricError, match="--time-limit"):
+    with pytest.raises(FabricError, match="time_limit"):
         solve(p, SolveOptions(time_limit=0))
 
 

@@ -112,12 +112,12 @@ def test_rounding_is_reported():
     ("fat-tree", {"k": 7}, None, "-p k"),
     ("nvl", {"size": 64}, None, "-p size"),
     ("khop-ring", {"k": 0}, None, "-p k"),
-    ("dgx", {}, 0, "--gpus"),
-    ("dgx", {}, -8, "--gpus"),
+    ("dgx", {}, 0, "gpus"),
+    ("dgx", {}, -8, "gpus"),
     ("dgx", {"bogus": 1}, None, "-p bogus"),
     ("khop-ring", {"trx_per_gpu": 3}, None, "-p trx_per_gpu"),
     ("torus", {"dims": "3xq"}, None, "-p dims"),
-    ("fat-tree", {"k": 4, "tiers": "2"}, 1000, "--gpus"),
+    ("fat-tree", {"k": 4, "tiers": "2"}, 1000, "gpus"),
 ])
 def test_bad_input(name, params, gpus, field):
     with pytest.raises(FabricError) as exc:

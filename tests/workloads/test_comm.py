@@ -7,7 +7,7 @@ from fabric.errors import FabricError
 from workloads.comm import (CommCache, analytic_comm_time, fold_order, independent_groups, plan,
                             simulator_backend)
 from workloads.parallelism import Parallelism
-from workloads.placement import Placement
+from workloads.placement import RankPlacement
 
 SIM = simulator_backend()
 
@@ -20,23 +20,23 @@ def test_fold_order_hops_at_most_two():
 
 
 def test_plan_within_node_across_nodes_and_hierarchical(dgx64):
-    pl = Placement(dgx64, Parallelism(tp=1, dp=64, global_batch=64))
+    pl = RankPlacement(dgx64, Parallelism(tp=1, dp=64, global_batch=64))
     # one DP group of 64 over 8 DGX nodes (switched domains) of 8: NCCL-like hierarchical
     phases = plan(dgx64, "all_reduce", pl.dp_groups, 1e6)
     assert [(p.kind, p.algorithm, p.groups.shape) for p in phases] == [
         ("reduce_scatter", "direct", (8, 8)), ("all_reduce", "ring", (8, 8)), ("all_gather", "direct", (8, 8))]
     assert phases[1].nbytes == pytest.approx(1e6 / 8)
-    tp = Placement(dgx64, Parallelism(tp=8, dp=8, global_batch=8))
+    tp = RankPlacement(dgx64, Parallelism(tp=8, dp=8, global_batch=8))
     assert [p.algorithm for p in plan(dgx64, "all_reduce", tp.tp_groups, 1e6)] == ["direct", "direct"]
     assert [p.algorithm for p in plan(dgx64, "all_reduce", tp.dp_groups, 1e6)] == ["ring"]
 
 
 def test_plan_by_domain_on_nvl_and_fold_on_khop(nvl144, khop64):
-    pl = Placement(nvl144, Parallelism(tp=4, dp=32, global_batch=32))  # 16 + 16 ranks in two NVL-72 domains
+    pl = RankPlacement(nvl144, Parallelism(tp=4, dp=32, global_batch=32))  # 16 + 16 ranks in two NVL-72 domains
     phases = plan(nvl144, "reduce_scatter", pl.dp_groups, 1e6)
     assert [(p.kind, p.algorithm, p.groups.shape) for p in phases] == [
         ("reduce_scatter", "direct", (8, 16)), ("reduce_scatter", "ring", (64, 2))]
-    kp = Placement(khop64, Parallelism(tp=16, dp=4, global_batch=4))  # 4 nodes of 4 GPUs per TP group
+    kp = RankPlacement(khop64, Parallelism(tp=16, dp=4, global_batch=4))  # 4 nodes of 4 GPUs per TP group
     phases = plan(kp.fabric, "all_reduce", kp.tp_groups, 1e6)
     node = khop64.group("node")
     ring = phases[1].groups
@@ -45,15 +45,15 @@ def test_plan_by_domain_on_nvl_and_fold_on_khop(nvl144, khop64):
 
 
 def test_independent_groups_keep_one_hbd_component(dgx64, nvl144):
-    pl = Placement(dgx64, Parallelism(tp=8, dp=8, global_batch=8))
+    pl = RankPlacement(dgx64, Parallelism(tp=8, dp=8, global_batch=8))
     assert independent_groups(dgx64, pl.tp_groups).shape == (1, 8)
     assert independent_groups(dgx64, pl.dp_groups).shape == pl.dp_groups.shape  # they cross the DCN
-    nv = Placement(nvl144, Parallelism(tp=8, dp=18, global_batch=18))
+    nv = RankPlacement(nvl144, Parallelism(tp=8, dp=18, global_batch=18))
     assert independent_groups(nvl144, nv.tp_groups).shape == (9, 8)  # one NVL-72 domain
 
 
 def test_analytic_closed_forms(nvl144, dgx64):
-    pl = Placement(nvl144, Parallelism(tp=8, dp=18, global_batch=18))
+    pl = RankPlacement(nvl144, Parallelism(tp=8, dp=18, global_batch=18))
     S = 256e6
     # inside an NVL-72 rack: direct reduce-scatter + all-gather at the GPU's egress
     t = analytic_comm_time(nvl144, "all_reduce", pl.tp_groups, S)
@@ -61,7 +61,7 @@ def test_analytic_closed_forms(nvl144, dgx64):
     alpha = 2 * 3.4e-6  # GPU -> switch -> GPU, NVLink hop latency (catalog)
     assert t == pytest.approx(8.4e-6 + 2 * (alpha + 7 / 8 * S / bw), rel=1e-6)
     # across DGX A100 nodes, one rank per node: a ring over the 200G NICs (Thakur et al.)
-    dp = Placement(dgx64, Parallelism(tp=8, dp=8, global_batch=8)).dp_groups
+    dp = RankPlacement(dgx64, Parallelism(tp=8, dp=8, global_batch=8)).dp_groups
     t = analytic_comm_time(dgx64, "all_reduce", dp, S)
     step = 2 * 1e-6 + 4 * 14e-6  # PCIe to the NIC and back, four network hops (catalog latencies)
     assert t == pytest.approx(8.4e-6 + 2 * 7 * step + 2 * 7 / 8 * S / 25e9, rel=1e-6)
@@ -69,7 +69,7 @@ def test_analytic_closed_forms(nvl144, dgx64):
 
 @pytest.mark.skipif(SIM is None, reason="fabric.sim not available")
 def test_simulator_agrees_with_closed_form_inside_the_hbd(nvl144):
-    pl = Placement(nvl144, Parallelism(tp=8, dp=18, global_batch=18))
+    pl = RankPlacement(nvl144, Parallelism(tp=8, dp=18, global_batch=18))
     S = 256e6
     t_sim = SIM(nvl144, "all_reduce", independent_groups(nvl144, pl.tp_groups), S)
     # reduce-scatter then all-gather, each one step of two NVLink hops, at the full 900 GB/s per direction
@@ -77,7 +77,7 @@ def test_simulator_agrees_with_closed_form_inside_the_hbd(nvl144):
 
 
 def test_cache_interpolates_exactly_and_counts(dgx64):
-    pl = Placement(dgx64, Parallelism(tp=8, dp=8, global_batch=8))
+    pl = RankPlacement(dgx64, Parallelism(tp=8, dp=8, global_batch=8))
     c = CommCache(dgx64, analytic_comm_time)
     for size in (3e6, 77e6, 1e9):
         assert c.time("all_reduce", pl.dp_groups, size) == pytest.approx(
@@ -88,7 +88,7 @@ def test_cache_interpolates_exactly_and_counts(dgx64):
 
 @pytest.mark.skipif(SIM is None, reason="fabric.sim not available")
 def test_cache_matches_the_simulator_at_a_third_size(dgx64):
-    pl = Placement(dgx64, Parallelism(tp=4, dp=16, global_batch=16))
+    pl = RankPlacement(dgx64, Parallelism(tp=4, dp=16, global_batch=16))
     c = CommCache(dgx64, SIM)
     exact = SIM(dgx64, "reduce_scatter", pl.dp_groups, 50e6)
     assert c.time("reduce_scatter", pl.dp_groups, 50e6) == pytest.approx(exact, rel=1e-6)

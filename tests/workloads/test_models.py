@@ -85,5 +85,5 @@ def test_bad_references(tmp_path):
 def test_with_seq_len():
     m = load_model("llama3-8b").with_seq_len(32768)
     assert m.seq_len == 32768 and isinstance(m, ModelSpec)
-    with pytest.raises(FabricError, match="--seq-len"):
+    with pytest.raises(FabricError, match="seq_len"):
         m.with_seq_len(0)

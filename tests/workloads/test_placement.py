@@ -6,7 +6,7 @@ import pytest
 from fabric.errors import FabricError
 from fabric.model import LinkState
 from workloads.parallelism import Parallelism
-from workloads.placement import Placement, tp_blocks, usable_gpus
+from workloads.placement import RankPlacement, tp_blocks, usable_gpus
 
 
 def test_tp_groups_never_straddle_a_domain(nvl144):
@@ -18,7 +18,7 @@ def test_tp_groups_never_straddle_a_domain(nvl144):
 
 def test_megatron_rank_order(dgx64):
     par = Parallelism(tp=4, pp=2, dp=8, global_batch=8)
-    pl = Placement(dgx64, par)
+    pl = RankPlacement(dgx64, par)
     node = dgx64.group("node")
     assert pl.tp_groups.shape == (16, 4) and np.all(node[pl.tp_groups] == node[pl.tp_groups][:, :1])
     assert pl.dp_groups.shape == (8, 8)
@@ -31,14 +31,14 @@ def test_megatron_rank_order(dgx64):
 
 def test_expert_groups_are_consecutive_ranks(dgx64):
     par = Parallelism(tp=2, dp=32, ep=8, global_batch=32, sequence_parallel=True)
-    pl = Placement(dgx64, par)
+    pl = RankPlacement(dgx64, par)
     assert pl.ep_groups.shape == (8, 8) and np.all(np.diff(pl.ep_groups, axis=1) == 1)
     assert pl.edp_groups.shape == (8, 8)
     assert set(pl.ep_groups.ravel()) == set(pl.edp_groups.ravel())
 
 
 def test_khop_lights_only_each_tp_ring(khop64):
-    pl = Placement(khop64, Parallelism(tp=8, dp=8, global_batch=8))
+    pl = RankPlacement(khop64, Parallelism(tp=8, dp=8, global_batch=8))
     lit = pl.fabric.configuration.active_candidates
     L = khop64.links
     node = khop64.group("node")
@@ -46,10 +46,24 @@ def test_khop_lights_only_each_tp_ring(khop64):
     a, b = node[L.src[lit]], node[L.dst[lit]]
     assert np.all(np.minimum(a, b) % 2 == 0) and np.all(np.abs(a - b) == 1)  # pairs (0,1), (2,3), ...
     assert lit.size == 8 * 4 * 1  # 8 TP groups x 4 GPUs x 1 lane
-    inside = Placement(khop64, Parallelism(tp=4, dp=16, global_batch=16))
+    inside = RankPlacement(khop64, Parallelism(tp=4, dp=16, global_batch=16))
     assert inside.fabric.configuration.active_candidates.size == 0
 
 
 def test_too_many_gpus(nvl144):
     with pytest.raises(FabricError, match="holds? only 8"):
-        Placement(nvl144, Parallelism(tp=16, dp=9, global_batch=9))
+        RankPlacement(nvl144, Parallelism(tp=16, dp=9, global_batch=9))
+
+
+@pytest.mark.parametrize("arch, gpus, params, tps", [
+    ("dgx", 64, {}, (1, 4, 8)), ("nvl", 144, {"size": 72}, (4, 16, 72)), ("khop-ring", 64, {"k": 2}, (4, 16, 64)),
+    ("tpuv4", 128, {}, (4, 16, 64)), ("torus", 64, {"dims": "8x8"}, (4, 16)),
+])
+def test_tp_blocks_are_the_fault_free_allocation(arch, gpus, params, tps):
+    """The job's TP blocks and the allocator's TP groups with no fault are the same groups in the same order."""
+    from solvers.allocation import allocate
+    from topologies import build
+
+    fab = build(arch, gpus, params)
+    for tp in tps:
+        assert np.array_equal(tp_blocks(fab, tp), allocate(fab, tp).groups), tp

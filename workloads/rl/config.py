@@ -139,7 +139,7 @@ class RLConfig:
             if name not in PARAMS_BY_NAME:
                 raise FabricError(f"-p {name}", f"unknown RL parameter; allowed: {', '.join(sorted(PARAMS_BY_NAME))}")
         if pipeline not in ("sync", "async"):
-            raise FabricError("--async", f"pipeline {pipeline!r} must be sync or async")
+            raise FabricError("pipeline", f"pipeline {pipeline!r} must be sync or async")
         values = {name: PARAMS_BY_NAME[name].parse(v) for name, v in given.items()}
         return cls(**values, pipeline=pipeline)
 

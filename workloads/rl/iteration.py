@@ -40,12 +40,12 @@ import numpy as np
 from fabric.catalog import Catalog, load_catalog
 from fabric.cost import cost_of
 from fabric.errors import FabricError
-from fabric.model import Configuration, Fabric, LinkState
+from fabric.model import Configuration, Fabric, Layer
 from solvers.circuits import (Assignment, assign_circuits, assignment_of, configuration_for, ocs_layout,
                               predicted_time, should_rewire)
 from workloads.comm import CommCache, analytic_comm_time, default_backend
 from workloads.models import ModelSpec
-from workloads.placement import Placement
+from workloads.placement import RankPlacement
 from workloads.rl import pipeline as pipe
 from workloads.rl.config import RLConfig
 from workloads.rl.generation import generation_flows, generation_phase, plan_replica, replicas
@@ -120,7 +120,7 @@ def reconfiguration_time_of(fabric: Fabric, catalog: Catalog) -> float:
 
 def has_ocs_core(fabric: Fabric) -> bool:
     """The Fabric has OCS ports between aggregation and core (its circuits can be re-assigned)."""
-    return bool(np.any(fabric.links.state == LinkState.OCS_PORT)) and fabric.architecture == "rfabric"
+    return fabric.has_ocs_ports(Layer.DCN)
 
 
 def sample_lengths(cfg: RLConfig) -> np.ndarray:
@@ -156,7 +156,7 @@ def evaluate_rl(fabric: Fabric, model: ModelSpec, cfg: RLConfig, catalog: Catalo
     timer = Timer(timing)
     backend = default_backend() if timing == "sim" else analytic_comm_time
     if reconfiguration_time is not None and (not np.isfinite(reconfiguration_time) or reconfiguration_time < 0):
-        raise FabricError("--reconfig-time", f"{reconfiguration_time!r} must be a time >= 0")
+        raise FabricError("reconfiguration_time", f"{reconfiguration_time!r} must be a time >= 0")
     rt = reconfiguration_time_of(fabric, cat) if reconfiguration_time is None else float(reconfiguration_time)
     gpu = gpu_of(fabric, cat)
     notes: list[str] = []
@@ -168,7 +168,7 @@ def evaluate_rl(fabric: Fabric, model: ModelSpec, cfg: RLConfig, catalog: Catalo
     notes += tnotes
     tp_g, pp_g = plan_replica(model, gpu, cfg, gen_devs.size, fabric.hbd.gpus_per_node)
     reps = replicas(gen_devs, tp_g, pp_g)
-    pl = Placement(fabric, par)
+    pl = RankPlacement(fabric, par)
 
     # 3. flows of every phase, traffic per epoch
     sync_plan = plan_sync(cfg.sync, model, cfg.gen_bytes_per_param, pl.grid[:, :, 0, :], reps)

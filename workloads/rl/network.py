@@ -201,7 +201,7 @@ class Timer:
 
     def __init__(self, timing: str = "sim"):
         if timing not in TIMINGS:
-            raise FabricError("--timing", f"{timing!r} not allowed; use one of {', '.join(TIMINGS)}")
+            raise FabricError("timing", f"{timing!r} not allowed; use one of {', '.join(TIMINGS)}")
         self.timing = timing
 
     def flows(self, fabric: Fabric, flows: Flows, background: Flows | None = None) -> float:

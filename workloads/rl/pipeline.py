@@ -37,7 +37,7 @@ EPOCHS: dict[str, tuple[tuple[str, ...], ...]] = {
 def epochs(pipeline: str) -> tuple[tuple[str, ...], ...]:
     """The epochs of one iteration, in order (each a tuple of concurrent phases)."""
     if pipeline not in EPOCHS:
-        raise FabricError("--async", f"pipeline {pipeline!r} must be one of {', '.join(PIPELINES)}")
+        raise FabricError("pipeline", f"pipeline {pipeline!r} must be one of {', '.join(PIPELINES)}")
     return EPOCHS[pipeline]
 
 

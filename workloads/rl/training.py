@@ -1,7 +1,7 @@
 """The training phase: the MFU step model (:mod:`workloads.step`) on the trainer pool.
 
 The trainer pool is the first GPUs of the Fabric in HBD order, where
-:class:`workloads.placement.Placement` puts a job.  Each iteration takes
+:class:`workloads.placement.RankPlacement` puts a job.  Each iteration takes
 ``train_steps`` optimizer steps over the ``samples`` responses (prompt +
 generated tokens, at the mean length), so a step's global batch is
 ``samples / train_steps`` sequences, rounded up to a multiple of the
@@ -21,15 +21,15 @@ from fabric.errors import FabricError
 from fabric.model import Fabric
 from workloads.models import ModelSpec
 from workloads.parallelism import Parallelism, validate
-from workloads.placement import Placement
+from workloads.placement import RankPlacement
 from workloads.rl.config import RLConfig
 from workloads.rl.generation import ACT_BYTES
 from workloads.rl.traffic import Flows, all_pairs, ring_edges
 from workloads.step import MEGATRON_CORE, Runtime, StepModel
 
-_FLAG = {"--tp": "-p train_tp", "--pp": "-p train_pp", "--ep": "-p train_ep", "--global-batch": "-p samples",
-         "--gpus": "-p train_fraction", "--sequence-parallel": "-p train_tp", "--cp": "-p train_tp",
-         "--micro-batch": "-p samples", "--recompute": "-p recompute", "--interleave": "-p train_pp"}
+_FLAG = {"tp": "-p train_tp", "pp": "-p train_pp", "ep": "-p train_ep", "global_batch": "-p samples",
+         "gpus": "-p train_fraction", "sequence_parallel": "-p train_tp", "cp": "-p train_tp",
+         "micro_batch": "-p samples", "recompute": "-p recompute", "interleave": "-p train_pp"}
 
 
 @dataclass
@@ -137,7 +137,7 @@ def training_phase(fabric: Fabric, model: ModelSpec, par: Parallelism, steps: in
 def training_flows(fabric: Fabric, model: ModelSpec, par: Parallelism, steps: int,
                    runtime: Runtime = MEGATRON_CORE) -> Flows:
     """Bytes the training phase moves between GPUs over ``steps`` steps (see :mod:`workloads.rl.traffic`)."""
-    pl = Placement(fabric, par)
+    pl = RankPlacement(fabric, par)
     total = float(model.params())
     experts = float(model.moe_layers * model.experts * model.mlp_params(model.expert_ffn_hidden)) if model.is_moe \
         else 0.0
@@ -176,5 +176,5 @@ def pools(fabric: Fabric, train_fraction: float) -> tuple[np.ndarray, np.ndarray
     n_train = int(round(train_fraction * nodes))
     n_train = min(max(n_train, 1), nodes - 1) if nodes > 1 else 0
     if n_train <= 0 or n_train >= nodes:
-        raise FabricError("--gpus", f"{order.size} GPUs are too few for two pools of whole {gpn}-GPU nodes")
+        raise FabricError("gpus", f"{order.size} GPUs are too few for two pools of whole {gpn}-GPU nodes")
     return order[:n_train * gpn], order[n_train * gpn:nodes * gpn]

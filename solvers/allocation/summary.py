@@ -1,0 +1,138 @@
+"""What ``fabric faults`` and ``fabric faults-table`` report, as importable functions.
+
+:func:`faults_summary` is ``fabric faults --json`` (and the sweep's ``faults``
+metric), so a notebook, a sweep row and the command give identical numbers for
+the same inputs and seed.  :func:`waste_table` and :func:`blast_table` are the
+comparison tables of the README, on Fabrics the caller built.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from fabric.errors import FabricError
+from fabric.faultset import FaultDraw
+from fabric.model import Fabric
+from fabric.trace import Trace, load_trace
+from solvers.allocation.blast import blast_radius
+from solvers.allocation.evaluate import CURVE_FIELDS, evaluate_faults, fault_curve
+from solvers.allocation.policy import policy_for
+
+DEFAULT_SAMPLES = 1000
+"""Monte Carlo samples of ``fabric faults`` and of the sweep's ``faults`` metric."""
+
+
+def faults_summary(fabric: Fabric, tp: int, *, node_fault_ratio: float | Sequence[float] | None = None,
+                   fault_ratios: Mapping[str, float] | None = None, mode: str = "bernoulli",
+                   trace: Trace | str | Path | None = None, trace_mapping: str = "tile",
+                   trace_servers: int | None = None, samples: int = DEFAULT_SAMPLES, seed: int = 0,
+                   blast: bool = True, draw: FaultDraw | None = None) -> dict[str, Any]:
+    """The JSON object of ``fabric faults``: waste ratio, blast radius, and a curve for a list of ratios.
+
+    Parameters
+    ----------
+    fabric : Fabric
+    tp : int
+        TP group size in GPUs.
+    node_fault_ratio : float or sequence of float, optional
+        I.i.d. node failure ratio; a sequence gives a ``curve`` (one row per
+        ratio, :func:`fault_curve`) and the top-level figures of the highest ratio.
+    fault_ratios : dict, optional
+        Further i.i.d. ratios per component type.
+    mode : {'bernoulli', 'exact'}
+    trace : Trace, str or Path, optional
+        ``stepfun`` or a trace file, replayed instead of i.i.d. faults.
+    trace_mapping : {'tile', 'sample'}
+    trace_servers : int, optional
+        Servers a trace file covers (default: those in the file; 400 for stepfun).
+    samples, seed : int
+    blast : bool
+    draw : FaultDraw, optional
+        The fault sets drawn already for this model and seed (one ratio only);
+        see :func:`evaluate_faults`.
+
+    Returns
+    -------
+    dict
+        ``architecture``, ``params``, and everything
+        :func:`solvers.allocation.evaluate_faults` returns (``waste_ratio``
+        {mean, p50, p99, ...}, ``healthy_gpus``, ``usable_gpus``,
+        ``blast_radius`` {component: {min, mean, max, ...}}, ...), plus
+        ``curve`` when ``node_fault_ratio`` is a sequence.
+    """
+    head = {"architecture": fabric.architecture, "params": fabric.params}
+    if trace is not None:
+        if node_fault_ratio is not None or fault_ratios:
+            raise FabricError("trace", "give either --trace or fault ratios, not both")
+        tr = trace if isinstance(trace, Trace) else load_trace(str(trace), n_servers=trace_servers)
+        return {**head, **evaluate_faults(fabric, tp, trace=tr, trace_mapping=trace_mapping, seed=seed,
+                                          blast=blast, draw=draw)}
+    kw = dict(fault_ratios=fault_ratios, mode=mode, samples=samples, seed=seed)
+    if not isinstance(node_fault_ratio, (list, tuple)):
+        ratio = None if node_fault_ratio is None else float(node_fault_ratio)
+        return {**head, **evaluate_faults(fabric, tp, node_fault_ratio=ratio, blast=blast, draw=draw, **kw)}
+    ratios = [float(r) for r in node_fault_ratio]
+    if not ratios:
+        raise FabricError("node_fault_ratio", "the range is empty")
+    top = evaluate_faults(fabric, tp, node_fault_ratio=max(ratios), blast=blast, **kw)
+    curve = fault_curve(fabric, tp, ratios, known={max(ratios): top}, **kw)
+    return {**head, **top, "curve": curve}
+
+
+def waste_table(entries: Iterable[tuple[str, Fabric, Sequence[int]]], ratios: Sequence[float], samples: int = 2000,
+                seed: int = 0, trace: Trace | str | None = "stepfun") -> list[dict]:
+    """Mean GPU waste ratio per architecture x TP x node fault ratio (and the trace's time-weighted waste).
+
+    Parameters
+    ----------
+    entries : iterable of (label, Fabric, TP sizes)
+    ratios : sequence of float
+        Node fault ratios (i.i.d., ``samples`` Monte Carlo samples each).
+    samples, seed : int
+    trace : Trace or str, optional
+        Also replay this trace (a row with ``node_fault_ratio`` ``'trace'``).
+
+    Returns
+    -------
+    list of dict
+        ``{label, architecture, gpus, tp, node_fault_ratio (float or 'trace'), waste_ratio, waste_ratio_p99}``.
+    """
+    rows = []
+    for label, fab, tps in entries:
+        head = {"label": label, "architecture": fab.architecture, "gpus": fab.n_gpus}
+        for tp in tps:
+            for r in fault_curve(fab, tp, ratios, samples=samples, seed=seed):
+                rows.append({**head, "tp": tp, "node_fault_ratio": r["node_fault_ratio"],
+                             "waste_ratio": r["waste_ratio"]["mean"], "waste_ratio_p99": r["waste_ratio"]["p99"]})
+            if trace:
+                res = evaluate_faults(fab, tp, trace=trace, seed=seed, blast=False)
+                rows.append({**head, "tp": tp, "node_fault_ratio": "trace", "waste_ratio": res["waste_ratio"]["mean"],
+                             "waste_ratio_p99": res["waste_ratio"]["p99"]})
+    return rows
+
+
+def blast_table(entries: Iterable[tuple[str, Fabric]], tp: int = 32) -> list[dict]:
+    """Blast radius per architecture and component type at TP ``tp`` (capped at each HBD's largest TP).
+
+    Parameters
+    ----------
+    entries : iterable of (label, Fabric)
+    tp : int
+
+    Returns
+    -------
+    list of dict
+        ``{label, architecture, gpus, tp, component, min, mean, max, own, stranded, ...}``.
+    """
+    rows = []
+    for label, fab in entries:
+        pol = policy_for(fab)
+        t = min(tp, pol.max_tp)
+        for comp, v in blast_radius(pol, t).items():
+            rows.append({"label": label, "architecture": fab.architecture, "gpus": fab.n_gpus, "tp": t,
+                         "component": comp, **v})
+    return rows
+
+
+__all__ = ["DEFAULT_SAMPLES", "CURVE_FIELDS", "faults_summary", "waste_table", "blast_table"]
