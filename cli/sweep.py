@@ -204,9 +204,9 @@ def _print_frame(df, directory: Path, as_csv: bool, as_json: bool, title: str, e
     elif as_json:
         import json
 
-        # to_json turns NaN into null and timestamps into ISO text
+        # to_json turns NaN into null and timestamps into ISO text; 15 digits, not its default 10
         emit_json({"dir": str(directory), **(extra or {}), "count": len(df),
-                   "rows": json.loads(df.to_json(orient="records", date_format="iso"))})
+                   "rows": json.loads(df.to_json(orient="records", date_format="iso", double_precision=15))})
     else:
         shown = "" if len(df) <= ROWS_SHOWN else f" (first {ROWS_SHOWN:,}; use --csv or --json for all)"
         console().print(rows_table(df, f"{title}: {len(df):,} rows{shown}", ROWS_SHOWN))
