@@ -141,7 +141,9 @@ def _study_rows(out: Path, study: Study):
 
 
 def sweep_command(
-    spec: Path = typer.Argument(..., help="study spec (YAML); see `cli/study.py` or studies/default.yaml"),
+    spec: Path = typer.Argument(..., metavar="SPEC", show_default=False,
+                               help="study spec (YAML), e.g. studies/default.yaml; the format is in the README's "
+                                    "'Design sweeps'"),
     out: Optional[Path] = typer.Option(None, "--out", help="output folder (default: the spec's out:)"),
     workers: Optional[int] = typer.Option(None, "--workers", help="local worker processes (default: CPU cores)"),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Dask scheduler, e.g. tcp://10.0.0.5:8786"),
