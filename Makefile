@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml
 
 run: $(STAMP)
 	$(BIN)/fabric sweep studies/default.yaml --out results/default --overwrite
+	$(BIN)/fabric report results/default
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --nbmake --doctest-modules fabric topologies solvers workloads cli tests notebooks
