@@ -89,7 +89,7 @@ def _axes(df, designs: list[dict[str, Any]], notes: list[str]) -> list[QualityAx
         if chosen is None:
             notes.append(f"Pareto front of {title}: the study has no such metric.")
             continue
-        where = next((w for suffix, w in _WHERE.items() if chosen.endswith(suffix)), " (mean over the study's rows)")
+        where = next((w for suffix, w in _WHERE.items() if chosen.endswith(suffix)), "")
         axes.append(QualityAxis(chosen, f"{title}{where}", higher))
     return axes
 

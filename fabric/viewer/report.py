@@ -172,13 +172,13 @@ def _pareto_plot(data: ReportData, axis: QualityAxis):
                             "size": [16 if o else 10 for o in on]})
     better = "higher is better" if axis.higher_is_better else "lower is better"
     p = figure(frame_width=FRAME_WIDTH, frame_height=FRAME_HEIGHT,
-               title=f"Pareto front: cost per GPU vs {axis.title} ({better})",
+               title=f"Pareto front (dashed, large dots): cost per GPU vs {axis.title}, {better}",
                x_axis_label="cluster capex per GPU (USD)", y_axis_label=axis.title,
                tools="pan,wheel_zoom,reset,save", toolbar_location="above")
     p.x_range.range_padding = p.y_range.range_padding = 0.2  # room for the labels of the extreme designs
     front = sorted((x, y) for x, y, o in zip(xs, ys, on) if o)
     if len(front) > 1:
-        p.line([f[0] for f in front], [f[1] for f in front], line_dash="dashed", color="#888", legend_label="front")
+        p.line([f[0] for f in front], [f[1] for f in front], line_dash="dashed", color="#888")
     r = p.scatter("x", "y", source=src, size="size", color="color", line_color="black", alpha=0.85)
     p.text("x", "y", text="label", source=src, x_offset=8, y_offset=-4, text_font_size="10pt")
     p.add_tools(HoverTool(renderers=[r], tooltips=[("design", "@label"), ("capex per GPU", "@cost"),
@@ -318,7 +318,9 @@ def build_report(data: ReportData):
         else:
             plot.name = f"{PLOT_NAME}{plots}"  # the browser test finds every plot by these names
             plots += 1
-            parts.extend([plot, _caption(data.caption, what)])
+            # each plot in a column of its own: a column of bare plots lines up their frames, so the
+            # tornado's long item names would push every other plot right and out of its box
+            parts.append(column(plot, _caption(data.caption, what)))
 
     for axis in data.axes:
         add(_pareto_plot(data, axis), f"Cost per GPU against {axis.title}.",
