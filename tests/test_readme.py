@@ -29,3 +29,14 @@ def test_console_block_matches_real_output(cmd):
         pytest.skip(why)
     assert normalise(run(cmd.line)) == normalise(cmd.expected), (
         f"README is stale for `$ {cmd.line}`: run `python -m tests.readme --update` and review the diff")
+
+
+def test_command_table_lists_every_command():
+    import typer
+
+    from cli.app import app
+
+    text = README.read_text()
+    table = text[text.index("| command | what it answers |"):text.index("Architectures: `fat-tree`")]
+    for name in typer.main.get_command(app).commands:
+        assert f"| `fabric {name}" in table, f"the README's command table leaves out `fabric {name}`"
