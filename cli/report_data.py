@@ -223,7 +223,8 @@ def report_data(out: Path) -> ReportData:
     _names(designs)
     notes: list[str] = []
     if not any(_num(d.get(COST_KEY)) is not None for d in designs):
-        notes.append("Pareto fronts: the study has no cost metric (cost per GPU is their x axis).")
+        notes.append("Pareto fronts: no design has a cost (the study has no cost metric, or every point failed); "
+                     "cost per GPU is their x axis.")
     axes = _axes(df, designs, notes)
     has_cost = "cost_capex_usd" in df
     components, tornado = _bom(out, manifest, designs, notes) if has_cost else ({}, [])

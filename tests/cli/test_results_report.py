@@ -75,6 +75,18 @@ def test_report_of_a_study_without_faults_or_mfu(tmp_path, run_cli, capsys):
         assert missing in notes, missing
 
 
+def test_report_of_a_study_whose_every_point_failed(tmp_path, run_cli, capsys):
+    """Every point fails (a DP size that cannot fit): the page is still written, every plot replaced by a note."""
+    doc = {"name": "all-failed", "gpus": 256, "architectures": [{"name": "dgx"}], "workloads": [{"name": "w", "tp": 8}],
+           "metrics": ["cost", {"orchestrator": {"dp": "1000", "solver": "greedy"}}]}
+    out = run_small_study(tmp_path, doc)
+    capsys.readouterr()
+    rc, stdout, _ = run_cli("report", out, "--json")
+    data = json.loads(stdout)
+    assert rc == 0 and data["plots"] == [] and (out / "_report.html").is_file()
+    assert any("every point failed" in n for n in data["notes"])
+
+
 @pytest.mark.parametrize("args, words", [
     (["{missing}"], "error: DIR: no such folder"),
     (["{empty}"], "error: DIR: no sweep results"),
