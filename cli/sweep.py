@@ -222,7 +222,8 @@ def results_command(
     query: Optional[str] = typer.Option(None, "--query", metavar="EXPR", help=(
         "pandas DataFrame.query filter over the row columns, e.g. \"fault_ratio == 0.03 and tp == 32\"")),
     rows: bool = typer.Option(False, "--rows", help="list the rows instead of the per-architecture comparison"),
-    columns: Optional[str] = typer.Option(None, "--columns", metavar="A,B,..", help="comma-separated columns for --rows"),
+    columns: Optional[str] = typer.Option(None, "--columns", metavar="A,B,..",
+                                          help="comma-separated columns for --rows"),
     wide: bool = typer.Option(False, "--wide", help="every comparison column with its full title (needs ~250 columns)"),
     as_csv: bool = typer.Option(False, "--csv", help="print CSV on stdout"),
     as_json: bool = JSON_OPT,

@@ -342,7 +342,8 @@ def build_report(data: ReportData):
             f"Pareto front of {axis.title}: no design has both a cost and this metric.")
     add(_waste_plot(data), "Mean GPU waste ratio over the fault samples at each i.i.d. node fault ratio.",
         "Waste against fault ratio: the study has no faults metric with random node faults.")
-    add(_stacked_plot(data.scope_costs, "Capex per GPU by scope", "scope"), "Capex per GPU by scope (compute, HBD, DCN).",
+    add(_stacked_plot(data.scope_costs, "Capex per GPU by scope", "scope"),
+        "Capex per GPU by scope (compute, HBD, DCN).",
         "Cost by scope: no design has a cost (no cost metric, or every point failed).")
     add(_stacked_plot(data.component_costs, "Capex per GPU by component", "component"),
         "Capex per GPU of every component of the bill of materials.",

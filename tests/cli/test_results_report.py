@@ -114,7 +114,8 @@ def test_sql_matches_pandas(study, run_cli):
 def test_sql_merges_every_architectures_columns(study, run_cli):
     # p_k exists only in the k-hop ring's files; union_by_name makes it null elsewhere
     rc, stdout, _ = run_cli("results", study, "--sql",
-                            "SELECT architecture, count(p_k) AS with_k, count(*) AS n FROM results GROUP BY 1 ORDER BY 1",
+                            "SELECT architecture, count(p_k) AS with_k, count(*) AS n FROM results "
+                            "GROUP BY 1 ORDER BY 1",
                             "--csv")
     assert rc == 0 and stdout.splitlines() == ["architecture,with_k,n", "dgx,0,3", "khop-ring,3,3", "nvl-72,0,3"]
 
