@@ -29,6 +29,7 @@ $(VENV)/.installed-test: requirements/test.lock pyproject.toml | $(BIN)/python
 
 run: $(VENV)/.installed-run
 	$(BIN)/fabric sweep studies/default.yaml --out results/default --overwrite
+	$(BIN)/fabric report results/default
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q -n 2 --nbmake --doctest-modules fabric topologies solvers workloads cli tests notebooks

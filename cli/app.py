@@ -23,7 +23,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Design the interconnect of AI training clusters: cost, faults, collectives, MFU.")
 
 # Command groups, in `fabric --help` order.  Each module defines register(app).
-COMMAND_MODULES = ["cli.build", "cli.cost", "cli.sweep", "cli.view", "cli.faults", "cli.simulate", "cli.mfu", "cli.rl", "cli.orchestrate"]
+COMMAND_MODULES = ["cli.build", "cli.cost", "cli.sweep", "cli.report", "cli.view", "cli.faults",
+                   "cli.simulate", "cli.mfu", "cli.rl", "cli.orchestrate"]
 
 
 def _register_all() -> None:
@@ -36,9 +37,44 @@ def _register_all() -> None:
 _register_all()
 
 
+def _no_type(ctx=None):
+    return None
+
+
+def tidy_help(command) -> None:
+    """Make every command's ``--help`` read as a newcomer expects.
+
+    - a boolean flag shows as a flag (``--json``), not as an option taking a value (``--json <bool>``);
+    - an argument shows its name in capitals (``ARCH``, ``SPEC``) in the usage line and the table;
+    - an ``ARCH`` argument that ``--topology FILE`` can replace says so, since Typer must list it as optional.
+    """
+    for sub in getattr(command, "commands", {}).values():
+        tidy_help(sub)
+    make_help = command.get_help_option
+
+    def help_option(ctx):  # --help is made per context, outside command.params
+        opt = make_help(ctx)
+        if opt is not None:
+            opt.display_type_rich = _no_type
+        return opt
+
+    command.get_help_option = help_option
+    names = {p.name for p in command.params}
+    for param in command.params:
+        kind = getattr(param, "param_type_name", "")  # click's own tag: typer may vendor click's classes
+        if kind == "option" and getattr(param, "is_flag", False) and not getattr(param, "count", False):
+            param.display_type_rich = _no_type  # typer asks the parameter for its type label; a flag has none
+        elif kind == "argument":
+            if param.metavar is None:
+                param.metavar = param.name.upper()
+            if param.name == "arch" and "topology" in names and not param.required:
+                param.help = (param.help or "architecture") + "; required unless --topology FILE is given"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit status (0 ok, 1 a computation failed, 2 bad input)."""
     command = typer.main.get_command(app)
+    tidy_help(command)
     try:
         rv = command.main(args=argv, prog_name="fabric", standalone_mode=False)
     except FabricError as exc:

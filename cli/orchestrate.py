@@ -154,16 +154,16 @@ DEFAULT_ARCHS = (
 
 def table_command(
     gpus: int = typer.Option(1024, "--gpus", help="GPUs of every architecture"),
-    tp: int = typer.Option(8, "--tp"),
-    dp: int = typer.Option(4, "--dp"),
+    tp: int = typer.Option(8, "--tp", help="tensor-parallel size: GPUs per TP group (ring)"),
+    dp: int = typer.Option(4, "--dp", help="data-parallel size: TP groups per job"),
     load: Optional[float] = typer.Option(None, "--load", help="instances as a fraction of the fault-free maximum"),
     max_ratio: float = typer.Option(0.10, "--max-ratio", help="largest node fault ratio"),
     step: float = typer.Option(0.01, "--step", help="node fault ratio step"),
     samples: int = typer.Option(2, "--samples", help="fault sets per ratio"),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", help="first fault-sampling seed (sample i uses seed + i)"),
     trace: Optional[str] = typer.Option("stepfun", "--trace", help="trace to replay too ('' for none)"),
-    trace_points: int = typer.Option(8, "--trace-points"),
-    time_limit: float = typer.Option(60.0, "--time-limit"),
+    trace_points: int = typer.Option(8, "--trace-points", help="fault sets drawn from the trace at random times"),
+    time_limit: float = typer.Option(60.0, "--time-limit", help="ILP time limit per solve, seconds"),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Cross-ToR traffic ratio vs node fault ratio: ILP, greedy, fault-unaware; k-hop ring and the others."""

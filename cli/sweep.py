@@ -15,9 +15,10 @@ everything).  Bad input (spec, flags, output folder) exits 2 before anything
 is written.
 
 ``fabric results DIR`` prints the comparison table of a sweep folder, or its
-rows (``--rows``), as a table, CSV or JSON.  ``--query`` is a pandas
-``DataFrame.query`` expression over the row columns, not SQL (DuckDB is not a
-dependency): ``--query "architecture == 'khop-ring' and fault_ratio >= 0.03"``.
+rows (``--rows``), as a table, CSV or JSON.  ``--sql`` runs a DuckDB statement
+over the folder as one table ``results`` (:mod:`cli.sweep_sql`);  ``--query``
+is a pandas ``DataFrame.query`` expression over the row columns:
+``--query "architecture == 'khop-ring' and fault_ratio >= 0.03"``.
 
 The Python API is :func:`run_study` (the command is a thin shell over it).  A
 script that calls it with more than one worker needs the usual
@@ -36,9 +37,10 @@ from typing import Any, Optional
 import typer
 
 import fabric
-from cli.common import JSON_OPT, console, emit_json, err_console
+from cli.common import JSON_OPT, console, emit_json
 from cli.evaluate import SCHEMA_VERSION
 from cli.study import Study, load_study
+from cli.sweep_progress import make_progress
 from cli.sweep_report import comparison, comparison_table, rows_table
 from cli.sweep_run import DaskRunner, LocalRunner, make_batches
 from cli.sweep_store import check_out_dir, prepare_out_dir, present_point_ids, read_results, write_batch
@@ -46,14 +48,8 @@ from fabric.errors import FabricError
 
 ROWS_SHOWN = 200
 """`fabric results --rows` prints at most this many rows as a table."""
-
-
-def _progress():
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                               TimeRemainingColumn)
-
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("points"),
-                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err_console())
+WIDE_COLUMNS = 300
+"""`fabric results --wide` prints on a console at least this wide (the full titles need ~250)."""
 
 
 def run_study(study: Study, out: Path, workers: int | None = None, scheduler: str | None = None,
@@ -75,7 +71,7 @@ def run_study(study: Study, out: Path, workers: int | None = None, scheduler: st
     overwrite : bool
         Delete a previous sweep's files in ``out`` first.
     progress : bool
-        Show a progress bar on stderr.
+        Show progress on stderr: a bar on a terminal, else one line per finished batch.
 
     Returns
     -------
@@ -106,19 +102,20 @@ def run_study(study: Study, out: Path, workers: int | None = None, scheduler: st
                     "points": len(study.points), "tool_version": fabric.__version__, "schema_version": SCHEMA_VERSION}
         prepare_out_dir(out, overwrite, manifest, study.text)
         batches = make_batches(todo, study.metrics, study.catalog, study.batch_size, runner.workers, next_no)
-        bar = _progress() if progress else None
-        task = bar.add_task(study.name, total=len(todo)) if bar else None
+        bar = make_progress(study.name, len(todo)) if progress else None
 
         def on_done(batch, rows):
             write_batch(out, batch.architecture, batch.number, rows)
+            failed = 0
             for r in rows:
                 if r["status"] == "ok":
                     counts["done"] += 1
                 else:
-                    counts["failed"] += 1
+                    failed += 1
                     errors[r["error"]] += 1
+            counts["failed"] += failed
             if bar is not None:
-                bar.advance(task, len(rows))
+                bar.advance(len(rows), failed)
 
         if bar is not None:
             with bar:
@@ -145,7 +142,9 @@ def _study_rows(out: Path, study: Study):
 
 
 def sweep_command(
-    spec: Path = typer.Argument(..., help="study spec (YAML); see `cli/study.py` or studies/default.yaml"),
+    spec: Path = typer.Argument(..., metavar="SPEC", show_default=False,
+                               help="study spec (YAML), e.g. studies/default.yaml; the format is in the README's "
+                                    "'Design sweeps'"),
     out: Optional[Path] = typer.Option(None, "--out", help="output folder (default: the spec's out:)"),
     workers: Optional[int] = typer.Option(None, "--workers", help="local worker processes (default: CPU cores)"),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Dask scheduler, e.g. tcp://10.0.0.5:8786"),
@@ -198,24 +197,62 @@ def sweep_command(
     con.print(comparison_table(rows, cols, f"{study.name}: comparison (means over seeds)"))
 
 
+def _table_console(wide: bool):
+    """stdout's console; for ``--wide`` one wide enough that no header is cut, even on a narrow terminal."""
+    con = console()
+    if wide:
+        from rich.console import Console
+
+        con = Console(width=max(con.width, WIDE_COLUMNS))
+    return con
+
+
+def _print_frame(df, directory: Path, as_csv: bool, as_json: bool, title: str, extra: dict | None = None) -> None:
+    """Rows of ``df`` as CSV, one JSON object, or a table (first ROWS_SHOWN)."""
+    if as_csv:
+        typer.echo(df.to_csv(index=False), nl=False)
+    elif as_json:
+        import json
+
+        # to_json turns NaN into null and timestamps into ISO text; 15 digits, not its default 10
+        emit_json({"dir": str(directory), **(extra or {}), "count": len(df),
+                   "rows": json.loads(df.to_json(orient="records", date_format="iso", double_precision=15))})
+    else:
+        shown = "" if len(df) <= ROWS_SHOWN else f" (first {ROWS_SHOWN:,}; use --csv or --json for all)"
+        console().print(rows_table(df, f"{title}: {len(df):,} rows{shown}", ROWS_SHOWN))
+
+
 def results_command(
-    directory: Path = typer.Argument(..., metavar="DIR", help="a `fabric sweep` output folder"),
-    query: Optional[str] = typer.Option(None, "--query", help="pandas DataFrame.query filter over the row columns, "
-                                                              "e.g. \"fault_ratio == 0.03 and tp == 32\""),
+    directory: Path = typer.Argument(..., metavar="DIR", show_default=False, help="a `fabric sweep` output folder"),
+    sql: Optional[str] = typer.Option(None, "--sql", metavar="SELECT", help=(
+        "DuckDB SQL over the folder as the table `results` (every architecture's columns), e.g. "
+        "\"SELECT label, avg(faults_waste_ratio_mean) FROM results GROUP BY 1\"")),
+    query: Optional[str] = typer.Option(None, "--query", metavar="EXPR", help=(
+        "pandas DataFrame.query filter over the row columns, e.g. \"fault_ratio == 0.03 and tp == 32\"")),
     rows: bool = typer.Option(False, "--rows", help="list the rows instead of the per-architecture comparison"),
-    columns: Optional[str] = typer.Option(None, "--columns", help="comma-separated columns for --rows"),
+    columns: Optional[str] = typer.Option(None, "--columns", metavar="A,B,..",
+                                          help="comma-separated columns for --rows"),
+    wide: bool = typer.Option(False, "--wide", help="every comparison column with its full title (needs ~250 columns)"),
     as_csv: bool = typer.Option(False, "--csv", help="print CSV on stdout"),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """Print a sweep's results: the comparison table, or its rows (--rows); filter with --query.
+    """Print a sweep's results: the comparison table, its rows (--rows), or an SQL query (--sql).
 
-    --query is a pandas ``DataFrame.query`` expression (not SQL: DuckDB is not a dependency), e.g.
-    ``architecture == 'khop-ring' and fault_ratio >= 0.03``.
+    --sql is one DuckDB statement over the table ``results``; --query a pandas ``DataFrame.query``
+    expression, e.g. ``architecture == 'khop-ring' and fault_ratio >= 0.03``.
     """
     if as_csv and as_json:
         raise FabricError("--csv", "give --csv or --json, not both")
     if not directory.is_dir():
         raise FabricError("DIR", f"no such folder: {directory}")
+    if sql is not None:
+        for flag, given in (("--query", query), ("--rows", rows), ("--columns", columns), ("--wide", wide)):
+            if given:
+                raise FabricError(flag, "does not combine with --sql (filter and pick columns in the SQL)")
+        from cli.sweep_sql import sql_query
+
+        _print_frame(sql_query(directory, sql), directory, as_csv, as_json, f"{directory}: SQL", {"sql": sql})
+        return
     df = read_results(directory)
     if query:
         try:
@@ -231,17 +268,7 @@ def results_command(
             if missing:
                 raise FabricError("--columns", f"no column {missing[0]!r}; columns: {', '.join(df.columns)}")
             df = df[wanted]
-        if as_csv:
-            typer.echo(df.to_csv(index=False), nl=False)
-        elif as_json:
-            import json
-
-            # to_json turns NaN into null and timestamps into ISO text
-            emit_json({"dir": str(directory), "count": len(df),
-                       "rows": json.loads(df.to_json(orient="records", date_format="iso"))})
-        else:
-            shown = "" if len(df) <= ROWS_SHOWN else f" (first {ROWS_SHOWN:,}; use --csv or --json for all)"
-            console().print(rows_table(df, f"{directory}: {len(df):,} rows{shown}", ROWS_SHOWN))
+        _print_frame(df, directory, as_csv, as_json, str(directory))
         return
     comp, cols = comparison(df)
     if as_csv:
@@ -251,7 +278,8 @@ def results_command(
     elif as_json:
         emit_json({"dir": str(directory), "count": len(df), "comparison": comp})
     else:
-        console().print(comparison_table(comp, cols, f"{directory}: {len(df):,} rows (means over seeds)"))
+        table = comparison_table(comp, cols, f"{directory}: {len(df):,} rows (means over seeds)", wide=wide)
+        _table_console(wide).print(table)
 
 
 def register(app: typer.Typer) -> None:

@@ -33,6 +33,10 @@ class Headline:
         Only rows of random faults at this ``fault_ratio``.
     trace : bool
         Only rows of replayed traces.
+    short : str
+        Header in the compact table (at most ~7 characters; default: ``title``).
+    legend : str
+        What the short header means, with units, printed under the compact table.
     """
 
     column: str
@@ -40,6 +44,8 @@ class Headline:
     fmt: str
     at_ratio: float | None = None
     trace: bool = False
+    short: str = ""
+    legend: str = ""
 
     @property
     def key(self) -> str:
@@ -49,18 +55,27 @@ class Headline:
 
 
 HEADLINES = (
-    Headline("cost_hbd_capex_per_gpu_usd", "HBD $/GPU", "${:,.0f}"),
-    Headline("cost_hbd_power_per_gpu_w", "HBD W/GPU", "{:,.1f}"),
-    Headline("cost_capex_per_gpu_usd", "total $/GPU", "${:,.0f}"),
-    Headline("cost_power_per_gpu_w", "total W/GPU", "{:,.0f}"),
+    Headline("cost_hbd_capex_per_gpu_usd", "HBD $/GPU", "${:,.0f}", short="HBD $",
+             legend="HBD capex per GPU (USD)"),
+    Headline("cost_hbd_power_per_gpu_w", "HBD W/GPU", "{:,.1f}", short="HBD W", legend="HBD power per GPU (W)"),
+    Headline("cost_capex_per_gpu_usd", "total $/GPU", "${:,.0f}", short="$/GPU",
+             legend="cluster capex per GPU: compute + HBD + DCN (USD)"),
+    Headline("cost_power_per_gpu_w", "total W/GPU", "{:,.0f}", short="W/GPU", legend="cluster power per GPU (W)"),
     # later metrics' headline columns (shown only when a study computed them):
-    Headline("faults_waste_ratio_mean", "waste @3%", "{:.2%}", at_ratio=0.03),
-    Headline("faults_waste_ratio_mean", "waste trace", "{:.2%}", trace=True),
-    Headline("faults_blast_radius_node_mean", "node blast GPUs", "{:,.0f}"),
-    Headline("orchestrator_cross_tor_traffic_ratio", "cross-ToR @0%", "{:.1%}", at_ratio=0.0),
-    Headline("orchestrator_cross_tor_traffic_ratio", "cross-ToR @3%", "{:.1%}", at_ratio=0.03),
-    Headline("mfu_mfu", "MFU", "{:.1%}"),
+    Headline("faults_waste_ratio_mean", "waste @3%", "{:.2%}", at_ratio=0.03, short="waste3",
+             legend="GPU waste ratio at 3 % i.i.d. node faults (share of healthy GPUs in no TP group)"),
+    Headline("faults_waste_ratio_mean", "waste trace", "{:.2%}", trace=True, short="wasteT",
+             legend="GPU waste ratio replaying the fault trace (time-weighted)"),
+    Headline("faults_blast_radius_node_mean", "node blast GPUs", "{:,.0f}", short="blast",
+             legend="usable GPUs one node failure removes"),
+    Headline("orchestrator_cross_tor_traffic_ratio", "cross-ToR @0%", "{:.1%}", at_ratio=0.0, short="xToR0",
+             legend="share of DP/PP bytes crossing ToR uplinks after placement, no faults"),
+    Headline("orchestrator_cross_tor_traffic_ratio", "cross-ToR @3%", "{:.1%}", at_ratio=0.03, short="xToR3",
+             legend="the same at 3 % node faults"),
+    Headline("mfu_mfu", "MFU", "{:.1%}", legend="model FLOPs utilisation at the best searched parallelism"),
 )
+RATIO_SHORT, RATIO_LEGEND = "vsNVL", f"HBD capex per GPU relative to {REFERENCE_LABEL} at the same GPU count"
+"""The compact header and legend of the ``hbd_capex_vs_nvl-72`` column."""
 
 
 def _mean(values) -> float | None:
@@ -132,30 +147,57 @@ def _fmt(value: Any, fmt: str) -> str:
         return str(value)
 
 
-def comparison_table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]], title: str):
-    """A rich Table of :func:`comparison` output."""
-    from rich.table import Table
+def _short_names() -> dict[str, tuple[str, str]]:
+    """Comparison key -> (compact header, legend)."""
+    out = {h.key: (h.short or h.title, h.legend or h.title) for h in HEADLINES}
+    out[f"hbd_capex_vs_{REFERENCE_LABEL}"] = (RATIO_SHORT, RATIO_LEGEND)
+    return out
 
-    t = Table(title=title, title_justify="left")
-    t.add_column("architecture")
-    t.add_column("GPUs", justify="right")
+
+def comparison_table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]], title: str,
+                     wide: bool = False):
+    """A rich renderable of :func:`comparison` output.
+
+    The default is compact: short headers, no box lines and a legend under the
+    table, so that five architectures with every headline fit in 120 columns.
+    ``wide`` gives the full titles and the ``points`` column (about 250 columns).
+    """
+    from rich import box
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    short = _short_names()
+    # compact: the title is a line of its own, because rich wraps a table's title to the table's width
+    t = Table(title=title if wide else None, title_justify="left", box=None if not wide else box.HEAVY_HEAD,
+              padding=(0, 1) if wide else (0, 0, 0, 2), show_edge=wide)
+    t.add_column("architecture", no_wrap=True)
+    t.add_column("GPUs", justify="right", no_wrap=True)
     show_tp = any(r["tp"] is not None for r in rows)
     if show_tp:
-        t.add_column("TP", justify="right")
-    for _, col_title, _ in columns:
-        t.add_column(col_title, justify="right")
-    t.add_column("points", justify="right")
+        t.add_column("TP", justify="right", no_wrap=True)
+    for key, col_title, _ in columns:
+        t.add_column(col_title if wide else short.get(key, (col_title, ""))[0], justify="right", no_wrap=True)
+    if wide:
+        t.add_column("points", justify="right")
     show_failed = any(r["failed"] for r in rows)
     if show_failed:
-        t.add_column("failed", justify="right")
+        t.add_column("failed", justify="right", no_wrap=True)
     for r in rows:
         gpus = r["gpus_built"] if r["gpus_built"] is not None else r["gpus"]
         cells = [r["label"], f"{gpus:,}"] + ([_fmt(r["tp"], "{}")] if show_tp else [])
-        cells += [_fmt(r.get(k), f) for k, _, f in columns] + [f"{r['points']:,}"]
+        cells += [_fmt(r.get(k), f) for k, _, f in columns] + ([f"{r['points']:,}"] if wide else [])
         if show_failed:
             cells.append(f"{r['failed']:,}")
         t.add_row(*cells)
-    return t
+    if wide:
+        return t
+    legend = [(short[k][0], short[k][1]) for k, _, _ in columns if k in short and short[k][0] != short[k][1]]
+    parts = [Text(title, style="italic"), t]
+    if legend:
+        width = max(len(name) for name, _ in legend)
+        parts.append(Text("\n".join(f"  {name:<{width}}  {meaning}" for name, meaning in legend), style="dim"))
+    return Group(*parts)
 
 
 def rows_table(df, title: str, limit: int = 200):

@@ -4,6 +4,7 @@ Layout of an output folder::
 
     OUT/_sweep.json                              manifest: study, fingerprint, tool and schema version
     OUT/_study.yaml                              the spec that produced the rows
+    OUT/_report.html                             the study report (`fabric report OUT`), if written
     OUT/architecture=dgx/batch-000017.parquet    one file per batch
 
 The ``architecture`` column lives in the folder name (hive partitioning), so
@@ -31,6 +32,8 @@ from fabric.errors import FabricError
 
 MANIFEST = "_sweep.json"
 SPEC_COPY = "_study.yaml"
+REPORT = "_report.html"
+"""`fabric report DIR` writes here by default; ``--overwrite`` deletes it with the rows it showed."""
 PARTITION = "architecture"
 _BATCH_RE = re.compile(r"^batch-(\d+)\.parquet$")
 
@@ -172,7 +175,7 @@ def present_point_ids(out: Path) -> tuple[set[str], int]:
 
 # ---------------------------------------------------------------------------------------------- folder checks
 def _is_ours(entry: Path) -> bool:
-    return (entry.name in (MANIFEST, SPEC_COPY) or entry.name.startswith(f"{PARTITION}=")
+    return (entry.name in (MANIFEST, SPEC_COPY, REPORT) or entry.name.startswith(f"{PARTITION}=")
             or (entry.name.startswith(".") and entry.name.endswith(".tmp")))
 
 

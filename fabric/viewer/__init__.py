@@ -9,7 +9,9 @@ Modules: :mod:`~fabric.viewer.levels` (aggregation), :mod:`~fabric.viewer.layout
 (positions), :mod:`~fabric.viewer.edges` (links as drawn),
 :mod:`~fabric.viewer.scene` (the document model as plain columns),
 :mod:`~fabric.viewer.document` (Bokeh), :mod:`~fabric.viewer.page`,
-:mod:`~fabric.viewer.server`.
+:mod:`~fabric.viewer.server`.  :mod:`~fabric.viewer.report` builds a design
+study's report page (Pareto fronts, waste curves, cost breakdown, tornado) from
+plain data.
 """
 
 from fabric.viewer import style

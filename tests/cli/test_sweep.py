@@ -288,7 +288,7 @@ def test_results_command(small_results, run_cli):
     rows = json.loads(stdout)["rows"]
     assert rc == 0 and len(rows) == 4 and rows[0]["evaluated_at"].startswith("20")
     rc, stdout, _ = run_cli("results", out)
-    assert rc == 0 and "HBD $/GPU" in stdout and "khop-ring k=3" in stdout
+    assert rc == 0 and "HBD capex per GPU" in stdout and "khop-ring k=3" in stdout
     for extra, words in [(("--query", "label ==="), "--query:"), (("--query", "nosuch > 1"), "--query:"),
                          (("--rows", "--columns", "nosuch"), "--columns: no column 'nosuch'"),
                          (("--csv", "--json"), "not both")]:

@@ -1,0 +1,46 @@
+"""`fabric report DIR`: a standalone HTML page of plots and the comparison table of a study's results.
+
+The data comes from :func:`cli.report_data.report_data`, the page from
+:func:`fabric.viewer.report.write_report` (BokehJS inlined: it opens offline).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from cli.common import JSON_OPT, emit_json
+from cli.sweep_store import REPORT as REPORT_NAME
+
+
+
+def report_command(
+    directory: Path = typer.Argument(..., metavar="DIR", show_default=False, help="a `fabric sweep` output folder"),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="FILE.html",
+                                       help=f"where to write the page (default: DIR/{REPORT_NAME})"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Write a study's HTML report: Pareto fronts of cost against quality, waste curves, cost breakdown, tornado."""
+    from cli.report_data import report_data
+    from fabric.viewer.page import check_writable
+    from fabric.viewer.report import write_report
+
+    target = out if out is not None else directory / REPORT_NAME
+    if directory.is_dir():
+        check_writable(target)  # before the slow part
+    data = report_data(directory)
+    path, notes = write_report(data, target)
+    plots = [a.title for a in data.axes if not any(a.title in n for n in notes)]
+    if as_json:
+        emit_json({"dir": str(directory), "out": str(path), "designs": len(data.designs),
+                   "plots": plots, "notes": notes})
+        return
+    typer.echo(f"report: {path}")
+    for note in notes:
+        typer.echo(f"  not shown: {note}", err=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report_command)

@@ -1,0 +1,78 @@
+"""SQL over a sweep folder: DuckDB reads the hive-partitioned Parquet directly.
+
+The folder is one table, ``results``: DuckDB's ``read_parquet`` with
+``hive_partitioning`` (the ``architecture`` column comes from the folder names)
+and ``union_by_name`` (a column that only some architectures or batches have,
+such as ``p_k`` or a metric that failed in one batch, is null elsewhere), so
+every architecture's columns are merged, as in
+:func:`cli.sweep_store.read_results`.  Nothing is copied or loaded first::
+
+    fabric results results/default --sql "SELECT label, avg(faults_waste_ratio_mean) FROM results GROUP BY 1"
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fabric.errors import FabricError
+
+TABLE = "results"
+"""The name a query uses for the sweep's rows."""
+
+
+def _glob(out: Path) -> str:
+    from cli.sweep_store import PARTITION
+
+    return str(out / f"{PARTITION}=*" / "batch-*.parquet")
+
+
+def sql_query(out: Path, sql: str):
+    """Run ``sql`` over the rows of sweep folder ``out`` (a table named ``results``).
+
+    Parameters
+    ----------
+    out : Path
+        A `fabric sweep` output folder.
+    sql : str
+        One DuckDB SQL statement, e.g.
+        ``SELECT architecture, avg(faults_waste_ratio_mean) FROM results GROUP BY 1``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The statement's result, columns as the statement names them.
+
+    Raises
+    ------
+    FabricError
+        ``DIR`` holds no batch files; ``--sql`` is empty, is not valid SQL,
+        names an unknown column (the message lists DuckDB's closest ones) or
+        returns no result set.
+    """
+    import duckdb
+
+    from cli.sweep_store import batch_files
+
+    if not sql or not sql.strip():
+        raise FabricError("--sql", "empty; give a statement over the table results, e.g. "
+                                   "\"SELECT architecture, count(*) FROM results GROUP BY 1\"")
+    if not batch_files(out):
+        raise FabricError("DIR", f"no sweep results in {out} (expected architecture=*/batch-*.parquet)")
+    con = duckdb.connect(":memory:")
+    try:
+        path = _glob(out).replace("'", "''")
+        con.execute(f"CREATE VIEW {TABLE} AS SELECT * FROM read_parquet('{path}', hive_partitioning = true, "
+                    f"union_by_name = true)")
+        try:
+            cur = con.execute(sql)
+            if cur.description is None:
+                raise FabricError("--sql", f"{sql!r} returns no rows; give a SELECT over the table {TABLE}")
+            return cur.df()
+        except duckdb.Error as exc:
+            # DuckDB's first line says what is wrong; the second, for an unknown column, the closest names
+            lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+            why = "; ".join(lines[:2]) if lines else type(exc).__name__
+            raise FabricError("--sql", f"{why} (the table is {TABLE}; `fabric results DIR --rows "
+                                       f"--columns ...` or DESCRIBE {TABLE} lists the columns)") from None
+    finally:
+        con.close()

@@ -1,0 +1,177 @@
+"""`fabric report`, `fabric results --sql`, progress lines and the compact comparison table."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cli.sweep_progress import LineProgress, make_progress
+from cli.sweep_store import read_results
+from fabric.viewer.report import pareto_front
+from tests.cli.study_fixture import COST_ONLY, run_small_study
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    return run_small_study(tmp_path_factory.mktemp("full"))
+
+
+# ------------------------------------------------------------------------------------------------ Pareto front
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6)), min_size=1, max_size=12), st.booleans())
+def test_pareto_front_is_the_definition(points, higher):
+    """Checked against the definition, pair by pair: a front point is dominated by no point,
+    and every point off the front is dominated by a point on it (domination is transitive)."""
+    on = pareto_front(points, higher)
+    s = 1 if higher else -1
+
+    def dominates(a, b):
+        return a[0] <= b[0] and s * a[1] >= s * b[1] and (a[0] < b[0] or s * a[1] > s * b[1])
+
+    for i, p in enumerate(points):
+        if on[i]:
+            assert not any(dominates(q, p) for q in points)
+        else:
+            assert any(dominates(q, p) for q, o in zip(points, on) if o)
+
+
+# ------------------------------------------------------------------------------------------------ report
+def test_report_has_every_plot_of_a_full_study(study, run_cli, tmp_path):
+    out = tmp_path / "r.html"
+    rc, stdout, err = run_cli("report", study, "--out", out, "--json")
+    data = json.loads(stdout)
+    assert rc == 0 and data["out"] == str(out) and data["designs"] == 3
+    # waste, MFU and cross-ToR are in the study; goodput is not, and says so
+    assert [p.split(" ")[0] for p in data["plots"]] == ["GPU", "MFU", "cross-ToR"]
+    assert any("goodput" in n for n in data["notes"])
+    text = out.read_text()
+    assert "cdn.bokeh.org" not in text and "Bokeh" in text  # BokehJS inlined: opens offline
+    for words in ("Pareto front", "waste ratio against node fault ratio", "by scope", "by component", "Tornado"):
+        assert words in text, words
+    assert "ocs_transceiver" in text or "OCS" in text  # the k-hop ring's assumed price is on the tornado
+
+
+def test_report_default_path_and_overwrite_removes_it(study, run_cli, tmp_path):
+    rc, stdout, _ = run_cli("report", study)
+    assert rc == 0 and stdout.strip() == f"report: {study / '_report.html'}"
+    assert (study / "_report.html").is_file()
+    # the report is the sweep's own file: readers skip it and --overwrite may delete it
+    assert len(read_results(study)) == 9
+
+
+def test_report_of_a_study_without_faults_or_mfu(tmp_path, run_cli, capsys):
+    out = run_small_study(tmp_path, COST_ONLY)
+    capsys.readouterr()  # the sweep's own output
+    rc, stdout, err = run_cli("report", out, "--json")
+    data = json.loads(stdout)
+    assert rc == 0 and data["plots"] == []
+    notes = " ".join(data["notes"])
+    for missing in ("waste", "MFU", "goodput", "cross-ToR", "Waste against fault ratio"):
+        assert missing in notes, missing
+
+
+def test_report_of_a_study_whose_every_point_failed(tmp_path, run_cli, capsys):
+    """Every point fails (a DP size that cannot fit): the page is still written, every plot replaced by a note."""
+    doc = {"name": "all-failed", "gpus": 256, "architectures": [{"name": "dgx"}], "workloads": [{"name": "w", "tp": 8}],
+           "metrics": ["cost", {"orchestrator": {"dp": "1000", "solver": "greedy"}}]}
+    out = run_small_study(tmp_path, doc)
+    capsys.readouterr()
+    rc, stdout, _ = run_cli("report", out, "--json")
+    data = json.loads(stdout)
+    assert rc == 0 and data["plots"] == [] and (out / "_report.html").is_file()
+    assert any("every point failed" in n for n in data["notes"])
+
+
+@pytest.mark.parametrize("args, words", [
+    (["{missing}"], "error: DIR: no such folder"),
+    (["{empty}"], "error: DIR: no sweep results"),
+    (["{study}", "--out", "{missing}/r.html"], "error: --out: directory"),
+])
+def test_report_bad_input(study, run_cli, tmp_path, args, words):
+    (tmp_path / "empty").mkdir()
+    names = {"missing": tmp_path / "nope", "empty": tmp_path / "empty", "study": study}
+    rc, stdout, err = run_cli("report", *[a.format(**names) for a in args])
+    assert rc == 2 and err.startswith(words) and stdout == "" and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "empty" / "_report.html").exists()
+
+
+# ------------------------------------------------------------------------------------------------ SQL
+def test_sql_matches_pandas(study, run_cli):
+    """The README's query, checked against the same mean computed with pandas on read_results."""
+    sql = "SELECT architecture, avg(faults_waste_ratio_mean) AS waste FROM results GROUP BY 1 ORDER BY 1"
+    rc, stdout, _ = run_cli("results", study, "--sql", sql, "--json")
+    got = {r["architecture"]: r["waste"] for r in json.loads(stdout)["rows"]}
+    want = read_results(study).groupby("architecture")["faults_waste_ratio_mean"].mean().to_dict()
+    assert rc == 0 and got.keys() == want.keys()
+    assert all(abs(got[k] - want[k]) < 1e-12 for k in want)
+
+
+def test_sql_merges_every_architectures_columns(study, run_cli):
+    # p_k exists only in the k-hop ring's files; union_by_name makes it null elsewhere
+    rc, stdout, _ = run_cli("results", study, "--sql",
+                            "SELECT architecture, count(p_k) AS with_k, count(*) AS n FROM results "
+                            "GROUP BY 1 ORDER BY 1",
+                            "--csv")
+    assert rc == 0 and stdout.splitlines() == ["architecture,with_k,n", "dgx,0,3", "khop-ring,3,3", "nvl-72,0,3"]
+
+
+@pytest.mark.parametrize("sql, extra, words", [
+    ("SELECT waste FROM results", [], "error: --sql: Binder Error"),
+    ("SELEKT 1", [], "error: --sql: Parser Error"),
+    ("  ", [], "error: --sql: empty"),
+    ("SELECT 1", ["--rows"], "error: --rows: does not combine with --sql"),
+])
+def test_sql_bad_input(study, run_cli, sql, extra, words):
+    rc, stdout, err = run_cli("results", study, "--sql", sql, *extra)
+    assert rc == 2 and err.startswith(words) and stdout == "" and len(err.strip().splitlines()) == 1
+
+
+# ------------------------------------------------------------------------------------------------ tables
+def test_compact_comparison_fits_120_columns(study):
+    from rich.console import Console
+
+    from cli.sweep_report import comparison, comparison_table
+
+    rows, cols = comparison(read_results(study))
+    con = Console(width=120, record=True, file=io.StringIO())
+    con.print(comparison_table(rows, cols, "t"))
+    text = con.export_text()
+    lines = text.splitlines()
+    assert "…" not in text and max(map(len, lines)) <= 120
+    # one line per design (no wrapped names) and a legend line per short header
+    assert sum(1 for ln in lines if ln.lstrip().startswith(("dgx-h100", "nvl-72", "khop-ring k=2"))) == 3
+    assert "waste3  GPU waste ratio at 3 %" in text
+
+
+def test_wide_table_has_full_titles(study, run_cli):
+    rc, stdout, _ = run_cli("results", study, "--wide")
+    assert rc == 0 and "cross-ToR @3%" in stdout and "points" in stdout and "…" not in stdout
+
+
+# ------------------------------------------------------------------------------------------------ progress
+def test_progress_lines_when_not_a_terminal():
+    """Off a terminal: one line per batch with done, failed, rate and an ETA from the rate so far."""
+    clock = itertools.count(0.0, 10.0)  # each call: 10 s later
+    stream = io.StringIO()
+    p = LineProgress("demo", 100, stream, clock=lambda: next(clock))
+    p.advance(20, 1)  # 20 points in 10 s: 2 points/s, 80 left: 40 s
+    p.advance(30)
+    first, second = stream.getvalue().splitlines()
+    assert first == "demo: 20/100 points (20 %), 1 failed, 2 points/s, elapsed 10 s, ETA 40 s"
+    assert second == "demo: 50/100 points (50 %), 1 failed, 2.5 points/s, elapsed 20 s, ETA 20 s"
+    assert isinstance(make_progress("x", 1, io.StringIO()), LineProgress)
+
+
+def test_sweep_prints_progress_lines_to_a_log(tmp_path, run_cli):
+    from tests.cli.study_fixture import write_spec_only
+
+    spec = write_spec_only(tmp_path, COST_ONLY)
+    rc, stdout, err = run_cli("sweep", spec, "--out", tmp_path / "o", "--workers", "1")
+    lines = [ln for ln in err.splitlines() if ln.startswith("cost-only: ")]
+    assert rc == 0 and lines and lines[-1].startswith("cost-only: 2/2 points (100 %), 0 failed, ")
+    assert "ETA 0 s" in lines[-1]
