@@ -34,7 +34,7 @@ def _warm_up() -> None:
     """Import and first-call costs (scipy.sparse.csgraph, numpy ufunc set-up) are not the simulator's."""
     fab = build("dgx", gpus=16)
     sim = Simulator(fab)
-    sim.collectives([Collective("all-reduce", tuple(range(16)), GiB), Collective("all-to-all", tuple(range(8)), GiB)])
+    sim.collectives([Collective("all-reduce", tuple(range(16)), GiB, protocol="none"), Collective("all-to-all", tuple(range(8)), GiB, protocol="none")])
 
 
 def _timed(fn):
@@ -71,7 +71,7 @@ def _report(label: str, n_flows: int, wall: float, cpu: float, peak: float | Non
 def test_bench_ring_all_reduce_dgx_1024():
     _warm_up()
     fab = build("dgx", gpus=1024)
-    coll = Collective("all-reduce", tuple(range(1024)), GiB)
+    coll = Collective("all-reduce", tuple(range(1024)), GiB, protocol="none")
 
     def run():
         return Simulator(fab).collective(coll)
@@ -89,7 +89,7 @@ def test_bench_concurrent_all_reduces_fat_tree_32k():
     _warm_up()
     # the fat-tree default radix (k=8) holds 128 hosts; k=64 gives the 3-tier tree of 32,768
     fab = build("fat-tree", gpus=32768, params={"k": 64})
-    colls = [Collective("all-reduce", tuple(range(8 * g, 8 * g + 8)), GiB) for g in range(4096)]
+    colls = [Collective("all-reduce", tuple(range(8 * g, 8 * g + 8)), GiB, protocol="none") for g in range(4096)]
 
     def run():
         return Simulator(fab).collectives(colls)
@@ -105,7 +105,7 @@ def test_bench_concurrent_all_reduces_fat_tree_32k():
 def test_bench_all_to_all_1024():
     _warm_up()
     fab = build("dgx", gpus=1024)
-    coll = Collective("all-to-all", tuple(range(1024)), GiB)
+    coll = Collective("all-to-all", tuple(range(1024)), GiB, protocol="none")
 
     def run():
         return Simulator(fab).collectives([coll])
@@ -132,9 +132,9 @@ def test_bench_speedup_over_reference():
 
     _warm_up()
     fab = two_tier(8, 8, 4, 2.0, 25e9, 2e-6)
-    cases = [Collective("all-reduce", tuple(range(64)), 64 * 2**20),
-             Collective("all-reduce", tuple(range(0, 64, 2)), 64 * 2**20, "tree", chunks=4),
-             Collective("all-to-all", tuple(range(0, 64, 2)), 64 * 2**20)]
+    cases = [Collective("all-reduce", tuple(range(64)), 64 * 2**20, protocol="none"),
+             Collective("all-reduce", tuple(range(0, 64, 2)), 64 * 2**20, "tree", chunks=4, protocol="none"),
+             Collective("all-to-all", tuple(range(0, 64, 2)), 64 * 2**20, protocol="none")]
     ratios = []
     for coll in cases:
         res, wall, cpu = _timed(lambda: Simulator(fab).collectives([coll]))
@@ -167,8 +167,8 @@ def test_bench_growth_with_flow_count():
     """Time vs flow count: fitted exponent of time ~ flows^e (1 = linear)."""
     _warm_up()
     fab = build("dgx", gpus=1024)
-    for label, make in (("ring all-reduce (DAG pass)", lambda n: Collective("all-reduce", tuple(range(n)), GiB)),
-                        ("all-to-all (event loop)", lambda n: Collective("all-to-all", tuple(range(n)), GiB))):
+    for label, make in (("ring all-reduce (DAG pass)", lambda n: Collective("all-reduce", tuple(range(n)), GiB, protocol="none")),
+                        ("all-to-all (event loop)", lambda n: Collective("all-to-all", tuple(range(n)), GiB, protocol="none"))):
         sizes = (128, 256, 512, 1024) if label.startswith("ring") else (64, 128, 256, 512)
         flows, cpus = [], []
         for n in sizes:

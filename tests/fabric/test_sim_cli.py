@@ -29,7 +29,7 @@ def test_collective_json(capsys):
 
 def test_collective_links_and_table(capsys):
     rc, out, err = run(capsys, "simulate", "fat-tree", "-p", "k=4", "-p", "tiers=2", "--collective", "all-to-all",
-                       "--size", "64MiB", "--ranks", "0-3,6", "--links", "--json")
+                       "--size", "64MiB", "--ranks", "0-3,6", "--links", "--protocol", "none", "--json")
     assert rc == 0, err
     data = json.loads(out)
     assert data["ranks"] == 5
@@ -74,7 +74,7 @@ def test_topology_file(capsys, tmp_path):
     path = tmp_path / "topo.json"
     path.write_text(json.dumps(topo))
     rc, out, err = run(capsys, "simulate", "--topology", path, "--collective", "send-recv", "--size", "1e6",
-                       "--ranks", "0,1", "--json")
+                       "--ranks", "0,1", "--protocol", "none", "--json")
     assert rc == 0, err
     assert json.loads(out)["time_s"] == pytest.approx(2e-6 + 1e-3)
     flows = tmp_path / "f.json"
