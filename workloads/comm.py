@@ -219,8 +219,6 @@ analytic_comm_time.name = "analytic"  # type: ignore[attr-defined]
 
 
 # --------------------------------------------------------------------------- simulator backend
-_SIM_NAME = {"all_reduce": "all-reduce", "reduce_scatter": "reduce-scatter", "all_gather": "all-gather",
-             "all_to_all": "all-to-all", "send_recv": "send-recv"}
 
 
 def fold_order(m: int) -> np.ndarray:
@@ -337,7 +335,7 @@ def _split_by_unit(groups: np.ndarray, unit: np.ndarray):
 def simulator_backend() -> CommBackend | None:
     """The flow simulator (:func:`fabric.sim.simulate_collectives`) as a backend, or None if unavailable."""
     try:
-        from fabric.sim import Collective, simulate_collectives
+        from fabric.sim import Collective, CollectiveName, Protocol, simulate_collectives
     except ImportError:
         return None
 
@@ -350,7 +348,11 @@ def simulator_backend() -> CommBackend | None:
         total = 0.0
         for ph in plan(fabric, kind, g, float(nbytes)):
             idx = np.searchsorted(gpu_ids, ph.groups)
-            colls = [Collective(_SIM_NAME[ph.kind], tuple(row.tolist()), ph.nbytes, ph.algorithm) for row in idx]
+            name = CollectiveName.parse(ph.kind)
+            # NCCL's Simple protocol: the step model's buffers are MBs to GBs, where NCCL's tuner runs
+            # Simple, and a fixed protocol keeps the time affine in size (what the cache's fit needs)
+            colls = [Collective(name, tuple(row.tolist()), ph.nbytes, ph.algorithm, protocol=Protocol.SIMPLE)
+                     for row in idx]
             # a phase whose ranks all sit in different HBD components goes NIC to NIC: NCCL sends
             # inter-node traffic through the GPU's own NIC, not through a peer GPU's NVLink and NIC
             c = np.sort(comp[ph.groups], axis=1)
