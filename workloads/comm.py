@@ -192,7 +192,10 @@ def _phase_time(v: _FabricView, comp: np.ndarray, ph: "Phase") -> float:
     nic = v.nic[g].min(axis=1) / np.where(spans_tor, v.dcn_oversubscription, 1.0)
     intra = v.intra_node[g].min(axis=1)
     bw = np.where(same_node, intra, np.where(same_comp, hbd_bw, nic))
-    alpha = np.where(same_node, v.hbd_latency, np.where(same_comp, 2 * v.hbd_latency, v.dcn_latency))
+    # physical path latency plus NCCL's per-step latency of the step's path type (Simple protocol)
+    step_hbd, step_net = nccl_step_latencies()
+    alpha = np.where(same_node, v.hbd_latency + step_hbd,
+                     np.where(same_comp, 2 * v.hbd_latency + step_hbd, v.dcn_latency + step_net))
     if kind == "send_recv":
         t = alpha + S / bw
     elif kind == "all_to_all":
@@ -216,6 +219,21 @@ def _phase_time(v: _FabricView, comp: np.ndarray, ph: "Phase") -> float:
 
 
 analytic_comm_time.name = "analytic"  # type: ignore[attr-defined]
+
+
+_STEP_LATENCIES: tuple | None = None
+
+
+def nccl_step_latencies() -> tuple[float, float]:
+    """NCCL's per-step latency (Simple protocol) of an NVLink/HBD step and of a network step, seconds (catalog)."""
+    global _STEP_LATENCIES
+    if _STEP_LATENCIES is None:
+        from fabric.catalog import load_catalog
+
+        cat = load_catalog()
+        _STEP_LATENCIES = (cat.value("nccl_ring_step_nvlink", "simple_latency"),
+                           cat.value("nccl_ring_step_network", "simple_latency"))
+    return _STEP_LATENCIES
 
 
 # --------------------------------------------------------------------------- simulator backend

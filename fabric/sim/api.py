@@ -23,7 +23,7 @@ from fabric.sim.engine import Problem, schedule
 from fabric.sim.flows import Flow, FlowTable, table_from_flows
 from fabric.sim.graph import ArcGraph, build_arc_graph, endpoint_devices
 from fabric.sim.maxmin import max_min_rates_csr
-from fabric.sim.nccl import NCCL_PROTOCOLS, candidates, channel_count, nccl_model, nvls_factor, nvls_flows, \
+from fabric.sim.nccl import NCCL_PROTOCOLS, candidates, channel_count, nccl_model, nvls_factor, time_nvls, \
     time_ring, time_tree, with_protocol
 from fabric.sim.results import CollectiveResult, CollectivesResult, LinkLoads, SimResult
 from fabric.sim.routing import ECMP_MODES, NoRoute, RouteTable
@@ -293,13 +293,10 @@ class Simulator:
         domain = self.fabric.group("domain")
         rings = (CollectiveName.ALL_REDUCE, CollectiveName.REDUCE_SCATTER, CollectiveName.ALL_GATHER)
         if algo == Algorithm.NVLS:
-            if nvls is None:
-                return
-            flows = nvls_flows(self.fabric, devices, float(c0.size), nvls, float(c0.start_s) + model.nvls_latency,
-                               members, int(c0.chunks))
-            if flows is None:
-                return
-            yield self._run_table(flows, n_tags, ecmp, seed, method)._named(algo, Protocol.SIMPLE, 1)
+            rt = None if nvls is None else time_nvls(self, self.fabric, devices, float(c0.size), nvls, model, method,
+                                                     ecmp, seed, float(c0.start_s))
+            if rt is not None:
+                yield self._ring_run(rt, c0, members, n_tags, model)._named(algo, rt.protocol, 1)
             return
         if algo == Algorithm.RING and c0.name in rings and n > 1:
             channels = c0.channels or channel_count(self.fabric, devices[0])
@@ -333,7 +330,7 @@ class Simulator:
         route_bytes = np.bincount(prob.route, weights=flows.size * flows.count, minlength=prob.R.shape[0])
         makespan = float(finish[members].max())
         loads = self._loads(rt.step_graph, rt.step_arcs, (prob.R.T @ route_bytes) * scale, makespan)
-        return _Run(finish, n_flows, sched.release, sched.tx_end, sched.finish, "ring-step+" + sched.method,
+        return _Run(finish, n_flows, sched.release, sched.tx_end, sched.finish, "step+" + sched.method,
                     sched.events, loads)
 
     # -------------------------------------------------------------------------- helpers

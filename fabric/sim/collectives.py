@@ -509,7 +509,7 @@ def collective_flows(coll: Collective, devices: np.ndarray, domain: np.ndarray |
     algorithm : str, optional
         The algorithm to lay out (default the collective's own; ``auto``
         means :func:`default_algorithm`).  NVLS is built by
-        :func:`fabric.sim.nccl.nvls_flows`.
+        :func:`fabric.sim.nccl.time_nvls`.
     """
     devices = np.atleast_2d(np.asarray(devices, dtype=np.int64))
     G, n = devices.shape

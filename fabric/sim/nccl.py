@@ -176,42 +176,44 @@ def nvls_factor(fabric: Fabric, devices: np.ndarray, catalog: Catalog | None = N
     return min(factors) if factors else None
 
 
-def nvls_flows(fabric: Fabric, devices: np.ndarray, size: float, factor: float, start: float,
-               tags: np.ndarray, chunks: int) -> FlowTable | None:
-    """NVLS all-reduce of every group (one row of ``devices`` per HBD domain) as flows through its switch chips.
+def time_nvls(sim, fabric: Fabric, devices: np.ndarray, size: float, factor: float, model: NcclModel,
+              method: str, ecmp: str, seed: int, start: float) -> "RingTiming | None":
+    """Time NVLS all-reduce (in-switch reduction) of every group, one row of ``devices`` per HBD domain.
 
-    The buffer goes in ``chunks`` pieces; for each piece every GPU sends
-    ``S / (K chunks)`` (wire: / ``factor``) to each of the domain's ``K``
-    switch chips, and a chip returns the reduced piece to every GPU once all
-    of them have arrived, so reduction (GPU -> switch) and multicast (switch ->
-    GPU) of successive pieces overlap.  None if a domain has no switch chip.
+    Every GPU writes its buffer into the domain's ``K`` switch chips
+    (``S / K`` each, wire ``/ factor``) and reads the reduced buffer back; the
+    two directions stream at once (NCCL pipelines them in small chunks), so
+    the simulator runs all up and down flows together and the slowest sets
+    the bandwidth term: ``NVLS latency + path latency up and down +
+    transfer``.  Each GPU moves ``S`` each way, against ``2 (n-1)/n S`` for a
+    ring.  None if a domain has no switch chip.
     """
+    from fabric.sim.engine import schedule
+
     dom = fabric.group("domain")
     chips_all = fabric.ids_of(DeviceKind.SWITCH_CHIP)
     G, n = devices.shape
-    src, dst, deps, tag, per = [], [], [], [], []
+    src, dst, tag, per = [], [], [], []
     for g in range(G):
         chips = chips_all[dom[chips_all] == dom[devices[g, 0]]]
-        K = chips.size
-        if K == 0:
+        if chips.size == 0:
             return None
-        piece = size / K / chunks / factor
-        prev = None
-        for _ in range(chunks):
-            base = len(src)
-            for k in range(K):
-                # a GPU sends its pieces in order: piece j+1 into a chip after piece j
-                src.extend(devices[g].tolist()), dst.extend([int(chips[k])] * n)
-                deps.extend([()] * n if prev is None else [(prev + k * n + i,) for i in range(n)])
-                tag.extend([tags[g]] * n)
-            prev = base
-            for k in range(K):
-                ups = tuple(range(base + k * n, base + (k + 1) * n))
-                src.extend([int(chips[k])] * n), dst.extend(devices[g].tolist())
-                deps.extend([ups] * n), tag.extend([tags[g]] * n)
-            per.extend([piece] * (2 * K * n))
-    t = FlowTable.build(src, dst, per, start, deps, 1, tag)
-    return dataclasses.replace(t, trusted=True)
+        gpu = np.repeat(devices[g], chips.size)
+        chip = np.tile(chips, n)
+        src += [gpu, chip]
+        dst += [chip, gpu]
+        tag.append(np.full(2 * gpu.size, g))
+        per.append(np.full(2 * gpu.size, size / chips.size / factor))
+    flows = FlowTable.build(np.concatenate(src), np.concatenate(dst), np.concatenate(per), start, None, 1,
+                            np.concatenate(tag))
+    prob, graph, arcs = sim.problem(flows, ecmp=ecmp, seed=seed, field="ranks")
+    sched = schedule(prob, method)
+    t = np.zeros(G)
+    lat = prob.route_latency[prob.route]
+    np.maximum.at(t, flows.tag, sched.tx_end - sched.release)
+    up_down = np.zeros(G)
+    np.maximum.at(up_down, flows.tag, lat)
+    return RingTiming(model.nvls_latency + 2 * up_down + t, Protocol.SIMPLE, 1, 1, flows, prob, sched, graph, arcs)
 
 
 def with_protocol(fabric: Fabric, table: FlowTable, model: NcclModel, protocol: str, tree: bool) -> FlowTable:
