@@ -326,13 +326,10 @@ def tree_edges(fabric: Fabric, devices: np.ndarray, channels: int) -> tuple[np.n
     Per channel ``c`` and per tree of a double binary tree: inside every HBD
     domain a chain over its ranks rotated by ``c`` toward the first (the
     domain's endpoint, on rail ``c``); across domains a balanced binary tree
-    over the domains (tree 2 shifted by one domain) between the endpoints.
-    Returns child and parent positions, the channel of every edge, and
-    ``(h - 1) + depth`` network-plus-chain hops of the deepest path as
-    (chain hops, network hops) packed into the last value.
+    over the domains between the endpoints (:func:`double_binary_tree`).
+    Returns child and parent positions, the channel of every edge, and the
+    depth (network hops from the deepest domain to the root).
     """
-    from fabric.sim.collectives import inorder_tree
-
     n = devices.size
     try:
         dm = domain_matrix(devices, fabric.group("domain"))
@@ -340,21 +337,49 @@ def tree_edges(fabric: Fabric, devices: np.ndarray, channels: int) -> tuple[np.n
         dm = np.arange(n)[None, :]
     m, h = dm.shape
     child, parent, chan = [], [], []
-    depth = 0
-    base = inorder_tree(m)
+    trees = double_binary_tree(m)
     for c in range(channels):
         rot = dm[:, (np.arange(h) + c) % h]
-        for shift in (0, 1):
+        for up in trees:
             child.append(rot[:, 1:].ravel()), parent.append(rot[:, :-1].ravel())  # chains, toward the endpoint
-            node = (np.arange(m) + shift) % m   # tree position p holds domain node[p]
-            nonroot = np.flatnonzero(base >= 0)
-            child.append(rot[node[nonroot], 0]), parent.append(rot[node[base[nonroot]], 0])
+            nonroot = np.flatnonzero(up >= 0)
+            child.append(rot[nonroot, 0]), parent.append(rot[up[nonroot], 0])
             chan.append(np.full((h - 1) * m + nonroot.size, c))
-    d = np.zeros(m, dtype=np.int64)
-    for p in np.argsort(_depths(base)):
-        d[p] = 0 if base[p] < 0 else d[base[p]] + 1
-    depth = int(d.max()) if m else 0
+    depth = max(int(_depths(up).max()) for up in trees) if m else 0
     return np.concatenate(child), np.concatenate(parent), np.concatenate(chan), depth
+
+
+def binary_tree(m: int) -> np.ndarray:
+    """NCCL's binary tree over ``0..m-1`` (src/graph/trees.cc ncclGetBtree): parent of every rank, -1 for the root.
+
+    Rank ``r > 0`` with lowest set bit ``b`` hangs under ``(r ^ b) | 2b`` (or
+    ``r ^ b`` past the end); odd ranks are the leaves.
+
+    Examples
+    --------
+    >>> binary_tree(8).tolist()
+    [-1, 2, 4, 2, 0, 6, 4, 6]
+    """
+    up = np.full(m, -1, dtype=np.int64)
+    for r in range(1, m):
+        b = r & -r
+        p = (r ^ b) | (b << 1)
+        up[r] = p if p < m else r ^ b
+    return up
+
+
+def double_binary_tree(m: int) -> tuple[np.ndarray, np.ndarray]:
+    """NCCL's two trees (trees.cc ncclGetDtree): the binary tree, and its mirror (even m) or shift by one (odd m),
+    so that a rank that is a leaf in one tree is inside the other."""
+    t1 = binary_tree(m)
+    r = np.arange(m)
+    if m % 2 == 0:
+        img = m - 1 - r                       # rank r plays rank m-1-r of the first tree
+        t2 = np.where(t1[img] >= 0, m - 1 - t1[img], -1)
+    else:
+        img = (r - 1) % m
+        t2 = np.where(t1[img] >= 0, (t1[img] + 1) % m, -1)
+    return t1, t2
 
 
 def _depths(parent: np.ndarray) -> np.ndarray:
