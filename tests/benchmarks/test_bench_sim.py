@@ -179,3 +179,39 @@ def test_bench_growth_with_flow_count():
         e = np.polyfit(np.log(flows), np.log(cpus), 1)[0]
         print(f"{label}: time ~ flows^{e:.2f}")
         assert math.isfinite(e)
+
+
+@pytest.mark.bench
+def test_bench_nccl_all_reduce_dgx_1024_default():
+    """The issue-17 case: 1,024 DGX H100 GPUs, 1 GiB, default algorithm and protocol (ring, tree and NVLS
+    candidates, each with LL / LL128 / Simple) < 10 s."""
+    _warm_up()
+    fab = build("dgx", gpus=1024)
+    coll = Collective("all-reduce", tuple(range(1024)), GiB)
+
+    def run():
+        return Simulator(fab).collective(coll)
+
+    r, wall, cpu = _timed_median(run)
+    peak = _peak(run)
+    _report(f"NCCL all-reduce 1 GiB x 1024 GPUs on DGX, auto -> {r.algorithm}/{r.protocol} x {r.channels} channels "
+            f"({r.time_s * 1e3:.2f} ms simulated, busbw {r.busbw_Bps / 1e9:.1f} GB/s)", r.n_flows, wall, cpu, peak)
+    assert cpu < 10.0
+
+
+@pytest.mark.bench
+def test_bench_ring_16k_ranks_one_step():
+    """Issue 18 (rings in memory linear in ranks): ring all-reduce of 1 GiB over 16,384 GPUs, 8 channels,
+    timed from one simulated step (131,072 flows standing for 2.1e9) < 10 s and < 2 GB."""
+    _warm_up()
+    fab = build("dgx", gpus=16384)
+    coll = Collective("all-reduce", tuple(range(16384)), GiB, "ring", protocol="simple")
+
+    def run():
+        return Simulator(fab).collective(coll)
+
+    r, wall, cpu = _timed_median(run, repeat=1)
+    peak = _peak(run)
+    _report(f"ring all-reduce 1 GiB x 16,384 GPUs, {r.channels} channels, one-step timing ({r.time_s * 1e3:.1f} ms "
+            f"simulated, busbw {r.busbw_Bps / 1e9:.1f} GB/s)", r.n_flows, wall, cpu, peak)
+    assert cpu < 10.0 and peak < 2 * 2**30
