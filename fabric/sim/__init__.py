@@ -57,7 +57,8 @@ from fabric.sim.maxmin import max_min_rates
 from fabric.sim.results import CollectiveResult, CollectivesResult, LinkLoads, SimResult
 
 __all__ = [
-    "ALGORITHMS", "COLLECTIVES", "PROTOCOLS", "Algorithm", "Collective", "CollectiveName", "Protocol", "CollectiveResult", "CollectivesResult", "Flow", "FlowTable",
+    "ALGORITHMS", "COLLECTIVES", "PROTOCOLS", "Algorithm", "Collective", "CollectiveName", "Protocol",
+    "CollectiveResult", "CollectivesResult", "Flow", "FlowTable",
     "LinkLoads", "SimResult", "Simulator", "bus_factor", "collective_flows", "max_min_rates", "simulate_collective",
     "simulate_collectives", "simulate_flows", "simulator",
 ]

@@ -34,7 +34,8 @@ def _warm_up() -> None:
     """Import and first-call costs (scipy.sparse.csgraph, numpy ufunc set-up) are not the simulator's."""
     fab = build("dgx", gpus=16)
     sim = Simulator(fab)
-    sim.collectives([Collective("all-reduce", tuple(range(16)), GiB, protocol="none"), Collective("all-to-all", tuple(range(8)), GiB, protocol="none")])
+    sim.collectives([Collective("all-reduce", tuple(range(16)), GiB, protocol="none"),
+                     Collective("all-to-all", tuple(range(8)), GiB, protocol="none")])
 
 
 def _timed(fn):
@@ -167,8 +168,10 @@ def test_bench_growth_with_flow_count():
     """Time vs flow count: fitted exponent of time ~ flows^e (1 = linear)."""
     _warm_up()
     fab = build("dgx", gpus=1024)
-    for label, make in (("ring all-reduce (DAG pass)", lambda n: Collective("all-reduce", tuple(range(n)), GiB, protocol="none")),
-                        ("all-to-all (event loop)", lambda n: Collective("all-to-all", tuple(range(n)), GiB, protocol="none"))):
+    for label, make in (("ring all-reduce (DAG pass)",
+                         lambda n: Collective("all-reduce", tuple(range(n)), GiB, protocol="none")),
+                        ("all-to-all (event loop)",
+                         lambda n: Collective("all-to-all", tuple(range(n)), GiB, protocol="none"))):
         sizes = (128, 256, 512, 1024) if label.startswith("ring") else (64, 128, 256, 512)
         flows, cpus = [], []
         for n in sizes:

@@ -55,7 +55,8 @@ def test_ring_all_reduce_on_a_switch(n, method):
     and takes S/(nB) plus the path latency a.  The 2(n-1) steps are a
     dependency chain of identical durations, hence the sum.
     """
-    r = Simulator(star(n, B, A)).collective(Collective("all-reduce", tuple(range(n)), S, protocol="none"), method=method)
+    r = Simulator(star(n, B, A)).collective(Collective("all-reduce", tuple(range(n)), S, protocol="none"),
+                                            method=method)
     assert close(r.time_s, 2 * (n - 1) * A + 2 * (n - 1) / n * S / B)
     assert close(r.busbw_Bps, (2 * (n - 1) / n * S / r.time_s))
 
@@ -71,7 +72,8 @@ def test_ring_all_reduce_on_a_ring(n, method):
     latency a = the link latency.  (n >= 3: with 2 ranks the "ring" would be
     two parallel links, which ECMP splits.)
     """
-    r = Simulator(ring(n, B, A)).collective(Collective("all-reduce", tuple(range(n)), S, protocol="none"), method=method)
+    r = Simulator(ring(n, B, A)).collective(Collective("all-reduce", tuple(range(n)), S, protocol="none"),
+                                            method=method)
     assert close(r.time_s, 2 * (n - 1) * A + 2 * (n - 1) / n * S / B)
 
 
@@ -177,7 +179,8 @@ def test_pipelined_chain_broadcast(n, k, method):
     classic pipeline recurrence finish(c, j) = max(finish(c, j-1),
     finish(c-1, j)) + d.
     """
-    r = Simulator(star(n, B, A)).collective(Collective("broadcast", tuple(range(n)), S, chunks=k, protocol="none"), method=method)
+    r = Simulator(star(n, B, A)).collective(Collective("broadcast", tuple(range(n)), S, chunks=k, protocol="none"),
+                                            method=method)
     assert close(r.time_s, (n - 1 + k - 1) * (A + S / (k * B)))
     assert close(r.busbw_Bps, S / r.time_s)
 
@@ -217,7 +220,8 @@ def test_direct_one_shot_all_reduce_on_a_switch():
     of S per uplink and per downlink, each at B/(n-1).
     """
     n = 5
-    r = Simulator(star(n, B)).collective(Collective("all-reduce", tuple(range(n)), S, algorithm="direct", protocol="none"))
+    r = Simulator(star(n, B)).collective(Collective("all-reduce", tuple(range(n)), S, algorithm="direct",
+                                                    protocol="none"))
     assert close(r.time_s, (n - 1) * S / B)
 
 

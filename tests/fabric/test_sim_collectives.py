@@ -102,12 +102,14 @@ def test_groups_contend_only_where_they_share_links():
     """Two rings on one switch do not interact; two rings whose flows cross the same uplinks slow each other."""
     sim = Simulator(star(8, B))
     alone = sim.collective(Collective("all-reduce", (0, 1, 2, 3), S, protocol="none")).time_s
-    both = sim.collectives([Collective("all-reduce", (0, 1, 2, 3), S, protocol="none"), Collective("all-reduce", (4, 5, 6, 7), S, protocol="none")])
+    both = sim.collectives([Collective("all-reduce", (0, 1, 2, 3), S, protocol="none"),
+                            Collective("all-reduce", (4, 5, 6, 7), S, protocol="none")])
     assert [c.time_s for c in both.collectives] == pytest.approx([alone, alone], rel=1e-12)
     # two racks, uplinks of one host's bandwidth: rings that alternate racks all cross the cut
     sim = Simulator(two_tier(2, 4, 1, 4.0, B))
     alone = sim.collective(Collective("all-reduce", (0, 4, 1, 5), S, protocol="none")).time_s
-    both = sim.collectives([Collective("all-reduce", (0, 4, 1, 5), S, protocol="none"), Collective("all-reduce", (2, 6, 3, 7), S, protocol="none")])
+    both = sim.collectives([Collective("all-reduce", (0, 4, 1, 5), S, protocol="none"),
+                            Collective("all-reduce", (2, 6, 3, 7), S, protocol="none")])
     assert all(c.time_s > alone * 1.5 for c in both.collectives)
     assert both.time_s == pytest.approx(max(c.time_s for c in both.collectives))
 
