@@ -58,12 +58,12 @@ def test_analytic_closed_forms(nvl144, dgx64):
     # inside an NVL-72 rack: direct reduce-scatter + all-gather at the GPU's egress
     t = analytic_comm_time(nvl144, "all_reduce", pl.tp_groups, S)
     bw = 900e9  # 18 NVLink5 links x 50 GB/s per direction (catalog)
-    alpha = 2 * 0.3e-6 + 3.4e-6  # GPU -> switch -> GPU: two NVLink hops + NCCL's NVLink step latency (catalog)
+    alpha = 2 * 0.1e-6 + 3.4e-6  # GPU -> switch -> GPU: two NVLink hops + NCCL's NVLink step latency (catalog)
     assert t == pytest.approx(8.4e-6 + 2 * (alpha + 7 / 8 * S / bw), rel=1e-6)
     # across DGX A100 nodes, one rank per node: a ring over the 200G NICs (Thakur et al.)
     dp = Placement(dgx64, Parallelism(tp=8, dp=8, global_batch=8)).dp_groups
     t = analytic_comm_time(dgx64, "all_reduce", dp, S)
-    step = 2 * 1e-6 + 4 * 0.5e-6 + 14e-6  # PCIe to the NIC and back, four network hops, NCCL's network step
+    step = 2 * 0.2e-6 + 4 * 0.2e-6 + 14e-6  # PCIe to the NIC and back, four network hops, NCCL's network step
     assert t == pytest.approx(8.4e-6 + 2 * 7 * step + 2 * 7 / 8 * S / 25e9, rel=1e-6)
 
 
@@ -73,9 +73,9 @@ def test_simulator_agrees_with_closed_form_inside_the_hbd(nvl144):
     S = 256e6
     t_sim = SIM(nvl144, "all_reduce", independent_groups(nvl144, pl.tp_groups), S)
     # reduce-scatter then all-gather as NCCL's Simple protocol runs them (catalog): each a launch (8.4 us) and
-    # one step of two NVLink hops (2 x 0.3 us + 3.4 us), at 900 GB/s per direction x NCCL's NVLink efficiency
+    # one step of two NVLink hops (2 x 0.1 us + 3.4 us), at 900 GB/s per direction x NCCL's NVLink efficiency
     eff = 0.822
-    assert t_sim == pytest.approx(2 * (8.4e-6 + 2 * 0.3e-6 + 3.4e-6 + 7 / 8 * S / (900e9 * eff)), rel=0.01)
+    assert t_sim == pytest.approx(2 * (8.4e-6 + 2 * 0.1e-6 + 3.4e-6 + 7 / 8 * S / (900e9 * eff)), rel=0.01)
 
 
 def test_cache_interpolates_exactly_and_counts(dgx64):
