@@ -52,6 +52,20 @@ class NoRoute(FabricError):
         super().__init__("route", f"device {src_device} cannot reach device {dst_device}")
 
 
+def _batches(dst: np.ndarray, max_dests: int) -> list[tuple[int, int]]:
+    """Cut pairs sorted by destination into batches of at most ``_ROUTE_BATCH`` pairs and ``max_dests``
+    destinations, so that each batch's searches fit the dense tables of :func:`shortest_path_dags`."""
+    first = np.flatnonzero(np.concatenate([[True], dst[1:] != dst[:-1]]))  # start of every destination
+    cuts, lo = [], 0
+    while lo < dst.size:
+        k = int(np.searchsorted(first, lo, side="right"))  # destinations starting at or before lo
+        hi = int(first[k - 1 + max_dests]) if k - 1 + max_dests < first.size else dst.size
+        hi = min(hi, lo + _ROUTE_BATCH)
+        cuts.append((lo, hi))
+        lo = hi
+    return cuts
+
+
 def shortest_path_dags(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_v: np.ndarray) -> "DagIndex":
     """Next-hop arcs toward every destination, by breadth-first search from all of them at once.
 
@@ -224,8 +238,8 @@ class RouteTable:
             miss = miss[np.lexsort((ukeys[miss] // n, ukeys[miss] % n))]
             new = ukeys[miss]
             new_ids = np.arange(self._n, self._n + new.size, dtype=np.int64)
-            for lo in range(0, new.size, _ROUTE_BATCH):
-                chunk = new[lo:lo + _ROUTE_BATCH]
+            for lo, hi in _batches(new % n, max(256, _DENSE_SEEN_ENTRIES // max(n, 1))):
+                chunk = new[lo:hi]
                 ptr, arcs, frac, lat = compute_routes(self.graph, chunk // n, chunk % n, self.mode, self.seed)
                 self._ptr_parts.append(ptr)
                 self._arc_parts.append(arcs)
