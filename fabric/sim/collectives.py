@@ -187,8 +187,12 @@ class Collective:
 
     @property
     def ideal(self) -> bool:
-        """True for the ideal flow model: no protocol and a single channel (the closed forms)."""
-        return self.resolved_protocol == Protocol.NONE and self.channels in (None, 1)
+        """True for the ideal flow model: no protocol, a single channel, a flow-DAG algorithm (the closed forms).
+
+        In the ideal model ``auto`` is the first algorithm of :data:`ALGORITHMS` (there is no tuner).
+        """
+        return (self.resolved_protocol == Protocol.NONE and self.channels in (None, 1)
+                and self.resolved_algorithm != Algorithm.NVLS)
 
     def validate(self, n_gpus: int) -> None:
         """Raise :class:`FabricError` naming the bad field."""
