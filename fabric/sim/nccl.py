@@ -9,11 +9,12 @@ constants in the catalog with their source):
 * a **per-step latency** by protocol and by the *path type* of the step
   (``hwLat``: NVLink / HBD, PCIe, network), charged once per step of the
   data's path, not per link hop (hops keep their small physical latency);
-* a **protocol** that trades latency for bandwidth: LL (8-byte stores, half of
-  them flags: payload factor 0.5), LL128 (120 of 128 bytes), Simple (1.0),
-  times a declared **path efficiency** of the transport (the share of the
-  line rate NCCL's Simple protocol reaches on NVLink and on a NIC).  Wire bytes
-  are payload / (protocol factor x path efficiency).
+* a **protocol** that trades latency for bandwidth, with NCCL's bandwidth
+  factors relative to Simple: LL 1/4 (8-byte stores, half of them flags, and
+  polling), LL128 0.92 (120 of 128 bytes), Simple 1, times a declared **path
+  efficiency** of the transport (the share of the line rate NCCL's Simple
+  protocol reaches on NVLink and on a NIC).  Wire bytes are payload /
+  (protocol factor x path efficiency).
 
 Channels
 --------
@@ -82,7 +83,7 @@ class NcclModel:
     ring_step, tree_step : dict
         Protocol -> array of 3 seconds (by path code: nvlink, pcie, network).
     payload : dict
-        Protocol -> payload share of the wire bytes.
+        Protocol -> bandwidth factor relative to Simple (payload share of the wire bytes).
     efficiency : ndarray of 3
         Share of the line rate the transport reaches, by path code.
     nvls_latency : float

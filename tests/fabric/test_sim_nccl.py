@@ -33,7 +33,7 @@ def test_catalog_constants_are_ncclS_tuning_table():
     """The model reads NCCL's tuning.cc numbers from the catalog (FIGURES: 8.4 us base, 3.4 / 14 us per step)."""
     assert M.base_latency[Protocol.SIMPLE] == pytest.approx(8.4e-6)
     assert M.ring_step[Protocol.SIMPLE].tolist() == pytest.approx([3.4e-6, 5.7e-6, 14e-6])
-    assert M.payload[Protocol.LL] == 0.5 and M.payload[Protocol.LL128] == pytest.approx(120 / 128)
+    assert M.payload[Protocol.LL] == 0.25 and M.payload[Protocol.LL128] == pytest.approx(0.92)
     for item in ("nccl_base_latency", "nccl_ring_step_network", "nccl_protocol", "nccl_path_efficiency"):
         assert all(CAT.source(item, k) for k in CAT.get(item).values)
 
