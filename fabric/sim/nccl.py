@@ -86,8 +86,8 @@ class NcclModel:
         Protocol -> bandwidth factor relative to Simple (payload share of the wire bytes).
     efficiency : ndarray of 3
         Share of the line rate the transport reaches, by path code.
-    nvls_latency : float
-        Seconds per NVLS all-reduce.
+    nvls_latency, sharp_latency : float
+        Seconds per NVLS / SHARP all-reduce (in-switch reduction).
     """
 
     base_latency: dict
@@ -96,6 +96,7 @@ class NcclModel:
     payload: dict
     efficiency: np.ndarray
     nvls_latency: float
+    sharp_latency: float
 
     @staticmethod
     def from_catalog(catalog: Catalog) -> "NcclModel":
@@ -110,6 +111,7 @@ class NcclModel:
             payload={p: catalog.value("nccl_protocol", f"{k}_factor") for p, k in protos.items()},
             efficiency=np.array([catalog.value("nccl_path_efficiency", f"{p}_factor") for p in PATH_TYPES]),
             nvls_latency=catalog.value("nccl_nvls", "latency"),
+            sharp_latency=catalog.value("nccl_sharp", "latency"),
         )
 
 
@@ -305,8 +307,9 @@ def _max_window(lat: np.ndarray, k: int) -> np.ndarray:
     return win.max(axis=(1, 2))
 
 
-def candidates(name: str, algorithm: str, nvls: float | None, n: int) -> list:
-    """The algorithms ``auto`` tries (all-reduce: ring, tree, NVLS where the switch reduces), else the one asked."""
+def candidates(name: str, algorithm: str, nvls: float | None, n: int, sharp: float | None = None) -> list:
+    """The algorithms ``auto`` tries (all-reduce: ring, tree, NVLS / SHARP where switches reduce), else the one
+    asked."""
     if algorithm != Algorithm.AUTO:
         return [algorithm]
     if name == CollectiveName.ALL_REDUCE:
@@ -315,6 +318,8 @@ def candidates(name: str, algorithm: str, nvls: float | None, n: int) -> list:
             out.append(Algorithm.TREE)
         if nvls is not None:
             out.append(Algorithm.NVLS)
+        if sharp is not None:
+            out.append(Algorithm.SHARP)
         return out
     from fabric.sim.collectives import default_algorithm
 
@@ -434,3 +439,93 @@ def time_tree(sim, fabric: Fabric, devices: np.ndarray, size: float, protocol: s
         if best_t is None or t.max() < best_t.max():
             best_t, best_p = t, p
     return RingTiming(best_t, best_p, 1, channels, flows, prob, sched, graph, arcs)
+
+
+def sharp_factor(fabric: Fabric, catalog: Catalog | None = None) -> float | None:
+    """The SHARP efficiency if the Fabric's DCN packet switches reduce in the network (catalog ``sharp_factor``)."""
+    cat = catalog or load_catalog()
+    factors = [cat.get(line.item).values.get("sharp_factor") for line in fabric.bom
+               if line.scope == "dcn" and line.item in cat]
+    factors = [f for f in factors if f is not None]
+    return min(factors) if factors else None
+
+
+def _switch_neighbours(fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
+    """Active links between devices, both directions: (from, to)."""
+    A = fabric.active_links()
+    return np.concatenate([A.src, A.dst]), np.concatenate([A.dst, A.src])
+
+
+def time_sharp(sim, fabric: Fabric, devices: np.ndarray, size: float, factor: float, model: NcclModel,
+               method: str, ecmp: str, seed: int, start: float) -> "RingTiming | None":
+    """Time SHARP all-reduce (reduction in the DCN switches, NCCL's CollNet) from its steady state.
+
+    Inside every HBD domain the ``h`` ranks reduce-scatter and all-gather
+    (``S / h`` to each peer each way); rank ``r`` of every domain sends its
+    shard ``S / h`` (wire ``/ factor``) to its ToR, every ToR sends one reduced
+    stream to a switch that all of them reach (the root), and the result
+    comes back the same way: each NIC carries ``S / h`` each way instead of a
+    ring's ``2 (m-1)/m S / h``.  All flows run at once (pipelined).  None if
+    the group sits in one domain, its domains hold unequal numbers of ranks,
+    or the ToRs of a rail share no switch.
+    """
+    from fabric.sim.engine import schedule
+
+    G, n = devices.shape
+    try:
+        dm = domain_matrix(devices[0], fabric.group("domain"))
+    except FabricError:
+        return None
+    m, h = dm.shape
+    if m < 2:
+        return None
+    kind = fabric.devices.kind
+    a, b = _switch_neighbours(fabric)
+    switch_kinds = (DeviceKind.TOR, DeviceKind.AGG, DeviceKind.CORE)
+
+    def first_switch(gpu: int) -> int:
+        hop = b[(a == gpu) & (kind[b] == DeviceKind.NIC)]
+        nxt = b[np.isin(a, hop if hop.size else [gpu]) & np.isin(kind[b], switch_kinds)]
+        return int(nxt[0]) if nxt.size else -1
+
+    src, dst, sz, tag = [], [], [], []
+    for g in range(G):
+        pos = dm
+        for row in pos:  # reduce-scatter + all-gather inside the domain, streaming together
+            i, j = np.meshgrid(row, row, indexing="ij")
+            off = i != j
+            src.append(devices[g, i[off]]), dst.append(devices[g, j[off]])
+            k = int(off.sum())
+            sz.append(np.full(k, 2 * size / h / model.efficiency[HBD])), tag.append(np.full(k, g))
+        for r in range(h):
+            gpus = devices[g, pos[:, r]]
+            tors = np.array([first_switch(int(x)) for x in gpus])
+            if np.any(tors < 0):
+                return None
+            uniq = np.unique(tors)
+            if uniq.size == 1:
+                root = int(uniq[0])
+            else:
+                common = None
+                for t in uniq:
+                    nb = set(b[(a == t) & np.isin(kind[b], switch_kinds)].tolist())
+                    common = nb if common is None else common & nb
+                if not common:
+                    return None
+                root = sorted(common)[r % len(common)]  # one aggregation root per rail, spread over the switches
+            ups = [(int(x), int(t)) for x, t in zip(gpus, tors)] + [(int(t), root) for t in uniq if t != root]
+            for s_, d_ in ups + [(d_, s_) for s_, d_ in ups]:
+                src.append(np.array([s_])), dst.append(np.array([d_]))
+                sz.append(np.array([size / h / factor])), tag.append(np.array([g]))
+    flows = FlowTable.build(np.concatenate(src), np.concatenate(dst), np.concatenate(sz), start, None, 1,
+                            np.concatenate(tag))
+    prob, graph, arcs = sim.problem(flows, ecmp=ecmp, seed=seed, field="ranks")
+    sched = schedule(prob, method)
+    tx = np.zeros(G)
+    np.maximum.at(tx, flows.tag, sched.tx_end - sched.release)
+    lat = prob.route_latency[prob.route]
+    path_lat = np.zeros(G)
+    np.maximum.at(path_lat, flows.tag, lat)
+    t = (model.base_latency[Protocol.SIMPLE] + 2 * model.ring_step[Protocol.SIMPLE][HBD] + model.sharp_latency
+         + 4 * path_lat + tx)
+    return RingTiming(t, Protocol.SIMPLE, 1, 1, flows, prob, sched, graph, arcs)

@@ -173,3 +173,21 @@ def test_bad_nccl_parameters(kwargs, field):
     with pytest.raises(FabricError) as exc:
         simulate_collective(star(4, 1e9), args.pop("collective"), range(4), S, **args)
     assert exc.value.field == field
+
+
+def test_sharp_sends_one_shard_per_nic_each_way():
+    """SHARP (catalog sharp_factor on the DCN switch): each GPU's NIC carries its shard S/h once each way
+    (wire / sharp_factor), against a ring's 2(m-1)/m S/h; unavailable on switches without the flag."""
+    from topologies import build
+
+    fab = build("dgx", 16, {"switch": "switch_ib_ndr"})
+    f = CAT.value("switch_ib_ndr", "sharp_factor")
+    r = Simulator(fab).collectives([Collective("all-reduce", tuple(range(16)), S, "sharp")])
+    assert r.collectives[0].algorithm == "sharp"
+    L, loads = r.sim.loads.links, r.sim.loads
+    kind = fab.devices.kind
+    gpu_nic = (kind[L.src] == 0) & (kind[L.dst] == 1)  # GPU -> NIC links
+    assert np.allclose(loads.bytes_fwd[gpu_nic], S / 8 / f) and np.allclose(loads.bytes_rev[gpu_nic], S / 8 / f)
+    with pytest.raises(FabricError) as exc:
+        simulate_collective(build("dgx", 16), "all-reduce", range(16), S, algorithm="sharp")
+    assert exc.value.field == "algorithm"
