@@ -131,7 +131,13 @@ def simulate_command(
     ranks: Optional[str] = typer.Option(None, "--ranks", help="GPU indices, e.g. 0,1,2,3 or 0-7"),
     group_size: Optional[int] = typer.Option(None, "--group-size", help="ranks per group (consecutive GPUs)"),
     groups: Optional[int] = typer.Option(None, "--groups", help="disjoint groups running the collective at once"),
-    algorithm: Optional[str] = typer.Option(None, "--algorithm", help="ring, tree, hierarchical or direct"),
+    algorithm: str = typer.Option("auto", "--algorithm", help="auto (as NCCL's tuner would), ring, tree, "
+                                                              "hierarchical, direct or nvls"),
+    protocol: str = typer.Option("auto", "--protocol", help="auto (by size, as NCCL), ll, ll128, simple, or none "
+                                                            "(ideal flow model: no protocol latency or overhead)"),
+    channels: Optional[int] = typer.Option(None, "--channels", help="parallel rings of a multi-node ring (default: "
+                                                                   "one per NIC rail); --channels 1 --protocol none "
+                                                                   "is the single-ring closed form"),
     chunks: int = typer.Option(8, "--chunks", help="pipeline pieces for tree and chain broadcast"),
     root: int = typer.Option(0, "--root", help="broadcast root (position in the ranks)"),
     flows: Optional[Path] = typer.Option(None, "--flows", help="JSON list of flows {id, src, dst, bytes, start_s, "
@@ -157,7 +163,8 @@ def simulate_command(
     sim = simulator(fab)
     if flows is not None:
         for opt, val in (("--size", size), ("--ranks", ranks), ("--group-size", group_size),
-                         ("--algorithm", algorithm)):
+                         ("--algorithm", None if algorithm == "auto" else algorithm),
+                         ("--protocol", None if protocol == "auto" else protocol), ("--channels", channels)):
             if val is not None:
                 raise FabricError(opt, "only with --collective")
         flow_list = read_flows(flows, fab)
@@ -185,12 +192,14 @@ def simulate_command(
     if nbytes <= 0:
         raise FabricError("--size", f"{size!r} must be > 0 bytes")
     lists = rank_groups(fab.n_gpus, ranks, group_size, groups)
-    colls = [Collective(collective, tuple(r), nbytes, algorithm, chunks, root) for r in lists]
+    colls = [Collective(collective, tuple(r), nbytes, algorithm, chunks, root, protocol=protocol.lower(),
+                        channels=channels) for r in lists]
     try:
         res = sim.collectives(colls, ecmp=ecmp, seed=seed, method=method)
     except FabricError as exc:  # name the flag the user typed
         flag = {"collective": "--collective", "algorithm": "--algorithm", "ranks": "--ranks", "chunks": "--chunks",
-                "root": "--root", "ecmp": "--ecmp", "method": "--method"}.get(exc.field)
+                "root": "--root", "ecmp": "--ecmp", "method": "--method", "protocol": "--protocol",
+                "channels": "--channels"}.get(exc.field)
         if flag is None:
             raise
         raise FabricError(flag, exc.message) from None
@@ -201,7 +210,8 @@ def simulate_command(
 
     data = {
         "architecture": fab.architecture, "gpus": fab.n_gpus, "collective": first.name,
-        "algorithm": first.algorithm, "ranks": first.n_ranks, "groups": len(colls), "size_bytes": nbytes,
+        "algorithm": first.algorithm, "protocol": first.protocol, "channels": first.channels,
+        "ranks": first.n_ranks, "groups": len(colls), "size_bytes": nbytes,
         "ecmp": ecmp, "seed": seed, "time_s": t, "algbw_Bps": algbw, "busbw_Bps": algbw * bus_factor(first.name,
                                                                                                     first.n_ranks),
         "group_times_s": [c.time_s for c in res.collectives], "makespan_s": res.makespan_s,
@@ -234,6 +244,7 @@ def _emit(data: dict, as_json: bool, flows_mode: bool) -> None:
         t.add_column("metric")
         t.add_column("value", justify="right")
         rows = [("ranks x groups", f"{data['ranks']} x {data['groups']}"), ("size", format_bytes(data["size_bytes"])),
+                ("protocol, channels", f"{data['protocol']}, {data['channels']}"),
                 ("time", format_time(data["time_s"])), ("algbw", format_bandwidth(data["algbw_Bps"])),
                 ("busbw", format_bandwidth(data["busbw_Bps"])), ("flows", f"{data['flows']:,}"),
                 ("scheduler", f"{data['method']} ({data['events']} events)"), ("ecmp", data["ecmp"])]

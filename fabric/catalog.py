@@ -35,6 +35,12 @@ def _parse_count(value, field: str) -> float:
     return float(value)
 
 
+def _parse_factor(value, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise FabricError(field, f"{value!r} must be a number in (0, 1]")
+    return float(value)
+
+
 def _parser_for(name: str) -> Callable[[Any, str], float]:
     if name.endswith("_usd"):
         return parse_money
@@ -50,8 +56,10 @@ def _parser_for(name: str) -> Callable[[Any, str], float]:
         return parse_bytes
     if name in ("ports", "chips"):
         return _parse_count
+    if name.endswith("_factor"):
+        return _parse_factor
     raise FabricError(name, "unknown catalog field; allowed: price_usd, power_w, *bandwidth, *latency, *_time, "
-                            "*_flops, *_bytes, ports, chips")
+                            "*_flops, *_bytes, *_factor, ports, chips")
 
 
 @dataclass(frozen=True)

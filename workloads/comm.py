@@ -32,6 +32,9 @@ buffer size (fixed latencies plus bytes over max-min rates that do not depend
 on the size), so :class:`CommCache` times each (fabric, backend, kind, group
 layout) at two sizes and interpolates every other size exactly; the fit is
 shared process-wide, keyed by a digest of the Fabric and of the groups array.
+The simulator runs collectives as NCCL does; each NCCL protocol (LL, LL128,
+Simple) is affine on its own, so the cache fits each and answers with the
+fastest at the size asked, which is how NCCL's tuner picks the protocol.
 """
 
 from __future__ import annotations
@@ -192,7 +195,10 @@ def _phase_time(v: _FabricView, comp: np.ndarray, ph: "Phase") -> float:
     nic = v.nic[g].min(axis=1) / np.where(spans_tor, v.dcn_oversubscription, 1.0)
     intra = v.intra_node[g].min(axis=1)
     bw = np.where(same_node, intra, np.where(same_comp, hbd_bw, nic))
-    alpha = np.where(same_node, v.hbd_latency, np.where(same_comp, 2 * v.hbd_latency, v.dcn_latency))
+    # physical path latency plus NCCL's per-step latency of the step's path type (Simple protocol)
+    step_hbd, step_net = nccl_step_latencies()
+    alpha = np.where(same_node, v.hbd_latency + step_hbd,
+                     np.where(same_comp, 2 * v.hbd_latency + step_hbd, v.dcn_latency + step_net))
     if kind == "send_recv":
         t = alpha + S / bw
     elif kind == "all_to_all":
@@ -218,9 +224,22 @@ def _phase_time(v: _FabricView, comp: np.ndarray, ph: "Phase") -> float:
 analytic_comm_time.name = "analytic"  # type: ignore[attr-defined]
 
 
+_STEP_LATENCIES: tuple | None = None
+
+
+def nccl_step_latencies() -> tuple[float, float]:
+    """NCCL's per-step latency (Simple protocol) of an NVLink/HBD step and of a network step, seconds (catalog)."""
+    global _STEP_LATENCIES
+    if _STEP_LATENCIES is None:
+        from fabric.catalog import load_catalog
+
+        cat = load_catalog()
+        _STEP_LATENCIES = (cat.value("nccl_ring_step_nvlink", "simple_latency"),
+                           cat.value("nccl_ring_step_network", "simple_latency"))
+    return _STEP_LATENCIES
+
+
 # --------------------------------------------------------------------------- simulator backend
-_SIM_NAME = {"all_reduce": "all-reduce", "reduce_scatter": "reduce-scatter", "all_gather": "all-gather",
-             "all_to_all": "all-to-all", "send_recv": "send-recv"}
 
 
 def fold_order(m: int) -> np.ndarray:
@@ -337,11 +356,11 @@ def _split_by_unit(groups: np.ndarray, unit: np.ndarray):
 def simulator_backend() -> CommBackend | None:
     """The flow simulator (:func:`fabric.sim.simulate_collectives`) as a backend, or None if unavailable."""
     try:
-        from fabric.sim import Collective, simulate_collectives
+        from fabric.sim import Collective, CollectiveName, Protocol, simulate_collectives
     except ImportError:
         return None
 
-    def sim_time(fabric: Fabric, kind: str, groups: np.ndarray, nbytes: float) -> float:
+    def sim_time(fabric: Fabric, kind: str, groups: np.ndarray, nbytes: float, protocol: str = "simple") -> float:
         g = _check(kind, groups)
         if g.size == 0 or nbytes <= 0:
             return 0.0
@@ -350,7 +369,11 @@ def simulator_backend() -> CommBackend | None:
         total = 0.0
         for ph in plan(fabric, kind, g, float(nbytes)):
             idx = np.searchsorted(gpu_ids, ph.groups)
-            colls = [Collective(_SIM_NAME[ph.kind], tuple(row.tolist()), ph.nbytes, ph.algorithm) for row in idx]
+            name = CollectiveName.parse(ph.kind)
+            # one NCCL protocol per call keeps the time affine in size (what the cache's fit needs); the
+            # cache fits every protocol and takes the fastest, as NCCL's tuner does (CommCache.time)
+            colls = [Collective(name, tuple(row.tolist()), ph.nbytes, ph.algorithm, protocol=Protocol(protocol))
+                     for row in idx]
             # a phase whose ranks all sit in different HBD components goes NIC to NIC: NCCL sends
             # inter-node traffic through the GPU's own NIC, not through a peer GPU's NVLink and NIC
             c = np.sort(comp[ph.groups], axis=1)
@@ -360,6 +383,7 @@ def simulator_backend() -> CommBackend | None:
         return total
 
     sim_time.name = "sim"  # type: ignore[attr-defined]
+    sim_time.protocols = ("ll", "ll128", "simple")  # type: ignore[attr-defined]
     return sim_time  # type: ignore[return-value]
 
 
@@ -546,19 +570,29 @@ class CommCache:
         if g.size == 0 or nbytes <= 0 or g.shape[1] < 2:
             return 0.0
         g = np.ascontiguousarray(independent_groups(self.fabric, g))
+        # a backend with NCCL protocols is fitted per protocol; the fastest wins at each size (NCCL's tuner)
+        protocols = getattr(self.backend, "protocols", (None,))
         if self.exact:
-            self.stats.backend_calls += 1
-            return float(self.backend(self.fabric, kind, g, float(nbytes)))
+            self.stats.backend_calls += len(protocols)
+            return min(float(self._call(kind, g, float(nbytes), p)) for p in protocols)
         layout = hashlib.blake2b(g.tobytes(), digest_size=12).hexdigest()
-        key = f"{self._prefix}/{kind}/{g.shape[0]}x{g.shape[1]}/{layout}"
-        fit = _FITS.get(key)
-        if fit is None:
-            s1, s2 = FIT_SIZES
-            t1 = float(self.backend(self.fabric, kind, g, s1))
-            t2 = float(self.backend(self.fabric, kind, g, s2))
-            self.stats.backend_calls += 2
-            self.stats.fits += 1
-            slope = (t2 - t1) / (s2 - s1)
-            fit = (max(t1 - slope * s1, 0.0), max(slope, 0.0))
-            _FITS[key] = fit
-        return fit[0] + fit[1] * float(nbytes)
+        best = np.inf
+        for p in protocols:
+            key = f"{self._prefix}/{kind}/{g.shape[0]}x{g.shape[1]}/{layout}" + ("" if p is None else f"/{p}")
+            fit = _FITS.get(key)
+            if fit is None:
+                s1, s2 = FIT_SIZES
+                t1 = float(self._call(kind, g, s1, p))
+                t2 = float(self._call(kind, g, s2, p))
+                self.stats.backend_calls += 2
+                self.stats.fits += 1
+                slope = (t2 - t1) / (s2 - s1)
+                fit = (max(t1 - slope * s1, 0.0), max(slope, 0.0))
+                _FITS[key] = fit
+            best = min(best, fit[0] + fit[1] * float(nbytes))
+        return float(best)
+
+    def _call(self, kind: str, g: np.ndarray, nbytes: float, protocol) -> float:
+        if protocol is None:
+            return self.backend(self.fabric, kind, g, nbytes)
+        return self.backend(self.fabric, kind, g, nbytes, protocol=protocol)

@@ -13,7 +13,8 @@ Modules, one job each:
 ``maxmin``       max-min fair rates by progressive filling
 ``engine``       contention-free DAG pass and event loop (the timing convention is in its docstring)
 ``flows``        :class:`Flow` and the columnar :class:`FlowTable`
-``collectives``  collectives as flow DAGs, bus-bandwidth factors
+``collectives``  the vocabulary (collective, algorithm, protocol), collectives as flow DAGs, bus factors
+``nccl``         collectives as NCCL runs them: protocols, per-step latency, channels, algorithm choice
 ``results``      per-flow, per-collective and per-link results
 ``api``          :class:`Simulator` (per-Fabric caches) and the ``simulate_*`` functions
 
@@ -43,19 +44,21 @@ the bus bandwidth is the link bandwidth (no latency here).
 >>> sw = b.add_devices(DeviceKind.TOR, 1)
 >>> _ = b.add_links(gpus, sw[0], capacity=100e9, latency=0.0, medium="copper", layer="dcn")
 >>> fab = b.build(HBDSpec(kind="none", gpus_per_node=1, domain_gpus=1))
->>> r = simulate_collective(fab, "all-reduce", ranks=range(4), size=2**30)
+>>> r = simulate_collective(fab, "all-reduce", ranks=range(4), size=2**30, protocol="none", channels=1)
 >>> round(r.busbw_Bps / 1e9, 6)
 100.0
 """
 
 from fabric.sim.api import Simulator, simulate_collective, simulate_collectives, simulate_flows, simulator
-from fabric.sim.collectives import ALGORITHMS, COLLECTIVES, Collective, bus_factor, collective_flows
+from fabric.sim.collectives import (ALGORITHMS, COLLECTIVES, PROTOCOLS, Algorithm, Collective, CollectiveName, Protocol,
+                                    bus_factor, collective_flows)
 from fabric.sim.flows import Flow, FlowTable
 from fabric.sim.maxmin import max_min_rates
 from fabric.sim.results import CollectiveResult, CollectivesResult, LinkLoads, SimResult
 
 __all__ = [
-    "ALGORITHMS", "COLLECTIVES", "Collective", "CollectiveResult", "CollectivesResult", "Flow", "FlowTable",
+    "ALGORITHMS", "COLLECTIVES", "PROTOCOLS", "Algorithm", "Collective", "CollectiveName", "Protocol",
+    "CollectiveResult", "CollectivesResult", "Flow", "FlowTable",
     "LinkLoads", "SimResult", "Simulator", "bus_factor", "collective_flows", "max_min_rates", "simulate_collective",
     "simulate_collectives", "simulate_flows", "simulator",
 ]

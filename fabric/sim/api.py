@@ -10,17 +10,21 @@ module-level functions use it.
 from __future__ import annotations
 
 import weakref
+from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import numpy as np
 
 from fabric.errors import FabricError
 from fabric.model import Configuration, Fabric
-from fabric.sim.collectives import Collective, _rank_matrix, bus_factor, check_ranks, collective_flows
+from fabric.sim.collectives import (Algorithm, Collective, CollectiveName, Protocol, _rank_matrix, bus_factor,
+                                    check_ranks, collective_flows, default_algorithm)
 from fabric.sim.engine import Problem, schedule
 from fabric.sim.flows import Flow, FlowTable, table_from_flows
 from fabric.sim.graph import ArcGraph, build_arc_graph, endpoint_devices
 from fabric.sim.maxmin import max_min_rates_csr
+from fabric.sim.nccl import NCCL_PROTOCOLS, candidates, channel_count, nccl_model, nvls_factor, sharp_factor, \
+    time_nvls, time_ring, time_sharp, time_tree, with_protocol
 from fabric.sim.results import CollectiveResult, CollectivesResult, LinkLoads, SimResult
 from fabric.sim.routing import ECMP_MODES, NoRoute, RouteTable
 
@@ -51,7 +55,7 @@ class Simulator:
     >>> sim = Simulator(fab)
     >>> round(sim.run([Flow(0, 1, 1e6)]).makespan_s, 9)
     0.001001
-    >>> r = sim.collective(Collective("all-reduce", (0, 1), 2e6))
+    >>> r = sim.collective(Collective("all-reduce", (0, 1), 2e6, protocol="none"))
     >>> round(r.time_s, 9), round(r.busbw_Bps / 1e9, 6)
     (0.002002, 0.999001)
     """
@@ -136,7 +140,7 @@ class Simulator:
         arcs, col = np.unique(R.indices, return_inverse=True)
         R = type(R)((R.data, col, R.indptr), shape=(R.shape[0], arcs.size))
         prob = Problem(R, g.capacity[arcs], rt.latency[uroutes], local[pair_of].astype(np.int64), flows.size,
-                       flows.start, flows.count, flows.dep_ptr, flows.dep_idx)
+                       flows.start, flows.count, flows.dep_ptr, flows.dep_idx, flows.latency)
         return prob, g, arcs
 
     # ----------------------------------------------------------------------- simulation
@@ -189,43 +193,156 @@ class Simulator:
 
     def collectives(self, colls: Iterable[Collective], *, ecmp: str = "ideal", seed: int = 0,
                     method: str = "auto") -> CollectivesResult:
-        """Simulate collectives that run at the same time and contend for links."""
+        """Simulate collectives that run at the same time and contend for links.
+
+        Collectives of the ideal model (``protocol='none'``, one channel) run
+        as one flow DAG and contend with each other.  Collectives as NCCL runs
+        them (:mod:`fabric.sim.nccl`) are timed per batch (collectives that
+        differ only in their ranks, e.g. every DP group of a job): the groups
+        of a batch contend; separate batches are timed apart.
+        """
         colls = list(colls)
         if not colls:
             raise FabricError("collectives", "need at least one collective")
-        gpu_ids = self.fabric.gpu_ids
-        domain = self.fabric.group("domain")
+        _check_ecmp(ecmp)
         batches: dict[tuple, list[int]] = {}
         for k, c in enumerate(colls):
             if not isinstance(c, Collective):
                 raise FabricError("collectives", f"item {k} is not a Collective")
             c.validate_params()
             batches.setdefault(c.batch_key(), []).append(k)
-        tables = []
-        for members in batches.values():
+        gpu_ids = self.fabric.gpu_ids
+        rank_rows = {}
+        for key, members in batches.items():
             ranks = _rank_matrix([colls[k].ranks for k in members])
             check_ranks(ranks, gpu_ids.size)
-            tables.append(collective_flows(colls[members[0]], gpu_ids[ranks], domain, tags=members))
-        flows = FlowTable.concat(tables)
-        prob, g, arcs = self.problem(flows, ecmp=ecmp, seed=seed, field="ranks")
-        sched = schedule(prob, method)
-        finish = np.full(len(colls), -np.inf)
-        if len(flows):
-            np.maximum.at(finish, flows.tag, sched.finish)
-        n_flows = np.bincount(flows.tag, minlength=len(colls)) if len(flows) else np.zeros(len(colls), dtype=int)
+            rank_rows[key] = gpu_ids[ranks]
+        if all(colls[m[0]].ideal for m in batches.values()):
+            tables = [collective_flows(colls[m[0]], rank_rows[key], self.fabric.group("domain"), tags=m)
+                      for key, m in batches.items()]
+            run = self._run_table(FlowTable.concat(tables), len(colls), ecmp, seed, method)
+            algos = {k: default_algorithm(colls[k].name) if colls[k].resolved_algorithm == Algorithm.AUTO
+                     else colls[k].resolved_algorithm for k in range(len(colls))}
+            return self._collect(colls, [run], run.finish_of_tag, run.flows_of_tag, algos,
+                                 {k: Protocol.NONE for k in algos}, {k: 1 for k in algos})
+        runs, finish, n_flows = [], np.full(len(colls), -np.inf), np.zeros(len(colls), dtype=np.int64)
+        algos, protos, chans = {}, {}, {}
+        for key, members in batches.items():
+            best = self._nccl_batch(colls[members[0]], rank_rows[key], np.asarray(members), ecmp, seed, method)
+            runs.append(best)
+            finish[members] = best.finish_of_tag[members]
+            n_flows[members] = best.flows_of_tag[members]
+            for k in members:
+                algos[k], protos[k], chans[k] = best.algorithm, best.protocol, best.channels
+        return self._collect(colls, runs, finish, n_flows, algos, protos, chans)
+
+    def _collect(self, colls, runs, finish, n_flows, algos, protos, chans) -> CollectivesResult:
         out = []
         for k, c in enumerate(colls):
             fin = max(float(finish[k]), float(c.start_s))
             t = fin - float(c.start_s)
             n = len(c.ranks)
             algbw = float(c.size) / t if t > 0 else float("inf")
-            out.append(CollectiveResult(c.name, c.resolved_algorithm, n, float(c.size), float(c.start_s), fin, t,
-                                        algbw, algbw * bus_factor(c.name, n), int(n_flows[k])))
+            out.append(CollectiveResult(str(c.name), str(algos[k]), n, float(c.size), float(c.start_s), fin, t,
+                                        algbw, algbw * bus_factor(c.name, n), int(n_flows[k]), str(protos[k]),
+                                        int(chans[k])))
+        makespan = max(float(finish.max()), 0.0)
+        cat = np.concatenate
+        fwd = sum(r.loads.bytes_fwd for r in runs)
+        rev = sum(r.loads.bytes_rev for r in runs)
+        loads = LinkLoads(self.links, fwd, rev, makespan, self.names)
+        sim = SimResult(cat([r.release for r in runs]), cat([r.tx_end for r in runs]), cat([r.finish for r in runs]),
+                        makespan, "+".join(sorted({r.method for r in runs})), sum(r.events for r in runs), loads)
+        return CollectivesResult(out, sim)
+
+    def _run_table(self, flows: FlowTable, n_tags: int, ecmp: str, seed: int, method: str,
+                   scale: float = 1.0) -> "_Run":
+        """Route and schedule a flow DAG; finish time and flow count per tag, link loads."""
+        prob, g, arcs = self.problem(flows, ecmp=ecmp, seed=seed, field="ranks")
+        sched = schedule(prob, method)
+        finish = np.full(n_tags, -np.inf)
+        if len(flows):
+            np.maximum.at(finish, flows.tag, sched.finish)
+        n_flows = np.bincount(flows.tag, minlength=n_tags) if len(flows) else np.zeros(n_tags, dtype=np.int64)
         makespan = float(sched.finish.max()) if len(flows) else 0.0
         route_bytes = np.bincount(prob.route, weights=flows.size * flows.count, minlength=prob.R.shape[0])
-        loads = self._loads(g, arcs, prob.R.T @ route_bytes, makespan)
-        sim = SimResult(sched.release, sched.tx_end, sched.finish, makespan, sched.method, sched.events, loads)
-        return CollectivesResult(out, sim)
+        loads = self._loads(g, arcs, (prob.R.T @ route_bytes) * scale, makespan)
+        return _Run(finish, n_flows, sched.release, sched.tx_end, sched.finish, sched.method, sched.events, loads)
+
+    def _nccl_batch(self, c0: Collective, devices: np.ndarray, members: np.ndarray, ecmp: str, seed: int,
+                    method: str) -> "_Run":
+        """Time one batch as NCCL would run it: every candidate algorithm (and protocol), the fastest wins."""
+        n_tags = int(members.max()) + 1
+        G, n = devices.shape
+        ar = c0.name == CollectiveName.ALL_REDUCE
+        nvls = nvls_factor(self.fabric, devices) if ar else None
+        sharp = sharp_factor(self.fabric) if ar else None
+        model = nccl_model()
+        proto = c0.resolved_protocol
+        best = None
+        for algo in candidates(c0.name, c0.resolved_algorithm, nvls, n, sharp):
+            for run in self._nccl_runs(c0, algo, proto, devices, members, n_tags, (nvls, sharp), model, ecmp, seed,
+                                       method):
+                if best is None or run.finish_of_tag[members].max() < best.finish_of_tag[members].max():
+                    best = run
+        if best is None:
+            raise FabricError("algorithm", f"{c0.resolved_algorithm} cannot run on these ranks (nvls needs every "
+                                           "group inside one NVLink switch domain whose chips reduce; sharp "
+                                           "needs several HBD domains on DCN switches that reduce)")
+        return best
+
+    def _nccl_runs(self, c0, algo, proto, devices, members, n_tags, reducing, model, ecmp, seed, method):
+        """The runs of one algorithm under the protocols to try (a generator)."""
+        nvls, sharp = reducing
+        G, n = devices.shape
+        domain = self.fabric.group("domain")
+        rings = (CollectiveName.ALL_REDUCE, CollectiveName.REDUCE_SCATTER, CollectiveName.ALL_GATHER)
+        if algo == Algorithm.NVLS:
+            rt = None if nvls is None else time_nvls(self, self.fabric, devices, float(c0.size), nvls, model, method,
+                                                     ecmp, seed, float(c0.start_s))
+            if rt is not None:
+                yield self._ring_run(rt, c0, members, n_tags, model)._named(algo, rt.protocol, 1)
+            return
+        if algo == Algorithm.SHARP:
+            rt = None if sharp is None else time_sharp(self, self.fabric, devices, float(c0.size), sharp, model,
+                                                       method, ecmp, seed, float(c0.start_s))
+            if rt is not None:
+                yield self._ring_run(rt, c0, members, n_tags, model)._named(algo, rt.protocol, 1)
+            return
+        if algo == Algorithm.RING and c0.name in rings and n > 1:
+            channels = c0.channels or channel_count(self.fabric, devices[0])
+            if not (c0.ideal and channels == 1):
+                rt = time_ring(self, self.fabric, c0.name, devices, float(c0.size), proto, channels, model, method,
+                               ecmp, seed, float(c0.start_s))
+                yield self._ring_run(rt, c0, members, n_tags, model)._named(algo, rt.protocol, rt.channels)
+                return
+        if algo == Algorithm.TREE and c0.name == CollectiveName.ALL_REDUCE and not c0.ideal and n > 1:
+            channels = c0.channels or channel_count(self.fabric, devices[0])
+            rt = time_tree(self, self.fabric, devices, float(c0.size), proto, channels, model, method, ecmp, seed,
+                           float(c0.start_s))
+            yield self._ring_run(rt, c0, members, n_tags, model)._named(algo, rt.protocol, rt.channels)
+            return
+        table = collective_flows(c0, devices, domain, tags=members, algorithm=algo)
+        if c0.resolved_protocol == Protocol.NONE:
+            yield self._run_table(table, n_tags, ecmp, seed, method)._named(algo, Protocol.NONE, 1)
+            return
+        tree = algo == Algorithm.TREE
+        for p in (NCCL_PROTOCOLS if proto == Protocol.AUTO else (proto,)):
+            run = self._run_table(with_protocol(self.fabric, table, model, p, tree), n_tags, ecmp, seed, method)
+            yield run._named(algo, p, 1)
+
+    def _ring_run(self, rt, c0: Collective, members: np.ndarray, n_tags: int, model) -> "_Run":
+        flows, prob, sched = rt.step_flows, rt.step_problem, rt.step_schedule
+        finish = np.full(n_tags, -np.inf)
+        finish[members] = float(c0.start_s) + rt.time_s
+        n_flows = np.zeros(n_tags, dtype=np.int64)
+        n_flows[members] = len(flows) // len(members) * rt.steps
+        scale = rt.steps / (model.payload[rt.protocol] if rt.protocol != Protocol.NONE else 1.0)
+        route_bytes = np.bincount(prob.route, weights=flows.size * flows.count, minlength=prob.R.shape[0])
+        makespan = float(finish[members].max())
+        loads = self._loads(rt.step_graph, rt.step_arcs, (prob.R.T @ route_bytes) * scale, makespan)
+        return _Run(finish, n_flows, sched.release, sched.tx_end, sched.finish, "step+" + sched.method,
+                    sched.events, loads)
 
     # -------------------------------------------------------------------------- helpers
     @property
@@ -257,6 +374,27 @@ class Simulator:
         np.add.at(fwd, base[is_fwd] // 2, share[is_fwd])
         np.add.at(rev, base[~is_fwd] // 2, share[~is_fwd])
         return LinkLoads(self.links, fwd, rev, makespan, self.names)
+
+
+@dataclass
+class _Run:
+    """One scheduled batch: finish time and flows per tag, per-flow times, link loads, and what ran."""
+
+    finish_of_tag: np.ndarray
+    flows_of_tag: np.ndarray
+    release: np.ndarray
+    tx_end: np.ndarray
+    finish: np.ndarray
+    method: str
+    events: int
+    loads: LinkLoads
+    algorithm: str = ""
+    protocol: str = ""
+    channels: int = 1
+
+    def _named(self, algorithm: str, protocol: str, channels: int) -> "_Run":
+        self.algorithm, self.protocol, self.channels = str(algorithm), str(protocol), int(channels)
+        return self
 
 
 def _to_base_arcs(g: ArcGraph, arcs: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -296,7 +434,8 @@ def simulate_flows(fabric: Fabric, flows: FlowTable | Sequence[Flow], *, ecmp: s
 
 def simulate_collective(fabric: Fabric, collective: Collective | str, ranks: Sequence[int] | None = None,
                         size: float | None = None, *, algorithm: str | None = None, chunks: int | None = None,
-                        root: int = 0, ecmp: str = "ideal", seed: int = 0, method: str = "auto") -> CollectiveResult:
+                        root: int = 0, protocol: str | None = None, channels: int | None = None,
+                        ecmp: str = "ideal", seed: int = 0, method: str = "auto") -> CollectiveResult:
     """Simulate one collective.
 
     Parameters
@@ -308,8 +447,9 @@ def simulate_collective(fabric: Fabric, collective: Collective | str, ranks: Seq
         GPU indices.
     size : float
         Per-rank buffer, bytes.
-    algorithm, chunks, root
-        See :class:`Collective`.
+    algorithm, chunks, root, protocol, channels
+        See :class:`Collective` (``protocol='none', channels=1``: the ideal
+        flow model of the closed forms).
     ecmp, seed, method
         See :meth:`Simulator.run`.
 
@@ -318,7 +458,7 @@ def simulate_collective(fabric: Fabric, collective: Collective | str, ranks: Seq
     CollectiveResult
         ``time_s``, ``algbw_Bps``, ``busbw_Bps``, ...
     """
-    coll = _as_collective(collective, ranks, size, algorithm, chunks, root)
+    coll = _as_collective(collective, ranks, size, algorithm, chunks, root, protocol, channels)
     return simulator(fabric).collective(coll, ecmp=ecmp, seed=seed, method=method)
 
 
@@ -328,7 +468,7 @@ def simulate_collectives(fabric: Fabric, collectives: Iterable[Collective], *, e
     return simulator(fabric).collectives(collectives, ecmp=ecmp, seed=seed, method=method)
 
 
-def _as_collective(collective, ranks, size, algorithm, chunks, root) -> Collective:
+def _as_collective(collective, ranks, size, algorithm, chunks, root, protocol=None, channels=None) -> Collective:
     if isinstance(collective, Collective):
         return collective
     if ranks is None or size is None:
@@ -336,4 +476,4 @@ def _as_collective(collective, ranks, size, algorithm, chunks, root) -> Collecti
     from fabric.sim.collectives import DEFAULT_CHUNKS
 
     return Collective(str(collective), tuple(ranks), size, algorithm,
-                      DEFAULT_CHUNKS if chunks is None else chunks, root)
+                      DEFAULT_CHUNKS if chunks is None else chunks, root, protocol=protocol, channels=channels)

@@ -41,21 +41,76 @@ direct          all flows at once, no steps: all-to-all and direct
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 import numpy as np
 
 from fabric.errors import FabricError
+from fabric.sim.csr import ranges
 from fabric.sim.flows import FlowTable
 
-COLLECTIVES = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all", "broadcast", "send-recv")
+class _Vocabulary(str, Enum):
+    """A str-Enum whose members compare, hash, print and format as their value."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class CollectiveName(_Vocabulary):
+    """What a collective does (nccl-tests' names, hyphenated)."""
+
+    ALL_REDUCE = "all-reduce"
+    REDUCE_SCATTER = "reduce-scatter"
+    ALL_GATHER = "all-gather"
+    ALL_TO_ALL = "all-to-all"
+    BROADCAST = "broadcast"
+    SEND_RECV = "send-recv"
+
+    @classmethod
+    def parse(cls, value, field: str = "collective") -> "CollectiveName":
+        """A member from its value; ``all_reduce`` (the workloads' spelling) is read as ``all-reduce``."""
+        try:
+            return cls(str(value).replace("_", "-"))
+        except ValueError:
+            raise FabricError(field, f"unknown collective {value!r}; allowed: {', '.join(cls)}") from None
+
+
+class Algorithm(_Vocabulary):
+    """How a collective moves its data (see the module docstring); ``auto`` picks as NCCL's tuner does."""
+
+    AUTO = "auto"
+    RING = "ring"
+    TREE = "tree"
+    HIERARCHICAL = "hierarchical"
+    DIRECT = "direct"
+    NVLS = "nvls"
+    SHARP = "sharp"
+
+
+class Protocol(_Vocabulary):
+    """NCCL protocol of every step (:mod:`fabric.sim.nccl`); ``none`` is the ideal flow model."""
+
+    AUTO = "auto"
+    NONE = "none"
+    LL = "ll"
+    LL128 = "ll128"
+    SIMPLE = "simple"
+
+
+COLLECTIVES = tuple(CollectiveName)
 ALGORITHMS = {
-    "all-reduce": ("ring", "tree", "hierarchical", "direct"),
-    "reduce-scatter": ("ring", "direct"),
-    "all-gather": ("ring", "direct"),
-    "all-to-all": ("direct",),
-    "broadcast": ("ring", "tree"),
-    "send-recv": ("direct",),
+    CollectiveName.ALL_REDUCE: (Algorithm.RING, Algorithm.TREE, Algorithm.HIERARCHICAL, Algorithm.DIRECT,
+                                Algorithm.NVLS, Algorithm.SHARP),
+    CollectiveName.REDUCE_SCATTER: (Algorithm.RING, Algorithm.DIRECT),
+    CollectiveName.ALL_GATHER: (Algorithm.RING, Algorithm.DIRECT),
+    CollectiveName.ALL_TO_ALL: (Algorithm.DIRECT,),
+    CollectiveName.BROADCAST: (Algorithm.RING, Algorithm.TREE),
+    CollectiveName.SEND_RECV: (Algorithm.DIRECT,),
 }
+PROTOCOLS = tuple(Protocol)
 DEFAULT_CHUNKS = 8
 
 
@@ -65,9 +120,9 @@ def bus_factor(name: str, n: int) -> float:
     all-reduce ``2(n-1)/n``; reduce-scatter, all-gather, all-to-all ``(n-1)/n``;
     broadcast, send-recv 1.
     """
-    if name == "all-reduce":
+    if name == CollectiveName.ALL_REDUCE:
         return 2.0 * (n - 1) / n
-    if name in ("reduce-scatter", "all-gather", "all-to-all"):
+    if name in (CollectiveName.REDUCE_SCATTER, CollectiveName.ALL_GATHER, CollectiveName.ALL_TO_ALL):
         return (n - 1) / n
     return 1.0
 
@@ -78,20 +133,31 @@ class Collective:
 
     Parameters
     ----------
-    name : str
-        One of :data:`COLLECTIVES`.
+    name : CollectiveName or str
+        One of :data:`COLLECTIVES` (``all_reduce`` is read as ``all-reduce``).
     ranks : tuple of int
         GPU indices (into ``fabric.gpu_ids``); their order is the ring/chain order.
     size : float
         Per-rank buffer ``S``, bytes (> 0); see the module docstring.
     algorithm : str, optional
-        One of :data:`ALGORITHMS` ``[name]``; default the first (ring, or direct).
+        ``auto`` (the default, None) or one of :data:`ALGORITHMS` ``[name]``.
+        ``auto`` picks what NCCL would (:func:`fabric.sim.nccl.choose`): for
+        all-reduce the fastest of ring, tree and NVLS; otherwise the first.
     chunks : int
         Pipeline pieces for tree and chain algorithms (>= 1).
     root : int
         Position in ``ranks`` of the broadcast root.
     start_s : float
         When the collective starts, seconds.
+    protocol : str, optional
+        ``auto`` (the default, None: NCCL's choice by size), ``ll``,
+        ``ll128``, ``simple``, or ``none``: the ideal flow model (no per-step
+        protocol latency, no protocol overhead), for closed forms.
+    channels : int, optional
+        Parallel rings a multi-node ring is split into (default, None: one per
+        rank of the group in each HBD domain, i.e. one per NIC rail; see
+        :func:`fabric.sim.nccl.channel_count`).  ``protocol='none'`` with
+        ``channels=1`` is the single-ring flow DAG of the closed forms.
     """
 
     name: str
@@ -101,10 +167,33 @@ class Collective:
     chunks: int = DEFAULT_CHUNKS
     root: int = 0
     start_s: float = 0.0
+    protocol: str | None = None
+    channels: int | None = None
+
+    def __post_init__(self):
+        if isinstance(self.name, str) and not isinstance(self.name, CollectiveName):
+            try:
+                object.__setattr__(self, "name", CollectiveName(self.name.replace("_", "-")))
+            except ValueError:
+                pass  # validate_params names the field
 
     @property
     def resolved_algorithm(self) -> str:
-        return self.algorithm or ALGORITHMS.get(self.name, ("ring",))[0]
+        """The algorithm asked for (``auto`` when not given; the simulator resolves ``auto``)."""
+        return Algorithm.AUTO if self.algorithm in (None, Algorithm.AUTO) else self.algorithm
+
+    @property
+    def resolved_protocol(self) -> str:
+        return Protocol.AUTO if self.protocol is None else self.protocol
+
+    @property
+    def ideal(self) -> bool:
+        """True for the ideal flow model: no protocol, a single channel, a flow-DAG algorithm (the closed forms).
+
+        In the ideal model ``auto`` is the first algorithm of :data:`ALGORITHMS` (there is no tuner).
+        """
+        return (self.resolved_protocol == Protocol.NONE and self.channels in (None, 1)
+                and self.resolved_algorithm not in (Algorithm.NVLS, Algorithm.SHARP))
 
     def validate(self, n_gpus: int) -> None:
         """Raise :class:`FabricError` naming the bad field."""
@@ -116,9 +205,14 @@ class Collective:
         if self.name not in COLLECTIVES:
             raise FabricError("collective", f"unknown collective {self.name!r}; allowed: {', '.join(COLLECTIVES)}")
         algo = self.resolved_algorithm
-        if algo not in ALGORITHMS[self.name]:
-            raise FabricError("algorithm", f"{algo!r} is not available for {self.name}; allowed: "
+        if algo != Algorithm.AUTO and algo not in ALGORITHMS[self.name]:
+            raise FabricError("algorithm", f"{algo!r} is not available for {self.name}; allowed: auto, "
                                            f"{', '.join(ALGORITHMS[self.name])}")
+        if self.resolved_protocol not in PROTOCOLS:
+            raise FabricError("protocol", f"{self.protocol!r} is not one of {', '.join(PROTOCOLS)}")
+        if self.channels is not None and (isinstance(self.channels, bool) or int(self.channels) != self.channels
+                                          or self.channels < 1):
+            raise FabricError("channels", f"{self.channels!r} must be a whole number >= 1")
         n = len(self.ranks)
         if n == 0:
             raise FabricError("ranks", "need at least one rank")
@@ -134,8 +228,8 @@ class Collective:
 
     def batch_key(self) -> tuple:
         """Collectives with equal keys differ only in their ranks (and are generated together)."""
-        return (self.name, self.resolved_algorithm, len(self.ranks), float(self.size), int(self.chunks),
-                int(self.root), float(self.start_s))
+        return (str(self.name), str(self.resolved_algorithm), len(self.ranks), float(self.size), int(self.chunks),
+                int(self.root), float(self.start_s), str(self.resolved_protocol), self.channels)
 
 
 def _rank_matrix(rank_lists) -> np.ndarray:
@@ -232,13 +326,13 @@ def _repeat_template(b: _Builder, devices: np.ndarray, t_src: np.ndarray, t_dst:
     len0 = s_len + e_len
     idx0 = np.empty(int(len0.sum()), dtype=np.int64)
     start0 = np.cumsum(len0) - len0
-    idx0[_ranges(start0, s_len)] = base + s_idx
-    idx0[_ranges(start0 + s_len, e_len)] = e_idx[_ranges(e_ptr[t_src], e_len)]
+    idx0[ranges(start0, s_len)] = base + s_idx
+    idx0[ranges(start0 + s_len, e_len)] = e_idx[ranges(e_ptr[t_src], e_len)]
     # copies 1..: same-copy deps (shift c T) then previous-copy deps (shift (c-1) T)
     lenc = s_len + p_len
     tmpl = np.empty(int(lenc.sum()), dtype=np.int64)
     startc = np.cumsum(lenc) - lenc
-    pos_s, pos_p = _ranges(startc, s_len), _ranges(startc + s_len, p_len)
+    pos_s, pos_p = ranges(startc, s_len), ranges(startc + s_len, p_len)
     tmpl[pos_s] = s_idx
     tmpl[pos_p] = p_idx - T
     if copies > 1:
@@ -266,13 +360,6 @@ def _repeat_template(b: _Builder, devices: np.ndarray, t_src: np.ndarray, t_dst:
     exit_ptr = np.concatenate([[0], np.cumsum(np.bincount(ends, minlength=n_slots))]).astype(np.int64)
     return exit_ptr, np.concatenate([last, last])[order]
 
-
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    offsets = np.cumsum(counts) - counts
-    return np.arange(total, dtype=np.int64) - np.repeat(offsets - starts, counts)
 
 
 def _rings(rings: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple]:
@@ -404,8 +491,13 @@ def domain_matrix(devices: np.ndarray, domain: np.ndarray) -> np.ndarray:
     return order.reshape(counts.size, counts[0])
 
 
+def default_algorithm(name: str) -> Algorithm:
+    """The first algorithm of :data:`ALGORITHMS` for a collective (ring, or direct)."""
+    return ALGORITHMS[CollectiveName.parse(name)][0]
+
+
 def collective_flows(coll: Collective, devices: np.ndarray, domain: np.ndarray | None = None,
-                     tags=0) -> FlowTable:
+                     tags=0, algorithm: str | None = None) -> FlowTable:
     """The flow DAG of one collective, or of the same collective in several groups at once.
 
     Parameters
@@ -419,21 +511,28 @@ def collective_flows(coll: Collective, devices: np.ndarray, domain: np.ndarray |
         every group must split into domains the same way as the first).
     tags : int or array_like of int, shape (G,)
         Written into the ``tag`` of each group's flows.
+    algorithm : str, optional
+        The algorithm to lay out (default the collective's own; ``auto``
+        means :func:`default_algorithm`).  NVLS is built by
+        :func:`fabric.sim.nccl.time_nvls`.
     """
     devices = np.atleast_2d(np.asarray(devices, dtype=np.int64))
     G, n = devices.shape
     b = _Builder(float(coll.start_s), np.broadcast_to(np.asarray(tags, dtype=np.int64), (G,)), n)
     flat = devices.ravel()
     S = float(coll.size)
-    algo = coll.resolved_algorithm
+    algo = algorithm or coll.resolved_algorithm
+    if algo == Algorithm.AUTO:
+        algo = default_algorithm(coll.name)
     entry = _empty_entry(G * n)
     pos = np.arange(n)
     name = coll.name
-    if name == "all-reduce" and algo == "ring":
+    AR, RS, AG = CollectiveName.ALL_REDUCE, CollectiveName.REDUCE_SCATTER, CollectiveName.ALL_GATHER
+    if name == AR and algo == Algorithm.RING:
         _ring_phase(b, flat, pos[None, :], 2 * (n - 1), S / n, entry)
-    elif name in ("reduce-scatter", "all-gather") and algo == "ring":
+    elif name in (RS, AG) and algo == Algorithm.RING:
         _ring_phase(b, flat, pos[None, :], n - 1, S / n, entry)
-    elif name == "all-reduce" and algo == "hierarchical":
+    elif name == AR and algo == Algorithm.HIERARCHICAL:
         if domain is None:
             raise FabricError("algorithm", "hierarchical needs the Fabric's domain grouping")
         groups = domain_matrix(devices[0], domain)
@@ -444,19 +543,19 @@ def collective_flows(coll: Collective, devices: np.ndarray, domain: np.ndarray |
         e1 = _ring_phase(b, flat, groups, h - 1, S / h, entry)
         e2 = _ring_phase(b, flat, groups.T.copy(), 2 * (m - 1), S / h / m, e1)
         _ring_phase(b, flat, groups, h - 1, S / h, e2)
-    elif name == "all-reduce" and algo == "tree":
+    elif name == AR and algo == Algorithm.TREE:
         _double_binary_tree(b, flat, n, S, int(coll.chunks), entry)
-    elif name == "all-reduce" and algo == "direct":
+    elif name == AR and algo == Algorithm.DIRECT:
         _all_pairs(b, flat, n, S, entry)
-    elif name in ("reduce-scatter", "all-gather", "all-to-all") and algo == "direct":
+    elif name in (RS, AG, CollectiveName.ALL_TO_ALL) and algo == Algorithm.DIRECT:
         _all_pairs(b, flat, n, S / n, entry)
-    elif name == "broadcast":
+    elif name == CollectiveName.BROADCAST:
         order = np.roll(pos, -int(coll.root))
-        if algo == "ring":
+        if algo == Algorithm.RING:
             _chain_broadcast(b, flat, order, S, int(coll.chunks), entry)
         else:
             _heap_broadcast(b, flat, order, S, int(coll.chunks), entry)
-    elif name == "send-recv":
+    elif name == CollectiveName.SEND_RECV:
         if n >= 2:
             none = _empty_entry(n - 1)
             _templated(b, flat, pos[:-1], pos[1:], S, 1, none, none, entry)

@@ -9,7 +9,8 @@ Timing convention (exact, and what the closed forms in the tests rely on)
   are the integral of a step function.
 * Its transfer **ends** when its last byte is sent (it stops using the links
   then), and it **finishes** at transfer end + its path latency (the sum of
-  its links' one-way latencies; for an ECMP split, the longest of its paths).
+  its links' one-way latencies; for an ECMP split, the longest of its paths)
+  + its own extra latency (a collective step's protocol latency, if any).
   Dependents are released at the finish time.
 
 So one flow of ``B`` bytes alone on a path of bottleneck capacity ``c`` and
@@ -48,6 +49,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from fabric.errors import FabricError
+from fabric.sim.csr import ranges
 from fabric.sim.maxmin import max_min_rates_csr
 
 TIME_RTOL = 1e-12          # events closer than this (relative) are simultaneous
@@ -73,6 +75,8 @@ class Problem:
         Route of each flow.
     size, start, count, dep_ptr, dep_idx
         As in :class:`fabric.sim.flows.FlowTable`.
+    flow_latency : ndarray, shape (n_flows,), optional
+        Extra latency per flow, seconds, added to its route latency.
     """
 
     R: sp.csr_matrix
@@ -84,6 +88,12 @@ class Problem:
     count: np.ndarray
     dep_ptr: np.ndarray
     dep_idx: np.ndarray
+    flow_latency: np.ndarray | None = None
+
+    def latency_of_flows(self) -> np.ndarray:
+        """Route latency plus extra latency of every flow, seconds."""
+        lat = self.route_latency[self.route]
+        return lat if self.flow_latency is None else lat + self.flow_latency
 
     @property
     def n_flows(self) -> int:
@@ -135,18 +145,11 @@ def schedule(problem: Problem, method: str = "auto") -> Schedule:
 
 
 # ---------------------------------------------------------------------------------- helpers
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    offsets = np.cumsum(counts) - counts
-    return np.arange(total, dtype=np.int64) - np.repeat(offsets - starts, counts)
-
 
 def _rows(R: sp.csr_matrix, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """CSR arrays (indptr, indices, data) of the given rows of ``R`` (repeats allowed)."""
     cnt = R.indptr[rows + 1] - R.indptr[rows]
-    pos = _ranges(R.indptr[rows], cnt)
+    pos = ranges(R.indptr[rows], cnt)
     return np.concatenate([[0], np.cumsum(cnt)]).astype(np.int64), R.indices[pos], R.data[pos]
 
 
@@ -164,7 +167,7 @@ def _max_dep_finish(p: Problem, flows: np.ndarray, finish: np.ndarray) -> np.nda
     out = np.full(flows.size, -np.inf)
     has = cnt > 0
     if has.any():
-        vals = finish[p.dep_idx[_ranges(p.dep_ptr[flows[has]], cnt[has])]]
+        vals = finish[p.dep_idx[ranges(p.dep_ptr[flows[has]], cnt[has])]]
         starts = np.cumsum(cnt[has]) - cnt[has]
         out[has] = np.maximum.reduceat(vals, starts)
     return out
@@ -190,7 +193,7 @@ def dag_schedule(p: Problem) -> Schedule | None:
     """The contention-free schedule, or None when its premise does not hold (see module doc)."""
     n = p.n_flows
     rho = free_rates(p)
-    lat = p.route_latency[p.route]
+    lat = p.latency_of_flows()
     with np.errstate(divide="ignore", invalid="ignore"):
         dur = np.where(p.size > 0, p.size * p.count / rho[p.route], 0.0)
     dur = np.where(np.isfinite(rho[p.route]), dur, 0.0)
@@ -277,7 +280,7 @@ def _kahn_pass(p: Problem, busy: np.ndarray, release: np.ndarray, finish: np.nda
         finish[frontier] = rel + busy[frontier]
         done += frontier.size
         cnt = sptr[frontier + 1] - sptr[frontier]
-        succ = sidx[_ranges(sptr[frontier], cnt)]
+        succ = sidx[ranges(sptr[frontier], cnt)]
         if succ.size == 0:
             break
         u, c = np.unique(succ, return_counts=True)
@@ -332,7 +335,7 @@ def _contention_free(p: Problem, rho: np.ndarray, release: np.ndarray, tx_end: n
         return False
     keep = cnt > 0
     f, rf, cf = busy[keep], r[keep], cnt[keep]
-    pos = _ranges(sub.indptr[rf], cf)
+    pos = ranges(sub.indptr[rf], cf)
     arc = sub.indices[pos]
     load = sub.data[pos] * np.repeat(rho[rf], cf) / p.capacity[over][arc]  # share of capacity
     t0 = np.repeat(release[f], cf)
@@ -359,7 +362,7 @@ def event_schedule(p: Problem) -> Schedule:
     n = p.n_flows
     R, cap = p.R, p.capacity
     route, m = p.route, p.count.astype(np.float64)
-    lat = p.route_latency[route]
+    lat = p.latency_of_flows()
     empty_route = np.diff(R.indptr)[route] == 0
     instant = (p.size <= 0) | empty_route
     sptr, sidx = _successors(p)
@@ -389,7 +392,7 @@ def event_schedule(p: Problem) -> Schedule:
         finish[flows] = ends + lat[flows]
         rem[flows] = 0.0
         cnt = sptr[flows + 1] - sptr[flows]
-        succ = sidx[_ranges(sptr[flows], cnt)]
+        succ = sidx[ranges(sptr[flows], cnt)]
         if succ.size == 0:
             return
         u, c = np.unique(succ, return_counts=True)

@@ -66,6 +66,10 @@ class FlowTable:
         Identical flows per row.
     tag : ndarray of int
         Which collective / group a flow belongs to (-1: none).
+    latency : ndarray of float, optional
+        Extra latency of each flow, seconds, added to its path latency (the
+        per-step software/protocol latency of a collective step; see
+        :mod:`fabric.sim.nccl`).  None: zero.
     pair_of, pair_src, pair_dst : ndarray of int, optional
         A precomputed map of flows to their distinct (src, dst) pairs, which
         saves sorting millions of flows when a generator knows it.
@@ -86,6 +90,7 @@ class FlowTable:
     pair_src: np.ndarray | None = None
     pair_dst: np.ndarray | None = None
     trusted: bool = False
+    latency: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.src.shape[0])
@@ -130,10 +135,19 @@ class FlowTable:
             poffs = np.cumsum([0] + [t.pair_src.size for t in tables])
             pairs = (cat([t.pair_of + poffs[i] for i, t in enumerate(tables)]),
                      cat([t.pair_src for t in tables]), cat([t.pair_dst for t in tables]))
+        latency = None
+        if any(t.latency is not None for t in tables):
+            latency = cat([t.extra_latency() for t in tables])
         return FlowTable(cat([t.src for t in tables]), cat([t.dst for t in tables]), cat([t.size for t in tables]),
                          cat([t.start for t in tables]), ptr, idx, cat([t.count for t in tables]),
                          cat([t.tag for t in tables]), *(pairs or (None, None, None)),
-                         trusted=all(t.trusted for t in tables))
+                         trusted=all(t.trusted for t in tables), latency=latency)
+
+    def extra_latency(self) -> np.ndarray:
+        """Per-flow extra latency, seconds (zeros when the table has none)."""
+        if self.latency is None:
+            return np.broadcast_to(np.float64(0.0), (len(self),))
+        return self.latency
 
     def validate(self, n_devices: int, field: str = "flows") -> None:
         """Raise :class:`FabricError` for out-of-range ends, sizes, starts or dependencies."""

@@ -124,12 +124,6 @@ class ArcGraph:
     def n_arcs(self) -> int:
         return int(self.src.shape[0])
 
-    def base_arc_of_arcs(self) -> np.ndarray:
-        """Graph arc of every base arc (-1 for base arcs not in the graph)."""
-        out = np.full(self.n_base_arcs, -1, dtype=np.int64)
-        out[self.member_arc] = np.repeat(np.arange(self.n_arcs), np.diff(self.member_ptr))
-        return out
-
 
 def base_arcs(links: ActiveLinks) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Base arcs of active links: (ids, src, dst, capacity, latency) of the usable ones."""

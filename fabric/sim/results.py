@@ -158,6 +158,11 @@ class CollectiveResult:
     busbw_Bps : float
         ``algbw x`` :func:`~fabric.sim.collectives.bus_factor`, bytes/s.
     n_flows : int
+        Flows simulated (for a multi-channel ring: the flows its steps stand for).
+    protocol : str
+        NCCL protocol that ran (``none``: the ideal flow model).
+    channels : int
+        Parallel rings (channels) of a ring algorithm.
     """
 
     name: str
@@ -170,6 +175,8 @@ class CollectiveResult:
     algbw_Bps: float
     busbw_Bps: float
     n_flows: int
+    protocol: str = "none"
+    channels: int = 1
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)

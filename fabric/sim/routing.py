@@ -31,6 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from fabric.errors import FabricError
+from fabric.sim.csr import ranges
 from fabric.sim.graph import ArcGraph, mix64
 
 ECMP_MODES = ("ideal", "hash")
@@ -49,6 +50,20 @@ class NoRoute(FabricError):
         self.src_device = int(src_device)
         self.dst_device = int(dst_device)
         super().__init__("route", f"device {src_device} cannot reach device {dst_device}")
+
+
+def _batches(dst: np.ndarray, max_dests: int) -> list[tuple[int, int]]:
+    """Cut pairs sorted by destination into batches of at most ``_ROUTE_BATCH`` pairs and ``max_dests``
+    destinations, so that each batch's searches fit the dense tables of :func:`shortest_path_dags`."""
+    first = np.flatnonzero(np.concatenate([[True], dst[1:] != dst[:-1]]))  # start of every destination
+    cuts, lo = [], 0
+    while lo < dst.size:
+        k = int(np.searchsorted(first, lo, side="right"))  # destinations starting at or before lo
+        hi = int(first[k - 1 + max_dests]) if k - 1 + max_dests < first.size else dst.size
+        hi = min(hi, lo + _ROUTE_BATCH)
+        cuts.append((lo, hi))
+        lo = hi
+    return cuts
 
 
 def shortest_path_dags(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_v: np.ndarray) -> "DagIndex":
@@ -102,7 +117,7 @@ def shortest_path_dags(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_
         if pend.size:
             cnt = deg[nv[pend]]
             rep = np.repeat(pend, cnt)
-            a = out[_ranges(ptr[nv[pend]], cnt)]
+            a = out[ranges(ptr[nv[pend]], cnt)]
             w, qq = g.dst[a], nq[rep]
             hit = (lev[qq, w] == level) if dense else _member(qq * n + w, level_keys[-1])
             touching = np.zeros(need_keys.size, dtype=bool)
@@ -121,7 +136,7 @@ def shortest_path_dags(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_
         level += 1
         cnt = deg[fv]
         q = np.repeat(fq, cnt)
-        a = out[_ranges(ptr[fv], cnt)]
+        a = out[ranges(ptr[fv], cnt)]
         u = g.dst[a]
         key = q * n + u
         if dense:
@@ -223,8 +238,8 @@ class RouteTable:
             miss = miss[np.lexsort((ukeys[miss] // n, ukeys[miss] % n))]
             new = ukeys[miss]
             new_ids = np.arange(self._n, self._n + new.size, dtype=np.int64)
-            for lo in range(0, new.size, _ROUTE_BATCH):
-                chunk = new[lo:lo + _ROUTE_BATCH]
+            for lo, hi in _batches(new % n, max(256, _DENSE_SEEN_ENTRIES // max(n, 1))):
+                chunk = new[lo:hi]
                 ptr, arcs, frac, lat = compute_routes(self.graph, chunk // n, chunk % n, self.mode, self.seed)
                 self._ptr_parts.append(ptr)
                 self._arc_parts.append(arcs)
@@ -306,7 +321,7 @@ def compute_routes(graph: ArcGraph, src: np.ndarray, dst: np.ndarray, mode: str,
                                                  np.arange(need_core.size))
             rows = np.arange(need_core.size)
         counts = np.diff(cptr)[rows]
-        pos = _ranges(cptr[rows], counts)
+        pos = ranges(cptr[rows], counts)
         parts_p.append(np.repeat(need_core, counts))
         parts_a.append(carc[pos])
         parts_f.append(cfrac[pos])
@@ -320,14 +335,6 @@ def compute_routes(graph: ArcGraph, src: np.ndarray, dst: np.ndarray, mode: str,
     indptr = np.concatenate([[0], np.cumsum(np.bincount(p, minlength=P))]).astype(np.int64)
     return indptr, a.astype(np.int64), f, lat
 
-
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(starts[i], starts[i] + counts[i])``."""
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    offsets = np.cumsum(counts) - counts
-    return np.arange(total, dtype=np.int64) - np.repeat(offsets - starts, counts)
 
 
 def _tree_parts(g: ArcGraph, src: np.ndarray, dst: np.ndarray):
@@ -410,7 +417,7 @@ def _core_walk(g: ArcGraph, cs: np.ndarray, cd: np.ndarray, mode: str, seed: int
             raise RuntimeError("route walk reached a node with no next hop (shortest-path DAG is incomplete)")
         if mode == "ideal":
             rep = np.repeat(np.arange(st_p.size), cnt)
-            arcs = dag.arcs[_ranges(lo, cnt)]
+            arcs = dag.arcs[ranges(lo, cnt)]
             w = g.weight[arcs]
             tot = np.bincount(rep, weights=w, minlength=st_p.size)
             frac = st_m[rep] * w / tot[rep]

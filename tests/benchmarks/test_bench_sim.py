@@ -34,7 +34,8 @@ def _warm_up() -> None:
     """Import and first-call costs (scipy.sparse.csgraph, numpy ufunc set-up) are not the simulator's."""
     fab = build("dgx", gpus=16)
     sim = Simulator(fab)
-    sim.collectives([Collective("all-reduce", tuple(range(16)), GiB), Collective("all-to-all", tuple(range(8)), GiB)])
+    sim.collectives([Collective("all-reduce", tuple(range(16)), GiB, protocol="none"),
+                     Collective("all-to-all", tuple(range(8)), GiB, protocol="none")])
 
 
 def _timed(fn):
@@ -71,7 +72,7 @@ def _report(label: str, n_flows: int, wall: float, cpu: float, peak: float | Non
 def test_bench_ring_all_reduce_dgx_1024():
     _warm_up()
     fab = build("dgx", gpus=1024)
-    coll = Collective("all-reduce", tuple(range(1024)), GiB)
+    coll = Collective("all-reduce", tuple(range(1024)), GiB, protocol="none")
 
     def run():
         return Simulator(fab).collective(coll)
@@ -89,7 +90,7 @@ def test_bench_concurrent_all_reduces_fat_tree_32k():
     _warm_up()
     # the fat-tree default radix (k=8) holds 128 hosts; k=64 gives the 3-tier tree of 32,768
     fab = build("fat-tree", gpus=32768, params={"k": 64})
-    colls = [Collective("all-reduce", tuple(range(8 * g, 8 * g + 8)), GiB) for g in range(4096)]
+    colls = [Collective("all-reduce", tuple(range(8 * g, 8 * g + 8)), GiB, protocol="none") for g in range(4096)]
 
     def run():
         return Simulator(fab).collectives(colls)
@@ -105,7 +106,7 @@ def test_bench_concurrent_all_reduces_fat_tree_32k():
 def test_bench_all_to_all_1024():
     _warm_up()
     fab = build("dgx", gpus=1024)
-    coll = Collective("all-to-all", tuple(range(1024)), GiB)
+    coll = Collective("all-to-all", tuple(range(1024)), GiB, protocol="none")
 
     def run():
         return Simulator(fab).collectives([coll])
@@ -132,9 +133,9 @@ def test_bench_speedup_over_reference():
 
     _warm_up()
     fab = two_tier(8, 8, 4, 2.0, 25e9, 2e-6)
-    cases = [Collective("all-reduce", tuple(range(64)), 64 * 2**20),
-             Collective("all-reduce", tuple(range(0, 64, 2)), 64 * 2**20, "tree", chunks=4),
-             Collective("all-to-all", tuple(range(0, 64, 2)), 64 * 2**20)]
+    cases = [Collective("all-reduce", tuple(range(64)), 64 * 2**20, protocol="none"),
+             Collective("all-reduce", tuple(range(0, 64, 2)), 64 * 2**20, "tree", chunks=4, protocol="none"),
+             Collective("all-to-all", tuple(range(0, 64, 2)), 64 * 2**20, protocol="none")]
     ratios = []
     for coll in cases:
         res, wall, cpu = _timed(lambda: Simulator(fab).collectives([coll]))
@@ -167,8 +168,10 @@ def test_bench_growth_with_flow_count():
     """Time vs flow count: fitted exponent of time ~ flows^e (1 = linear)."""
     _warm_up()
     fab = build("dgx", gpus=1024)
-    for label, make in (("ring all-reduce (DAG pass)", lambda n: Collective("all-reduce", tuple(range(n)), GiB)),
-                        ("all-to-all (event loop)", lambda n: Collective("all-to-all", tuple(range(n)), GiB))):
+    for label, make in (("ring all-reduce (DAG pass)",
+                         lambda n: Collective("all-reduce", tuple(range(n)), GiB, protocol="none")),
+                        ("all-to-all (event loop)",
+                         lambda n: Collective("all-to-all", tuple(range(n)), GiB, protocol="none"))):
         sizes = (128, 256, 512, 1024) if label.startswith("ring") else (64, 128, 256, 512)
         flows, cpus = [], []
         for n in sizes:
@@ -179,3 +182,40 @@ def test_bench_growth_with_flow_count():
         e = np.polyfit(np.log(flows), np.log(cpus), 1)[0]
         print(f"{label}: time ~ flows^{e:.2f}")
         assert math.isfinite(e)
+
+
+@pytest.mark.bench
+def test_bench_nccl_all_reduce_dgx_1024_default():
+    """The issue-17 case: 1,024 DGX H100 GPUs, 1 GiB, default algorithm and protocol (ring, tree and NVLS
+    candidates, each with LL / LL128 / Simple) < 10 s."""
+    _warm_up()
+    fab = build("dgx", gpus=1024)
+    coll = Collective("all-reduce", tuple(range(1024)), GiB)
+
+    def run():
+        return Simulator(fab).collective(coll)
+
+    r, wall, cpu = _timed_median(run)
+    peak = _peak(run)
+    _report(f"NCCL all-reduce 1 GiB x 1024 GPUs on DGX, auto -> {r.algorithm}/{r.protocol} x {r.channels} channels "
+            f"({r.time_s * 1e3:.2f} ms simulated, busbw {r.busbw_Bps / 1e9:.1f} GB/s)", r.n_flows, wall, cpu, peak)
+    assert cpu < 10.0
+
+
+@pytest.mark.bench
+def test_bench_ring_16k_ranks_one_step():
+    """Issue 18 (rings in memory linear in ranks): ring all-reduce of 1 GiB over 16,384 GPUs, 8 channels,
+    timed from one simulated step (131,072 flows standing for 4.3e9): < 10 s CPU and < 2 GB.  Routing batches
+    hold at most as many destinations as fit the dense search tables (fabric.sim.routing._batches)."""
+    _warm_up()
+    fab = build("dgx", gpus=16384)
+    coll = Collective("all-reduce", tuple(range(16384)), GiB, "ring", protocol="simple")
+
+    def run():
+        return Simulator(fab).collective(coll)
+
+    r, wall, cpu = _timed_median(run, repeat=1)
+    peak = _peak(run)
+    _report(f"ring all-reduce 1 GiB x 16,384 GPUs, {r.channels} channels, one-step timing ({r.time_s * 1e3:.1f} ms "
+            f"simulated, busbw {r.busbw_Bps / 1e9:.1f} GB/s)", r.n_flows, wall, cpu, peak)
+    assert cpu < 10.0 and peak < 2 * 2**30

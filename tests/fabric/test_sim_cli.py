@@ -29,7 +29,7 @@ def test_collective_json(capsys):
 
 def test_collective_links_and_table(capsys):
     rc, out, err = run(capsys, "simulate", "fat-tree", "-p", "k=4", "-p", "tiers=2", "--collective", "all-to-all",
-                       "--size", "64MiB", "--ranks", "0-3,6", "--links", "--json")
+                       "--size", "64MiB", "--ranks", "0-3,6", "--links", "--protocol", "none", "--json")
     assert rc == 0, err
     data = json.loads(out)
     assert data["ranks"] == 5
@@ -74,7 +74,7 @@ def test_topology_file(capsys, tmp_path):
     path = tmp_path / "topo.json"
     path.write_text(json.dumps(topo))
     rc, out, err = run(capsys, "simulate", "--topology", path, "--collective", "send-recv", "--size", "1e6",
-                       "--ranks", "0,1", "--json")
+                       "--ranks", "0,1", "--protocol", "none", "--json")
     assert rc == 0, err
     assert json.loads(out)["time_s"] == pytest.approx(2e-6 + 1e-3)
     flows = tmp_path / "f.json"
@@ -105,6 +105,10 @@ BASE = ["simulate", "dgx", "--gpus", "16"]
     ["--collective", "all-reduce", "--size", "1MiB", "--ranks", "0,1", "--method", "fast"],
     ["--size", "1MiB", "--ranks", "0,1"],                                      # neither collective nor flows
     ["--collective", "all-reduce", "--size", "1MiB", "--ranks", "0,1,2,3,8,9", "--algorithm", "hierarchical"],
+    ["--collective", "all-reduce", "--size", "1MiB", "--ranks", "0,1", "--protocol", "fast"],
+    ["--collective", "all-reduce", "--size", "1MiB", "--ranks", "0,1", "--channels", "0"],
+    ["--collective", "all-gather", "--size", "1MiB", "--ranks", "0,1", "--algorithm", "nvls"],
+    ["--collective", "all-reduce", "--size", "1MiB", "--ranks", "0-15", "--algorithm", "nvls"],  # two NVLink domains
 ])
 def test_bad_input_is_one_line_exit_2(capsys, args):
     rc, out, err = run(capsys, *BASE, *args)
@@ -152,3 +156,18 @@ def test_disconnected_ranks_via_cli(capsys, tmp_path):
     rc, _, err = run(capsys, "simulate", "--topology", path, "--collective", "all-gather", "--size", "1MiB",
                      "--ranks", "0,1,2")
     assert rc == 2 and err.startswith("error:") and "cannot reach" in err and err.count("\n") == 1
+
+
+def test_nccl_fields_and_the_ideal_switch(capsys):
+    """The JSON names the algorithm, protocol and channels that ran; --protocol none --channels 1 is the flow DAG."""
+    rc, out, err = run(capsys, *BASE, "--collective", "all-reduce", "--size", "1GiB", "--group-size", "16", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert (d["algorithm"], d["protocol"], d["channels"]) == ("tree", "simple", 8)  # 2 nodes, 1 GiB: tree wins
+    rc, out, err = run(capsys, *BASE, "--collective", "all-reduce", "--size", "1GiB", "--group-size", "16",
+                       "--algorithm", "ring", "--protocol", "none", "--channels", "1", "--json")
+    d = json.loads(out)
+    assert (d["algorithm"], d["protocol"], d["channels"], d["flows"]) == ("ring", "none", 1, 2 * 15 * 16)
+    path = "flows.json"
+    rc, out, err = run(capsys, *BASE, "--flows", path, "--protocol", "ll")
+    assert rc == 2 and "--protocol" in err

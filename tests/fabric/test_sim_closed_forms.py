@@ -55,7 +55,8 @@ def test_ring_all_reduce_on_a_switch(n, method):
     and takes S/(nB) plus the path latency a.  The 2(n-1) steps are a
     dependency chain of identical durations, hence the sum.
     """
-    r = Simulator(star(n, B, A)).collective(Collective("all-reduce", tuple(range(n)), S), method=method)
+    r = Simulator(star(n, B, A)).collective(Collective("all-reduce", tuple(range(n)), S, protocol="none"),
+                                            method=method)
     assert close(r.time_s, 2 * (n - 1) * A + 2 * (n - 1) / n * S / B)
     assert close(r.busbw_Bps, (2 * (n - 1) / n * S / r.time_s))
 
@@ -71,7 +72,8 @@ def test_ring_all_reduce_on_a_ring(n, method):
     latency a = the link latency.  (n >= 3: with 2 ranks the "ring" would be
     two parallel links, which ECMP splits.)
     """
-    r = Simulator(ring(n, B, A)).collective(Collective("all-reduce", tuple(range(n)), S), method=method)
+    r = Simulator(ring(n, B, A)).collective(Collective("all-reduce", tuple(range(n)), S, protocol="none"),
+                                            method=method)
     assert close(r.time_s, 2 * (n - 1) * A + 2 * (n - 1) / n * S / B)
 
 
@@ -83,7 +85,7 @@ def test_ring_reduce_scatter_all_gather(name, n, method):
 
     The same chain as all-reduce with n-1 steps of S/n per rank.
     """
-    r = Simulator(star(n, B, A)).collective(Collective(name, tuple(range(n)), S), method=method)
+    r = Simulator(star(n, B, A)).collective(Collective(name, tuple(range(n)), S, protocol="none"), method=method)
     assert close(r.time_s, (n - 1) * A + (n - 1) / n * S / B)
     assert close(r.busbw_Bps, (n - 1) / n * S / r.time_s)
 
@@ -97,7 +99,7 @@ def test_all_to_all_on_a_switch(n, method):
     every downlink carries exactly n-1 flows, so max-min gives each flow
     B/(n-1), constant until all end together at (S/n)/(B/(n-1)).
     """
-    r = Simulator(star(n, B)).collective(Collective("all-to-all", tuple(range(n)), S), method=method)
+    r = Simulator(star(n, B)).collective(Collective("all-to-all", tuple(range(n)), S, protocol="none"), method=method)
     assert close(r.time_s, (n - 1) / n * S / B)
 
 
@@ -119,7 +121,7 @@ def test_all_to_all_on_a_two_tier_tree(r_, k, u, o, fold):
     """
     n = r_ * k
     sim = Simulator(two_tier(r_, k, u, o, B), fold=fold)
-    res = sim.collective(Collective("all-to-all", tuple(range(n)), S))
+    res = sim.collective(Collective("all-to-all", tuple(range(n)), S, protocol="none"))
     assert close(res.time_s, max((n - 1) / n, o * (n - k) / n) * S / B)
 
 
@@ -177,7 +179,8 @@ def test_pipelined_chain_broadcast(n, k, method):
     classic pipeline recurrence finish(c, j) = max(finish(c, j-1),
     finish(c-1, j)) + d.
     """
-    r = Simulator(star(n, B, A)).collective(Collective("broadcast", tuple(range(n)), S, chunks=k), method=method)
+    r = Simulator(star(n, B, A)).collective(Collective("broadcast", tuple(range(n)), S, chunks=k, protocol="none"),
+                                            method=method)
     assert close(r.time_s, (n - 1 + k - 1) * (A + S / (k * B)))
     assert close(r.busbw_Bps, S / r.time_s)
 
@@ -185,7 +188,7 @@ def test_pipelined_chain_broadcast(n, k, method):
 @pytest.mark.parametrize("method", ["auto", "event"])
 def test_send_recv(method):
     """Send/recv along a pipeline: every stage sends S to the next at once, on its own links: ``a + S/B``."""
-    r = Simulator(star(4, B, A)).collective(Collective("send-recv", (0, 1, 2, 3), S), method=method)
+    r = Simulator(star(4, B, A)).collective(Collective("send-recv", (0, 1, 2, 3), S, protocol="none"), method=method)
     assert close(r.time_s, A + S / B)
 
 
@@ -204,7 +207,7 @@ def test_hierarchical_all_reduce(m, h):
     b_in, a_in, b_out, a_out = 4 * B, 0.5e-6, B, 3e-6
     fab = two_level(m, h, b_in, a_in, b_out, a_out)
     ranks = tuple(range(m * h))
-    r = Simulator(fab).collective(Collective("all-reduce", ranks, S, algorithm="hierarchical"))
+    r = Simulator(fab).collective(Collective("all-reduce", ranks, S, algorithm="hierarchical", protocol="none"))
     t_in = (h - 1) * (a_in + S / (h * b_in))
     t_out = 2 * (m - 1) * (a_out + S / (h * m * b_out))
     assert close(r.time_s, 2 * t_in + t_out)
@@ -217,7 +220,8 @@ def test_direct_one_shot_all_reduce_on_a_switch():
     of S per uplink and per downlink, each at B/(n-1).
     """
     n = 5
-    r = Simulator(star(n, B)).collective(Collective("all-reduce", tuple(range(n)), S, algorithm="direct"))
+    r = Simulator(star(n, B)).collective(Collective("all-reduce", tuple(range(n)), S, algorithm="direct",
+                                                    protocol="none"))
     assert close(r.time_s, (n - 1) * S / B)
 
 

@@ -31,7 +31,7 @@ def test_flow_counts_and_bytes_per_rank(n):
         ("reduce-scatter", "direct"): (n * (n - 1), (n - 1) * S / n),
     }
     for (name, algo), (count, per_rank) in cases.items():
-        t = flows_of(Collective(name, ranks, S, algo))
+        t = flows_of(Collective(name, ranks, S, algo, protocol="none"))
         assert len(t) == count
         sent = np.bincount(t.src, weights=t.size, minlength=n)
         got = np.bincount(t.dst, weights=t.size, minlength=n)
@@ -41,7 +41,7 @@ def test_flow_counts_and_bytes_per_rank(n):
 @pytest.mark.parametrize("n, k", [(2, 1), (5, 3), (8, 2)])
 def test_tree_all_reduce_moves_half_per_tree_edge_each_way(n, k):
     """Double binary tree: each tree edge carries S/2 up and S/2 down; 2 trees x 2 phases x (n-1) edges x k pieces."""
-    t = flows_of(Collective("all-reduce", tuple(range(n)), S, "tree", chunks=k))
+    t = flows_of(Collective("all-reduce", tuple(range(n)), S, "tree", chunks=k, protocol="none"))
     assert len(t) == 2 * 2 * (n - 1) * k
     bytes_ = {}
     for s, d, z in zip(t.src, t.dst, t.size):
@@ -71,7 +71,7 @@ def test_inorder_tree_and_its_shift_differ_in_leaves():
 def test_chain_broadcast_dependencies():
     """Piece c leaves rank j after it arrived there and after piece c-1 left."""
     n, k = 4, 3
-    t = flows_of(Collective("broadcast", tuple(range(n)), S, chunks=k, root=1))
+    t = flows_of(Collective("broadcast", tuple(range(n)), S, chunks=k, root=1, protocol="none"))
     order = [1, 2, 3, 0]
     for c in range(k):
         for j in range(n - 1):
@@ -87,7 +87,7 @@ def test_groups_generated_together_equal_groups_generated_apart():
     fab = two_tier(2, 4, 2, 2.0, B, 1e-6)
     sim = Simulator(fab)
     for name, algo in (("all-reduce", "ring"), ("all-reduce", "tree"), ("broadcast", "ring"), ("all-to-all", None)):
-        coll = Collective(name, (0, 1, 2, 3), S, algo, chunks=3)
+        coll = Collective(name, (0, 1, 2, 3), S, algo, chunks=3, protocol="none")
         rows = np.array([[0, 1, 2, 3], [4, 5, 6, 7], [1, 5, 2, 6]])
         together = collective_flows(coll, fab.gpu_ids[rows], fab.group("domain"), tags=[0, 1, 2])
         apart = FlowTable.concat([collective_flows(coll, fab.gpu_ids[r], fab.group("domain"), tags=i)
@@ -101,13 +101,15 @@ def test_groups_generated_together_equal_groups_generated_apart():
 def test_groups_contend_only_where_they_share_links():
     """Two rings on one switch do not interact; two rings whose flows cross the same uplinks slow each other."""
     sim = Simulator(star(8, B))
-    alone = sim.collective(Collective("all-reduce", (0, 1, 2, 3), S)).time_s
-    both = sim.collectives([Collective("all-reduce", (0, 1, 2, 3), S), Collective("all-reduce", (4, 5, 6, 7), S)])
+    alone = sim.collective(Collective("all-reduce", (0, 1, 2, 3), S, protocol="none")).time_s
+    both = sim.collectives([Collective("all-reduce", (0, 1, 2, 3), S, protocol="none"),
+                            Collective("all-reduce", (4, 5, 6, 7), S, protocol="none")])
     assert [c.time_s for c in both.collectives] == pytest.approx([alone, alone], rel=1e-12)
     # two racks, uplinks of one host's bandwidth: rings that alternate racks all cross the cut
     sim = Simulator(two_tier(2, 4, 1, 4.0, B))
-    alone = sim.collective(Collective("all-reduce", (0, 4, 1, 5), S)).time_s
-    both = sim.collectives([Collective("all-reduce", (0, 4, 1, 5), S), Collective("all-reduce", (2, 6, 3, 7), S)])
+    alone = sim.collective(Collective("all-reduce", (0, 4, 1, 5), S, protocol="none")).time_s
+    both = sim.collectives([Collective("all-reduce", (0, 4, 1, 5), S, protocol="none"),
+                            Collective("all-reduce", (2, 6, 3, 7), S, protocol="none")])
     assert all(c.time_s > alone * 1.5 for c in both.collectives)
     assert both.time_s == pytest.approx(max(c.time_s for c in both.collectives))
 
@@ -115,7 +117,7 @@ def test_groups_contend_only_where_they_share_links():
 def test_hierarchical_needs_equal_domains():
     fab = two_level(2, 4, B, 0.0, B, 0.0)
     with pytest.raises(FabricError, match="same number of ranks"):
-        Simulator(fab).collective(Collective("all-reduce", (0, 1, 2, 4), S, "hierarchical"))
+        Simulator(fab).collective(Collective("all-reduce", (0, 1, 2, 4), S, "hierarchical", protocol="none"))
 
 
 def test_bus_factors():
@@ -126,7 +128,7 @@ def test_bus_factors():
 
 
 def test_single_rank_collective_takes_no_time():
-    r = Simulator(star(2, B)).collective(Collective("all-reduce", (1,), S))
+    r = Simulator(star(2, B)).collective(Collective("all-reduce", (1,), S, protocol="none"))
     assert r.time_s == 0.0 and r.n_flows == 0
 
 
@@ -183,13 +185,13 @@ def test_dag_method_refuses_contention():
 
 def test_disconnected_ranks():
     with pytest.raises(FabricError, match="cannot reach"):
-        simulate_collective(ocs_pair(B, 0.0, with_circuit=False), "all-to-all", (0, 1), S)
+        simulate_collective(ocs_pair(B, 0.0, with_circuit=False), "all-to-all", (0, 1), S, protocol="none")
 
 
 def test_link_report():
     """Bytes per link are route fractions x bytes; utilisation is bytes / (capacity x makespan)."""
     fab = star(4, B)
-    res = Simulator(fab).collectives([Collective("all-to-all", (0, 1, 2, 3), S)])
+    res = Simulator(fab).collectives([Collective("all-to-all", (0, 1, 2, 3), S, protocol="none")])
     recs = res.sim.loads.records()
     assert len(recs) == 4
     for r in recs:

@@ -69,7 +69,7 @@ def test_folding_is_exact_and_smaller():
     folded, plain = Simulator(fab), Simulator(fab, fold=False)
     assert folded.graph().n_nodes == fab.n_devices - 3  # 4 spines -> 1 node
     assert folded.graph().n_arcs < plain.graph().n_arcs
-    coll = Collective("all-to-all", tuple(range(12)), 2**20)
+    coll = Collective("all-to-all", tuple(range(12)), 2**20, protocol="none")
     a = folded.collectives([coll])
     b = plain.collectives([coll])
     assert a.time_s == pytest.approx(b.time_s, rel=1e-12)
@@ -120,7 +120,7 @@ def test_disconnected_devices_are_an_error():
     with pytest.raises(FabricError, match="cannot reach"):
         Simulator(fab).run([Flow(int(fab.gpu_ids[0]), int(fab.gpu_ids[1]), 1.0)])
     with pytest.raises(FabricError, match="cannot reach") as exc:
-        Simulator(fab).collective(Collective("all-reduce", (0, 1), 1e6))
+        Simulator(fab).collective(Collective("all-reduce", (0, 1), 1e6, protocol="none"))
     assert exc.value.field == "ranks"
 
 
@@ -128,11 +128,11 @@ def test_route_cache_is_reused_and_simulator_cached_per_fabric():
     fab = star(6, B)
     sim = simulator(fab)
     assert simulator(fab) is sim
-    sim.collective(Collective("all-to-all", tuple(range(6)), 1e6))
+    sim.collective(Collective("all-to-all", tuple(range(6)), 1e6, protocol="none"))
     table = sim._route_table("ideal", 0, np.array([0]))[1]
     n = len(table)
     assert n == 30
-    sim.collective(Collective("all-reduce", tuple(range(6)), 1e6))  # ring pairs are a subset
+    sim.collective(Collective("all-reduce", tuple(range(6)), 1e6, protocol="none"))  # ring pairs are a subset
     assert len(table) == n
     assert simulator(star(6, B)) is not sim
 
@@ -172,7 +172,7 @@ def test_fat_tree_ring_matches_its_closed_form():
     bw = min(L.capacity[j] for j in r0["links"])
     a = r0["latency_s"]
     assert len(r0["links"]) == 4
-    res = sim.collective(Collective("all-reduce", tuple(range(n)), S))
+    res = sim.collective(Collective("all-reduce", tuple(range(n)), S, protocol="none"))
     assert res.time_s == pytest.approx(2 * (n - 1) * (a + S / (n * bw)), rel=1e-9)
 
 
@@ -183,8 +183,8 @@ def test_sparse_search_matches_dense_search(monkeypatch):
     from fabric.sim import routing
 
     fab = build("dgx", gpus=64)
-    colls = [Collective("all-to-all", tuple(range(0, 64, 3)), 2**24),
-             Collective("all-reduce", tuple(range(1, 64, 8)), 2**24)]
+    colls = [Collective("all-to-all", tuple(range(0, 64, 3)), 2**24, protocol="none"),
+             Collective("all-reduce", tuple(range(1, 64, 8)), 2**24, protocol="none")]
     for ecmp in ("ideal", "hash"):
         monkeypatch.setattr(routing, "_DENSE_SEEN_ENTRIES", 10**9)
         dense = Simulator(fab).collectives(colls, ecmp=ecmp, seed=5)

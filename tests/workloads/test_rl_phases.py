@@ -142,7 +142,10 @@ def test_broadcast_from_one_nic_takes_at_least_S_over_B(timing):
     chain = np.array([[g[0], g[8], g[16], g[24]]])  # one trainer GPU, three rollout nodes
     t = Timer(timing).broadcasts(f, chain, S, chunks=64)
     assert t >= S / B
-    assert t <= S / B * (1 + 3 / 64) * 1.01 + 1e-3  # a pipelined chain: the fill is (hops - 1) chunks
+    # a pipelined chain: the fill is (hops - 1) chunks; the simulator runs it as NCCL does, at NCCL's share of
+    # the NIC line rate (catalog nccl_path_efficiency)
+    eff = CAT.value("nccl_path_efficiency", "network_factor") if timing == "sim" else 1.0
+    assert t <= S / (B * eff) * (1 + 3 / 64) * 1.01 + 1e-3
     # point-to-point from the same NIC to three receivers moves 3 S through it
     p2p = Timer(timing).flows(f, Flows.of([g[0]] * 3, [g[8], g[16], g[24]], S))
     assert p2p >= 3 * S / B and p2p == pytest.approx(3 * S / B, rel=1e-3)

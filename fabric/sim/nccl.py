@@ -1,0 +1,531 @@
+"""Collectives as NCCL runs them: protocols, per-step latency, channels, algorithm choice.
+
+The flow DAGs of :mod:`fabric.sim.collectives` are the *ideal* model (``protocol
+'none'``): every step costs its bytes over the max-min rate plus the physical
+latency of its path.  NCCL adds, per its tuning model (``src/graph/tuning.cc``,
+constants in the catalog with their source):
+
+* a **base latency** per collective launch (``baseLat``), by protocol;
+* a **per-step latency** by protocol and by the *path type* of the step
+  (``hwLat``: NVLink / HBD, PCIe, network), charged once per step of the
+  data's path, not per link hop (hops keep their small physical latency);
+* a **protocol** that trades latency for bandwidth, with NCCL's bandwidth
+  factors relative to Simple: LL 1/4 (8-byte stores, half of them flags, and
+  polling), LL128 0.92 (120 of 128 bytes), Simple 1, times a declared **path
+  efficiency** of the transport (the share of the line rate NCCL's Simple
+  protocol reaches on NVLink and on a NIC).  Wire bytes are payload /
+  (protocol factor x path efficiency).
+
+Channels
+--------
+A ring that spans several HBD domains runs as ``C`` parallel rings
+(channels), each carrying ``S / C``.  Channel ``c`` visits the ranks of every
+domain in order rotated by ``c``, and alternates direction from one domain to
+the next (a "snake"), so that it leaves a domain and enters the next on the
+same rail: with one NIC per GPU, every NIC sends one channel's data and
+receives one channel's, as NCCL's rings on rail-optimised fabrics do.  The
+default ``C`` is the number of the group's ranks in each domain (one channel
+per NIC rail, :func:`channel_count`); a single domain has one ring (more
+channels over the same NVLink paths change nothing in a fluid model).
+
+How a multi-channel ring is timed (exactly the alpha-beta form of NCCL's own
+model, with the bandwidth from the simulator): every ring step moves the same
+flows, so the simulator runs **one step** of every channel of every group at
+once (max-min sharing of NVLink and NIC), and a ring of ``k`` steps takes
+
+    base latency + k x (step transfer time) + (latency along k hops of the ring),
+
+where the step transfer time is the slowest flow's transfer in that step and
+the latency along the ring is the largest sum, over ``k`` consecutive hops of a
+channel, of each hop's path latency plus its per-step latency.  On a ring whose
+hops are all alike (one channel, no protocol) this is the closed form
+``k (a + S / (n B))`` of the flow DAG; the tests check it against the full flow
+DAG.  Memory is linear in the ranks (one step, not ``2 n (n-1)`` flows).
+
+Algorithm and protocol choice (``auto``)
+----------------------------------------
+NCCL's tuner predicts every (algorithm, protocol) time and takes the fastest.
+Here the simulator times the candidates on the real graph and takes the
+fastest: all-reduce tries ring, tree (double binary tree) and, on an NVLink
+switch domain whose switch chips do in-network reduction (catalog
+``nvls_factor``), NVLS; each with LL, LL128 and Simple.  NVLS: every GPU sends
+its buffer into the switch chips and reads the reduced result back, so each
+GPU moves ``S`` each way instead of the ring's ``2 (n-1)/n S``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from fabric.catalog import Catalog, load_catalog
+from fabric.errors import FabricError
+from fabric.model import DeviceKind, Fabric
+from fabric.sim.collectives import Algorithm, CollectiveName, Protocol, domain_matrix
+from fabric.sim.flows import FlowTable
+
+NCCL_PROTOCOLS = (Protocol.LL, Protocol.LL128, Protocol.SIMPLE)
+PATH_TYPES = ("nvlink", "pcie", "network")  # index = path code
+HBD, PCIE, NETWORK = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class NcclModel:
+    """NCCL's tuning constants, SI units (read from the catalog by :func:`nccl_model`).
+
+    Attributes
+    ----------
+    base_latency : dict
+        Protocol -> seconds per collective.
+    ring_step, tree_step : dict
+        Protocol -> array of 3 seconds (by path code: nvlink, pcie, network).
+    payload : dict
+        Protocol -> bandwidth factor relative to Simple (payload share of the wire bytes).
+    efficiency : ndarray of 3
+        Share of the line rate the transport reaches, by path code.
+    nvls_latency, sharp_latency : float
+        Seconds per NVLS / SHARP all-reduce (in-switch reduction).
+    """
+
+    base_latency: dict
+    ring_step: dict
+    tree_step: dict
+    payload: dict
+    efficiency: np.ndarray
+    nvls_latency: float
+    sharp_latency: float
+
+    @staticmethod
+    def from_catalog(catalog: Catalog) -> "NcclModel":
+        def by_path(prefix: str, proto: str) -> np.ndarray:
+            return np.array([catalog.value(f"{prefix}_{p}", f"{proto}_latency") for p in PATH_TYPES])
+
+        protos = {Protocol.LL: "ll", Protocol.LL128: "ll128", Protocol.SIMPLE: "simple"}
+        return NcclModel(
+            base_latency={p: catalog.value("nccl_base_latency", f"{k}_latency") for p, k in protos.items()},
+            ring_step={p: by_path("nccl_ring_step", k) for p, k in protos.items()},
+            tree_step={p: by_path("nccl_tree_step", k) for p, k in protos.items()},
+            payload={p: catalog.value("nccl_protocol", f"{k}_factor") for p, k in protos.items()},
+            efficiency=np.array([catalog.value("nccl_path_efficiency", f"{p}_factor") for p in PATH_TYPES]),
+            nvls_latency=catalog.value("nccl_nvls", "latency"),
+            sharp_latency=catalog.value("nccl_sharp", "latency"),
+        )
+
+
+@lru_cache(maxsize=1)
+def _shipped_model() -> NcclModel:
+    return NcclModel.from_catalog(load_catalog())
+
+
+def nccl_model(catalog: Catalog | None = None) -> NcclModel:
+    """The NCCL constants of ``catalog`` (default the shipped catalog)."""
+    return _shipped_model() if catalog is None else NcclModel.from_catalog(catalog)
+
+
+def path_codes(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Path type of every (src, dst) device pair: 0 HBD (same HBD domain), 1 PCIe (same node), 2 network."""
+    dom = fabric.group("domain")
+    node = fabric.group("node")
+    same_dom = (dom[src] == dom[dst]) & (dom[src] >= 0)
+    same_node = (node[src] == node[dst]) & (node[src] >= 0)
+    return np.where(same_dom, HBD, np.where(same_node, PCIE, NETWORK)).astype(np.int64)
+
+
+def channel_count(fabric: Fabric, devices: np.ndarray) -> int:
+    """NCCL's channel count for a ring over ``devices`` (one group): ranks per HBD domain if it spans domains.
+
+    One channel per rail (the group's ranks in each domain, each with its own
+    NIC); 1 if the group sits in one domain or its domains hold unequal numbers.
+    """
+    try:
+        m, h = domain_matrix(np.asarray(devices), fabric.group("domain")).shape
+    except FabricError:
+        return 1
+    return h if m > 1 else 1
+
+
+def ring_orders(fabric: Fabric, devices: np.ndarray, channels: int) -> np.ndarray:
+    """Rank positions of every channel's ring, shape (channels, n) (see the module docstring: snake rings)."""
+    n = devices.size
+    try:
+        dm = domain_matrix(devices, fabric.group("domain"))
+    except FabricError:
+        dm = np.arange(n)[None, :]
+    m, h = dm.shape
+    out = np.empty((channels, n), dtype=np.int64)
+    for c in range(channels):
+        rot = dm[:, (np.arange(h) + c) % h]
+        if m > 1:
+            rot[1::2] = rot[1::2, ::-1]  # odd domains backwards: leave and enter on the same rail
+        out[c] = rot.ravel()
+    return out
+
+
+def nvls_factor(fabric: Fabric, devices: np.ndarray, catalog: Catalog | None = None) -> float | None:
+    """The NVLS efficiency if every rank of ``devices`` (G, n) shares one switched HBD domain per group whose
+    switch chips do in-network reduction (catalog ``nvls_factor``), else None."""
+    if fabric.hbd.kind != "switch_domain":
+        return None
+    dom = fabric.group("domain")[devices]
+    if np.any(dom < 0) or np.any(dom != dom[:, :1]):
+        return None
+    cat = catalog or load_catalog()
+    factors = [cat.get(line.item).values.get("nvls_factor") for line in fabric.bom
+               if line.scope == "hbd" and line.item in cat]
+    factors = [f for f in factors if f is not None]
+    return min(factors) if factors else None
+
+
+def time_nvls(sim, fabric: Fabric, devices: np.ndarray, size: float, factor: float, model: NcclModel,
+              method: str, ecmp: str, seed: int, start: float) -> "RingTiming | None":
+    """Time NVLS all-reduce (in-switch reduction) of every group, one row of ``devices`` per HBD domain.
+
+    Every GPU writes its buffer into the domain's ``K`` switch chips
+    (``S / K`` each, wire ``/ factor``) and reads the reduced buffer back; the
+    two directions stream at once (NCCL pipelines them in small chunks), so
+    the simulator runs all up and down flows together and the slowest sets
+    the bandwidth term: ``NVLS latency + path latency up and down +
+    transfer``.  Each GPU moves ``S`` each way, against ``2 (n-1)/n S`` for a
+    ring.  None if a domain has no switch chip.
+    """
+    from fabric.sim.engine import schedule
+
+    dom = fabric.group("domain")
+    chips_all = fabric.ids_of(DeviceKind.SWITCH_CHIP)
+    G, n = devices.shape
+    src, dst, tag, per = [], [], [], []
+    for g in range(G):
+        chips = chips_all[dom[chips_all] == dom[devices[g, 0]]]
+        if chips.size == 0:
+            return None
+        gpu = np.repeat(devices[g], chips.size)
+        chip = np.tile(chips, n)
+        src += [gpu, chip]
+        dst += [chip, gpu]
+        tag.append(np.full(2 * gpu.size, g))
+        per.append(np.full(2 * gpu.size, size / chips.size / factor))
+    flows = FlowTable.build(np.concatenate(src), np.concatenate(dst), np.concatenate(per), start, None, 1,
+                            np.concatenate(tag))
+    prob, graph, arcs = sim.problem(flows, ecmp=ecmp, seed=seed, field="ranks")
+    sched = schedule(prob, method)
+    t = np.zeros(G)
+    lat = prob.route_latency[prob.route]
+    np.maximum.at(t, flows.tag, sched.tx_end - sched.release)
+    up_down = np.zeros(G)
+    np.maximum.at(up_down, flows.tag, lat)
+    return RingTiming(model.nvls_latency + 2 * up_down + t, Protocol.SIMPLE, 1, 1, flows, prob, sched, graph, arcs)
+
+
+def with_protocol(fabric: Fabric, table: FlowTable, model: NcclModel, protocol: str, tree: bool) -> FlowTable:
+    """A flow DAG run under an NCCL protocol: wire bytes, per-step latency by path type, base latency."""
+    if len(table) == 0:
+        return table
+    path = path_codes(fabric, table.src, table.dst)
+    wire = np.asarray(table.size, dtype=np.float64) / (model.payload[protocol] * model.efficiency[path])
+    step = (model.tree_step if tree else model.ring_step)[protocol][path]
+    start = np.asarray(table.start, dtype=np.float64) + model.base_latency[protocol]
+    return dataclasses.replace(table, size=wire, latency=step, start=start)
+
+
+def ring_steps(name: str) -> int:
+    """Steps of a ring collective per rank count ``n``: a function n -> steps."""
+    return 2 if name == CollectiveName.ALL_REDUCE else 1
+
+
+@dataclass(frozen=True)
+class RingTiming:
+    """One-step simulation of a multi-channel ring, timed for every protocol.
+
+    Attributes
+    ----------
+    time_s : ndarray, shape (G,)
+        Collective time of every group, seconds.
+    protocol : str
+    steps, channels : int
+    step_flows, step_problem, step_schedule, step_graph, step_arcs
+        The flows of one step, as routed and scheduled.
+    """
+
+    time_s: np.ndarray
+    protocol: str
+    steps: int
+    channels: int
+    step_flows: FlowTable
+    step_problem: object
+    step_schedule: object
+    step_graph: object
+    step_arcs: object
+
+
+def time_ring(sim, fabric: Fabric, name: str, devices: np.ndarray, size: float, protocol: str, channels: int,
+              model: NcclModel, method: str, ecmp: str, seed: int, start: float) -> RingTiming:
+    """Time a ring reduce-scatter / all-gather / all-reduce on ``channels`` snake rings (module docstring)."""
+    from fabric.sim.engine import schedule
+
+    G, n = devices.shape
+    k = ring_steps(name) * (n - 1)
+    orders = ring_orders(fabric, devices[0], channels)           # (C, n) positions
+    C = orders.shape[0]
+    pos_src = orders
+    pos_dst = np.roll(orders, -1, axis=1)
+    src = devices[:, pos_src]                                     # (G, C, n)
+    dst = devices[:, pos_dst]
+    chunk = size / (n * C)
+    path = path_codes(fabric, src.ravel(), dst.ravel())
+    ideal = protocol == Protocol.NONE
+    wire = np.full(src.size, chunk) if ideal else chunk / model.efficiency[path]
+    tag = np.repeat(np.arange(G), C * n)
+    flows = FlowTable.build(src.ravel(), dst.ravel(), wire, start, None, 1, tag)
+    prob, graph, arcs = sim.problem(flows, ecmp=ecmp, seed=seed, field="ranks")
+    sched = schedule(prob, method)
+    tx = (sched.tx_end - sched.release).reshape(G, C * n).max(axis=1)   # Simple (or ideal) step time per group
+    hop = prob.route_latency[prob.route].reshape(G, C, n)
+    candidates = [Protocol.NONE] if ideal else (NCCL_PROTOCOLS if protocol == Protocol.AUTO else [protocol])
+    best_t, best_p = None, None
+    for p in candidates:
+        lat = hop if ideal else hop + model.ring_step[p][path].reshape(G, C, n)
+        chain = _max_window(lat, k)                                           # (G,)
+        base = 0.0 if ideal else model.base_latency[p]
+        scale = 1.0 if ideal else 1.0 / model.payload[p]
+        t = base + k * tx * scale + chain
+        if best_t is None or t.max() < best_t.max():
+            best_t, best_p = t, p
+    return RingTiming(best_t, best_p, k, C, flows, prob, sched, graph, arcs)
+
+
+def _max_window(lat: np.ndarray, k: int) -> np.ndarray:
+    """Largest sum of ``k`` consecutive (cyclic) hop latencies per group: ``lat`` (G, C, n) -> (G,)."""
+    G, C, n = lat.shape
+    if k == 0:
+        return np.zeros(G)
+    reps = k // n + 2
+    cs = np.concatenate([np.zeros((G, C, 1)), np.cumsum(np.tile(lat, (1, 1, reps)), axis=2)], axis=2)
+    win = cs[:, :, k:k + n] - cs[:, :, :n]
+    return win.max(axis=(1, 2))
+
+
+def candidates(name: str, algorithm: str, nvls: float | None, n: int, sharp: float | None = None) -> list:
+    """The algorithms ``auto`` tries (all-reduce: ring, tree, NVLS / SHARP where switches reduce), else the one
+    asked."""
+    if algorithm != Algorithm.AUTO:
+        return [algorithm]
+    if name == CollectiveName.ALL_REDUCE:
+        out = [Algorithm.RING]
+        if n > 2:
+            out.append(Algorithm.TREE)
+        if nvls is not None:
+            out.append(Algorithm.NVLS)
+        if sharp is not None:
+            out.append(Algorithm.SHARP)
+        return out
+    from fabric.sim.collectives import default_algorithm
+
+    return [default_algorithm(name)]
+
+
+def tree_edges(fabric: Fabric, devices: np.ndarray, channels: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Edges (child, parent rank positions) of NCCL's trees over one group, and the tree depth.
+
+    Per channel ``c`` and per tree of a double binary tree: inside every HBD
+    domain a chain over its ranks rotated by ``c`` toward the first (the
+    domain's endpoint, on rail ``c``); across domains a balanced binary tree
+    over the domains between the endpoints (:func:`double_binary_tree`).
+    Returns child and parent positions, the channel of every edge, and the
+    depth (network hops from the deepest domain to the root).
+    """
+    n = devices.size
+    try:
+        dm = domain_matrix(devices, fabric.group("domain"))
+    except FabricError:
+        dm = np.arange(n)[None, :]
+    m, h = dm.shape
+    child, parent, chan = [], [], []
+    trees = double_binary_tree(m)
+    for c in range(channels):
+        rot = dm[:, (np.arange(h) + c) % h]
+        for up in trees:
+            child.append(rot[:, 1:].ravel()), parent.append(rot[:, :-1].ravel())  # chains, toward the endpoint
+            nonroot = np.flatnonzero(up >= 0)
+            child.append(rot[nonroot, 0]), parent.append(rot[up[nonroot], 0])
+            chan.append(np.full((h - 1) * m + nonroot.size, c))
+    depth = max(int(_depths(up).max()) for up in trees) if m else 0
+    return np.concatenate(child), np.concatenate(parent), np.concatenate(chan), depth
+
+
+def binary_tree(m: int) -> np.ndarray:
+    """NCCL's binary tree over ``0..m-1`` (src/graph/trees.cc ncclGetBtree): parent of every rank, -1 for the root.
+
+    Rank ``r > 0`` with lowest set bit ``b`` hangs under ``(r ^ b) | 2b`` (or
+    ``r ^ b`` past the end); odd ranks are the leaves.
+
+    Examples
+    --------
+    >>> binary_tree(8).tolist()
+    [-1, 2, 4, 2, 0, 6, 4, 6]
+    """
+    up = np.full(m, -1, dtype=np.int64)
+    for r in range(1, m):
+        b = r & -r
+        p = (r ^ b) | (b << 1)
+        up[r] = p if p < m else r ^ b
+    return up
+
+
+def double_binary_tree(m: int) -> tuple[np.ndarray, np.ndarray]:
+    """NCCL's two trees (trees.cc ncclGetDtree): the binary tree, and its mirror (even m) or shift by one (odd m),
+    so that a rank that is a leaf in one tree is inside the other."""
+    t1 = binary_tree(m)
+    r = np.arange(m)
+    if m % 2 == 0:
+        img = m - 1 - r                       # rank r plays rank m-1-r of the first tree
+        t2 = np.where(t1[img] >= 0, m - 1 - t1[img], -1)
+    else:
+        img = (r - 1) % m
+        t2 = np.where(t1[img] >= 0, (t1[img] + 1) % m, -1)
+    return t1, t2
+
+
+def _depths(parent: np.ndarray) -> np.ndarray:
+    out = np.zeros(parent.size, dtype=np.int64)
+    for p in range(parent.size):
+        q, k = p, 0
+        while parent[q] >= 0:
+            q, k = parent[q], k + 1
+        out[p] = k
+    return out
+
+
+def time_tree(sim, fabric: Fabric, devices: np.ndarray, size: float, protocol: str, channels: int,
+              model: NcclModel, method: str, ecmp: str, seed: int, start: float) -> RingTiming:
+    """Time NCCL's pipelined tree all-reduce (:func:`tree_edges`) from its steady state.
+
+    Pipelined over many pieces, every edge of both trees carries its share
+    up (reduce) and down (broadcast) at once; the simulator runs all of them
+    together (max-min sharing) and the slowest edge sets the bandwidth term.
+    The latency term is NCCL's: ``2 ((h-1) intra + depth inter)`` step
+    latencies plus the physical latency of those hops.
+    """
+    from fabric.sim.engine import schedule
+
+    G, n = devices.shape
+    child, parent, chan, depth = tree_edges(fabric, devices[0], channels)
+    h = n // max(1, int(np.unique(fabric.group("domain")[devices[0]]).size)) if n else 1
+    src_pos = np.concatenate([child, parent])          # up then down
+    dst_pos = np.concatenate([parent, child])
+    src, dst = devices[:, src_pos], devices[:, dst_pos]
+    share = size / (2 * channels)                       # each of 2 trees x C channels
+    path = path_codes(fabric, src.ravel(), dst.ravel())
+    ideal = protocol == Protocol.NONE
+    wire = np.full(src.size, share) if ideal else share / model.efficiency[path]
+    E = src_pos.size
+    flows = FlowTable.build(src.ravel(), dst.ravel(), wire, start, None, 1, np.repeat(np.arange(G), E))
+    prob, graph, arcs = sim.problem(flows, ecmp=ecmp, seed=seed, field="ranks")
+    sched = schedule(prob, method)
+    tx = (sched.tx_end - sched.release).reshape(G, E).max(axis=1)
+    hop = prob.route_latency[prob.route].reshape(G, E)
+    pth = path.reshape(G, E)
+    candidates_p = [Protocol.NONE] if ideal else (NCCL_PROTOCOLS if protocol == Protocol.AUTO else [protocol])
+    best_t, best_p = None, None
+    for p in candidates_p:
+        lat = hop if ideal else hop + model.tree_step[p][pth]
+        intra = np.where(pth == HBD, lat, 0).max(axis=1) if (pth == HBD).any() else np.zeros(G)
+        inter = np.where(pth != HBD, lat, 0).max(axis=1)
+        chain = 2 * ((h - 1) * intra + depth * inter)
+        base = 0.0 if ideal else model.base_latency[p]
+        t = base + chain + tx * (1.0 if ideal else 1.0 / model.payload[p])
+        if best_t is None or t.max() < best_t.max():
+            best_t, best_p = t, p
+    return RingTiming(best_t, best_p, 1, channels, flows, prob, sched, graph, arcs)
+
+
+def sharp_factor(fabric: Fabric, catalog: Catalog | None = None) -> float | None:
+    """The SHARP efficiency if the Fabric's DCN packet switches reduce in the network (catalog ``sharp_factor``)."""
+    cat = catalog or load_catalog()
+    factors = [cat.get(line.item).values.get("sharp_factor") for line in fabric.bom
+               if line.scope == "dcn" and line.item in cat]
+    factors = [f for f in factors if f is not None]
+    return min(factors) if factors else None
+
+
+def _switch_neighbours(fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
+    """Active links between devices, both directions: (from, to)."""
+    A = fabric.active_links()
+    return np.concatenate([A.src, A.dst]), np.concatenate([A.dst, A.src])
+
+
+def time_sharp(sim, fabric: Fabric, devices: np.ndarray, size: float, factor: float, model: NcclModel,
+               method: str, ecmp: str, seed: int, start: float) -> "RingTiming | None":
+    """Time SHARP all-reduce (reduction in the DCN switches, NCCL's CollNet) from its steady state.
+
+    Inside every HBD domain the ``h`` ranks reduce-scatter and all-gather
+    (``S / h`` to each peer each way); rank ``r`` of every domain sends its
+    shard ``S / h`` (wire ``/ factor``) to its ToR, every ToR sends one reduced
+    stream to a switch that all of them reach (the root), and the result
+    comes back the same way: each NIC carries ``S / h`` each way instead of a
+    ring's ``2 (m-1)/m S / h``.  All flows run at once (pipelined).  None if
+    the group sits in one domain, its domains hold unequal numbers of ranks,
+    or the ToRs of a rail share no switch.
+    """
+    from fabric.sim.engine import schedule
+
+    G, n = devices.shape
+    try:
+        dm = domain_matrix(devices[0], fabric.group("domain"))
+    except FabricError:
+        return None
+    m, h = dm.shape
+    if m < 2:
+        return None
+    kind = fabric.devices.kind
+    a, b = _switch_neighbours(fabric)
+    switch_kinds = (DeviceKind.TOR, DeviceKind.AGG, DeviceKind.CORE)
+
+    def first_switch(gpu: int) -> int:
+        hop = b[(a == gpu) & (kind[b] == DeviceKind.NIC)]
+        nxt = b[np.isin(a, hop if hop.size else [gpu]) & np.isin(kind[b], switch_kinds)]
+        return int(nxt[0]) if nxt.size else -1
+
+    src, dst, sz, tag = [], [], [], []
+    for g in range(G):
+        pos = dm
+        for row in pos:  # reduce-scatter + all-gather inside the domain, streaming together
+            i, j = np.meshgrid(row, row, indexing="ij")
+            off = i != j
+            src.append(devices[g, i[off]]), dst.append(devices[g, j[off]])
+            k = int(off.sum())
+            sz.append(np.full(k, 2 * size / h / model.efficiency[HBD])), tag.append(np.full(k, g))
+        for r in range(h):
+            gpus = devices[g, pos[:, r]]
+            tors = np.array([first_switch(int(x)) for x in gpus])
+            if np.any(tors < 0):
+                return None
+            uniq = np.unique(tors)
+            if uniq.size == 1:
+                root = int(uniq[0])
+            else:
+                common = None
+                for t in uniq:
+                    nb = set(b[(a == t) & np.isin(kind[b], switch_kinds)].tolist())
+                    common = nb if common is None else common & nb
+                if not common:
+                    return None
+                root = sorted(common)[r % len(common)]  # one aggregation root per rail, spread over the switches
+            ups = [(int(x), int(t)) for x, t in zip(gpus, tors)] + [(int(t), root) for t in uniq if t != root]
+            for s_, d_ in ups + [(d_, s_) for s_, d_ in ups]:
+                src.append(np.array([s_])), dst.append(np.array([d_]))
+                sz.append(np.array([size / h / factor])), tag.append(np.array([g]))
+    flows = FlowTable.build(np.concatenate(src), np.concatenate(dst), np.concatenate(sz), start, None, 1,
+                            np.concatenate(tag))
+    prob, graph, arcs = sim.problem(flows, ecmp=ecmp, seed=seed, field="ranks")
+    sched = schedule(prob, method)
+    tx = np.zeros(G)
+    np.maximum.at(tx, flows.tag, sched.tx_end - sched.release)
+    lat = prob.route_latency[prob.route]
+    path_lat = np.zeros(G)
+    np.maximum.at(path_lat, flows.tag, lat)
+    t = (model.base_latency[Protocol.SIMPLE] + 2 * model.ring_step[Protocol.SIMPLE][HBD] + model.sharp_latency
+         + 4 * path_lat + tx)
+    return RingTiming(t, Protocol.SIMPLE, 1, 1, flows, prob, sched, graph, arcs)

@@ -1,0 +1,193 @@
+"""Collectives as NCCL runs them (fabric.sim.nccl): closed forms of the NCCL model on hand-built fabrics.
+
+Every expected value below is NCCL's alpha-beta form written out by hand from
+the catalog constants (base latency + steps x step transfer + latency along the
+steps), on fabrics where the step transfer has a closed form: each flow's
+bottleneck is one link that no other flow of its step shares.
+"""
+
+import numpy as np
+import pytest
+
+from fabric.catalog import load_catalog
+from fabric.errors import FabricError
+from fabric.sim import Collective, CollectiveName, Protocol, Simulator, simulate_collective
+from fabric.sim.nccl import channel_count, nccl_model, ring_orders, time_ring
+from tests.fabric.test_sim_fabrics import star, two_level
+
+S = 96 * 2**20
+CAT = load_catalog()
+M = nccl_model()
+
+
+def test_vocabulary_compares_as_strings():
+    assert CollectiveName.ALL_REDUCE == "all-reduce" and f"{CollectiveName.ALL_GATHER}" == "all-gather"
+    assert CollectiveName.parse("all_reduce") is CollectiveName.ALL_REDUCE
+    assert Collective("all_to_all", (0, 1), 1.0).name is CollectiveName.ALL_TO_ALL
+    with pytest.raises(FabricError) as exc:
+        CollectiveName.parse("all-sum")
+    assert exc.value.field == "collective"
+
+
+def test_catalog_constants_are_ncclS_tuning_table():
+    """The model reads NCCL's tuning.cc numbers from the catalog (FIGURES: 8.4 us base, 3.4 / 14 us per step)."""
+    assert M.base_latency[Protocol.SIMPLE] == pytest.approx(8.4e-6)
+    assert M.ring_step[Protocol.SIMPLE].tolist() == pytest.approx([3.4e-6, 5.7e-6, 14e-6])
+    assert M.payload[Protocol.LL] == 0.25 and M.payload[Protocol.LL128] == pytest.approx(0.92)
+    for item in ("nccl_base_latency", "nccl_ring_step_network", "nccl_protocol", "nccl_path_efficiency"):
+        assert all(CAT.source(item, k) for k in CAT.get(item).values)
+
+
+def test_snake_rings_enter_and_leave_every_domain_on_one_rail():
+    """Channel c leaves domain j and enters domain j+1 on the same local index; every rank sends once per channel."""
+    fab = two_level(4, 4, 1e12, 0.0, 1e10, 0.0)
+    orders = ring_orders(fab, fab.gpu_ids, 4)
+    assert channel_count(fab, fab.gpu_ids) == 4
+    for order in orders:
+        assert sorted(order.tolist()) == list(range(16))
+        local = order % 4
+        exits, entries = local[3::4], np.roll(local[0::4], -1)
+        assert np.array_equal(exits, entries)  # the wrap closes on the same rail too (4 domains, even)
+    # over the channels every local index leaves each domain exactly once
+    assert all(sorted((orders[:, 4 * j + 3] % 4).tolist()) == [0, 1, 2, 3] for j in range(4))
+
+
+@pytest.mark.parametrize("protocol", [Protocol.LL, Protocol.LL128, Protocol.SIMPLE])
+def test_multichannel_ring_closed_form(protocol):
+    """m=2 domains of h=4 GPUs, one NIC each; C = 4 snake channels, all-reduce of S.
+
+    Every step, every channel crosses each domain boundary on its own NIC
+    (one flow per NIC and direction), so the step transfer is
+    ``S / (n C) / (payload x network efficiency x b_out)``; inside a domain
+    the links are 100x faster.  A channel's ring has 6 NVLink hops and 2
+    network hops; 14 consecutive steps cover it once plus the 6 hops holding
+    both network hops: ``10 I + 4 N`` of latency, ``I``, ``N`` = physical +
+    per-step latency of the hop's type.
+    """
+    b_in, a_in, b_out, a_out = 1e12, 1e-6, 25e9, 3e-6
+    fab = two_level(2, 4, b_in, a_in, b_out, a_out)
+    n, C = 8, 4
+    r = simulate_collective(fab, "all-reduce", range(n), S, algorithm="ring", protocol=protocol)
+    assert (r.algorithm, r.protocol, r.channels) == ("ring", str(protocol), C)
+    eff = M.efficiency[2] * M.payload[protocol]
+    tx = S / (n * C) / eff / b_out
+    I = a_in + M.ring_step[protocol][0]
+    N = a_out + M.ring_step[protocol][2]
+    expect = M.base_latency[protocol] + 2 * (n - 1) * tx + 10 * I + 4 * N
+    assert r.time_s == pytest.approx(expect, rel=1e-9)
+
+
+def test_one_step_ring_equals_the_flow_dag_on_a_uniform_ring():
+    """Ideal model, one channel: the one-step timing (memory linear in n) = the full flow DAG (2n(n-1) flows).
+
+    Exact on a ring whose hops are all alike (every step the same duration
+    and latency: both give 2(n-1)(a + S/(nB))).
+    """
+    fab = star(6, 40e9, 2e-6)
+    sim = Simulator(fab)
+    dag = sim.collective(Collective("all-reduce", tuple(range(6)), S, "ring", protocol="none", channels=1))
+    rt = time_ring(sim, fab, CollectiveName.ALL_REDUCE, fab.gpu_ids[None, :], S, Protocol.NONE, 1, M, "auto",
+                   "ideal", 0, 0.0)
+    assert rt.time_s[0] == pytest.approx(dag.time_s, rel=1e-12)
+    assert dag.time_s == pytest.approx(2 * 5 * (2e-6 + S / 6 / 40e9), rel=1e-12)
+
+
+def test_one_step_ring_bounds_the_flow_dag_on_mixed_hops():
+    """With fast and slow hops they differ by the slow hops' latency only: the flow DAG makes a rank's next
+    send wait for its previous send's *latency* too (so each step costs the slow hop's latency), NCCL streams
+    into buffer slots and pays latency only along the data's path.  One-step <= DAG, within 1 % here."""
+    fab = two_level(2, 4, 1e12, 1e-6, 25e9, 3e-6)
+    sim = Simulator(fab)
+    dag = sim.collective(Collective("all-reduce", tuple(range(8)), S, "ring", protocol="none", channels=1))
+    rt = time_ring(sim, fab, CollectiveName.ALL_REDUCE, fab.gpu_ids[None, :], S, Protocol.NONE, 1, M, "auto",
+                   "ideal", 0, 0.0)
+    assert rt.time_s[0] <= dag.time_s * (1 + 1e-12)
+    assert dag.time_s <= rt.time_s[0] * 1.01
+
+
+def test_protocol_by_size_goes_ll_then_simple():
+    """Small buffers pay latency (LL wins), large ones bandwidth (Simple wins); the choice never goes back."""
+    fab = two_level(2, 4, 1e12, 1e-6, 25e9, 3e-6)
+    order = [str(p) for p in (Protocol.LL, Protocol.LL128, Protocol.SIMPLE)]
+    picked = [simulate_collective(fab, "all-reduce", range(8), s, algorithm="ring").protocol
+              for s in (8, 2**12, 2**16, 2**20, 2**24, 2**30)]
+    assert picked[0] == "ll" and picked[-1] == "simple"
+    assert [order.index(p) for p in picked] == sorted(order.index(p) for p in picked)
+
+
+def test_auto_is_the_fastest_candidate():
+    fab = two_level(4, 4, 300e9, 1e-6, 25e9, 3e-6)
+    for size in (8, 2**20, 2**30):
+        auto = simulate_collective(fab, "all-reduce", range(16), size)
+        each = [simulate_collective(fab, "all-reduce", range(16), size, algorithm=a).time_s for a in ("ring", "tree")]
+        assert auto.time_s == pytest.approx(min(each), rel=1e-12)
+
+
+def test_tree_latency_is_ncclS_tree_formula():
+    """A tiny all-reduce on NCCL's tree: base + 2 ((h-1) I + depth N) (+ a negligible transfer).
+
+    m = 4 domains: the balanced binary tree over 4 domains has depth 2; h = 2
+    ranks per domain chain to their endpoint.
+    """
+    a_in, a_out = 1e-6, 3e-6
+    fab = two_level(4, 2, 1e12, a_in, 25e9, a_out)
+    r = simulate_collective(fab, "all-reduce", range(8), 8, algorithm="tree", protocol="ll")
+    I = a_in + M.tree_step[Protocol.LL][0]
+    N = a_out + M.tree_step[Protocol.LL][2]
+    assert r.time_s == pytest.approx(M.base_latency[Protocol.LL] + 2 * (1 * I + 2 * N), rel=1e-3)
+
+
+def test_nvls_halves_the_bytes_each_gpu_sends():
+    """NVLS: each GPU sends S (wire S / nvls_factor) into the switch; a ring sends 2(n-1)/n S / efficiency."""
+    from topologies import build
+
+    fab = build("dgx", 8, {"gpu": "h100"})
+    f = CAT.value("nvswitch_gen3", "nvls_factor")
+    gpus = set(fab.gpu_ids.tolist())
+
+    def gpu_egress_hbd(res):
+        L = res.sim.loads.links
+        hbd = np.array([s in gpus for s in L.src.tolist()]) & (L.layer == 0)
+        return res.sim.loads.bytes_fwd[hbd].sum() / 8
+
+    sim = Simulator(fab)
+    nvls = sim.collectives([Collective("all-reduce", tuple(range(8)), S, "nvls")])
+    ring = sim.collectives([Collective("all-reduce", tuple(range(8)), S, "ring", protocol="simple")])
+    assert nvls.collectives[0].algorithm == "nvls"
+    assert gpu_egress_hbd(nvls) == pytest.approx(S / f, rel=1e-9)
+    assert gpu_egress_hbd(ring) == pytest.approx(2 * 7 / 8 * S / M.efficiency[0], rel=1e-9)
+
+
+def test_nvls_needs_a_reducing_switch_domain():
+    fab = two_level(2, 4, 1e12, 1e-6, 25e9, 3e-6)  # its catalog-less switch chips do not reduce
+    with pytest.raises(FabricError) as exc:
+        simulate_collective(fab, "all-reduce", range(4), S, algorithm="nvls")
+    assert exc.value.field == "algorithm"
+
+
+@pytest.mark.parametrize("kwargs,field", [({"protocol": "fast"}, "protocol"), ({"channels": 0}, "channels"),
+                                          ({"channels": 1.5}, "channels"), ({"algorithm": "nvls",
+                                                                             "collective": "all-gather"}, "algorithm")])
+def test_bad_nccl_parameters(kwargs, field):
+    args = {"collective": "all-reduce", **kwargs}
+    with pytest.raises(FabricError) as exc:
+        simulate_collective(star(4, 1e9), args.pop("collective"), range(4), S, **args)
+    assert exc.value.field == field
+
+
+def test_sharp_sends_one_shard_per_nic_each_way():
+    """SHARP (catalog sharp_factor on the DCN switch): each GPU's NIC carries its shard S/h once each way
+    (wire / sharp_factor), against a ring's 2(m-1)/m S/h; unavailable on switches without the flag."""
+    from topologies import build
+
+    fab = build("dgx", 16, {"switch": "switch_ib_ndr"})
+    f = CAT.value("switch_ib_ndr", "sharp_factor")
+    r = Simulator(fab).collectives([Collective("all-reduce", tuple(range(16)), S, "sharp")])
+    assert r.collectives[0].algorithm == "sharp"
+    L, loads = r.sim.loads.links, r.sim.loads
+    kind = fab.devices.kind
+    gpu_nic = (kind[L.src] == 0) & (kind[L.dst] == 1)  # GPU -> NIC links
+    assert np.allclose(loads.bytes_fwd[gpu_nic], S / 8 / f) and np.allclose(loads.bytes_rev[gpu_nic], S / 8 / f)
+    with pytest.raises(FabricError) as exc:
+        simulate_collective(build("dgx", 16), "all-reduce", range(16), S, algorithm="sharp")
+    assert exc.value.field == "algorithm"
