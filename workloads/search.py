@@ -94,7 +94,7 @@ def candidates(sm: StepModel, global_batch: int, fixed: dict[str, Any] | None = 
                       or c == 1])
     pps = pick("pp", _divisors(m.layers))
     mbs = pick("micro_batch", (1, 2, 4, 8))
-    rcs = pick("recompute", ("none", "full") if sm.runtime.attention == "flash" else ("none", "selective", "full"))
+    rcs = pick("recompute", ("none", "full") if sm.flash else ("none", "selective", "full"))
     usable = {t: usable_gpus(fab, t) for t in tps}
     for tp, cp, pp in itertools.product(tps, cps, pps):
         base = tp * cp * pp
