@@ -20,7 +20,7 @@ Metrics reuse the same functions as the single commands (``cost`` calls
 ``faults`` calls :func:`cli.faults.faults_summary`), so a study row and
 ``fabric cost ... --json`` agree to the last bit; ``orchestrator``, ``mfu`` and
 ``rl`` call :func:`solvers.orchestrator.orchestrate_summary`,
-:func:`cli.mfu.mfu_summary` and :func:`cli.rl.rl_point`.  Lists and wall-clock
+:func:`workloads.mfu.mfu_summary` and :func:`cli.rl.rl_point`.  Lists and wall-clock
 fields (``*_seconds``, the search's ``seconds``) of their JSON are left out of
 rows, so rows stay deterministic apart from :data:`TIMING_COLUMNS`.
 
@@ -523,7 +523,7 @@ def _unset_or_positive(v: Any) -> str | None:
         "comm": Option(str, "sim", "collective timing: sim or analytic", _choice("sim", "analytic")),
     })
 def _mfu(ctx: PointContext) -> dict[str, Any]:
-    from cli.mfu import mfu_summary
+    from workloads.mfu import mfu_summary
 
     opt = ctx.options
     fixed = {k: opt[k] for k in ("tp", "pp", "dp") if opt[k]}
