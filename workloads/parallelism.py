@@ -103,7 +103,13 @@ class Parallelism:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Plain fields; ``zero_stage`` as the effective stage, unset stage-layer counts left out."""
+        d = dataclasses.asdict(self)
+        d["zero_stage"] = self.zero
+        for k in ("first_stage_layers", "last_stage_layers"):
+            if d[k] is None:
+                del d[k]
+        return d
 
     def label(self) -> str:
         """Short text such as ``tp8 pp4 dp16 mb1 full``."""
