@@ -1,10 +1,12 @@
-"""Peak HBM use per GPU: weights, gradients, optimizer states, activations.
+"""Peak HBM use per GPU: weights, gradients, optimizer states, activations, allowance.
 
 Static memory counts the parameters a GPU holds (its pipeline stage; TP
 splits attention and dense MLPs; EP splits experts; the first stage holds
 the input embedding and the last the output layer) at ``param_bytes`` +
-``grad_bytes`` + ``optimizer_bytes`` per parameter, the optimizer part divided
-by the data-parallel group with the distributed optimizer (ZeRO-1).
+``grad_bytes`` + ``optimizer_bytes`` per parameter, sharded over the
+data-parallel group by ZeRO stage (``Parallelism.zero``: 1 = Megatron's
+distributed optimizer shards the optimizer states, 2 also the gradients,
+3 / FSDP also the weights; Rajbhandari et al. 2020).
 
 Activation memory follows Korthikanti et al. 2022 (arXiv 2205.05198), whose
 GPT layer stores ``s b h (34 + 5 a s / h)`` bytes without parallelism; here
@@ -13,9 +15,14 @@ attention and missing dropout change the count correctly, and so that TP
 without sequence parallelism keeps ``10 s b h`` replicated (their eq. 2),
 SP divides everything by ``t`` (eq. 4), selective recomputation drops the
 ``s^2`` terms and full recomputation keeps only each layer's input.
-The first pipeline stage holds ``min(p, m)`` micro-batches in flight under
-1F1B, ``(1 + (p-1)/(p v))`` times that when interleaved (Korthikanti et al.,
-Sec. 4.2.3); one layer's full activations are live during its backward.
+Each stage holds the micro-batches Megatron's schedule keeps in flight,
+counted chunk by chunk (:func:`peak_held_layers`): ``min(p - i, m)`` under
+1F1B, ``p (1 + (p-1)/(p v))`` on the first stage when interleaved
+(Korthikanti et al., Sec. 4.2.3); one layer's full activations are live
+during its backward with recomputation; the last stage adds the logits.
+Every stage is counted and the largest reported.  Capacity is the HBM minus
+the runtime's allowance (fragmentation fraction + fixed bytes for the CUDA
+context and NCCL buffers; :data:`workloads.step.RUNTIME_SOURCES`).
 """
 
 from __future__ import annotations

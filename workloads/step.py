@@ -4,11 +4,13 @@ One step of a pipeline stage is, per micro-batch, the forward and backward of
 its layers (:func:`workloads.compute.layer_times`) plus the communication on
 the critical path:
 
-* **TP** (inside the HBD): per layer 2 all-reduces forward and 2 backward of
-  the ``b s/cp h`` activation, or with sequence parallelism 2 all-gathers and
-  2 reduce-scatters each way; repeated by full recomputation.  All TP groups
-  of the job communicate at once.  Exposed (Megatron runs them on the
-  compute stream).
+* **TP** (inside the HBD): per layer 2 all-reduces of the ``b s/cp h``
+  activation forward, or with sequence parallelism 2 all-gathers and 2
+  reduce-scatters, exposed (Megatron runs them on the compute stream) and
+  repeated by full recomputation.  Backward (``Runtime.tp_overlap_backward``):
+  the input-gradient all-reduce, or SP's re-gather and reduce-scatter, overlap
+  the column-parallel weight-gradient GEMMs; SP's all-gather of the output
+  gradient stays exposed.  All TP groups of the job communicate at once.
 * **CP**: ``cp - 1`` ring exchanges of the K/V chunk per layer forward (twice
   the bytes backward: K/V and their gradients), overlapped with the core
   attention; only the excess is exposed.
@@ -16,11 +18,12 @@ the critical path:
   under full recomputation); all EP groups at once; exposed.
 * **PP**: a send/recv of the ``b s/cp h / tp`` activation shard per stage
   boundary per micro-batch (per virtual chunk when interleaved), forward and
-  backward, all boundaries at once; exposed.  The pipeline takes
-  ``m * max_stage(f + b) + (p - 1)/v * mean_stage(f + b)``: the slowest stage
-  (the first holds the embedding, the last the output layer) sets the pace and
-  the fill/drain is the bubble, ``(p-1)/(v m)`` of the ideal for equal stages
-  (FIGURES, Narayanan et al. 2021).
+  backward, all boundaries at once; exposed.  Stages may hold different layer
+  counts (:func:`workloads.parallelism.layer_split`; the first holds the
+  embedding, the last the output layer).  The pipeline takes
+  ``m * max_i t_i + sum_{i != slowest} t_i / v`` (:meth:`StepModel.pipeline_time`):
+  the slowest stage sets the pace and fill/drain passes every other stage
+  once, ``(p-1)/(v m)`` of the ideal for equal stages (FIGURES, Narayanan et al. 2021).
 * **DP** (over the DCN): gradient reduce-scatter + parameter all-gather with
   the distributed optimizer (all-reduce without), all DP groups of all stages
   at once, in the gradient dtype.  With ``overlap_grad_reduce`` (Megatron-Core)
