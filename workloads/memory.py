@@ -291,7 +291,11 @@ def memory_per_gpu(model: ModelSpec, par: Parallelism, hbm_bytes: float, *, flas
         # activations per layer of this stage (an MoE stage mixes kinds: use their mean)
         per_layer = (n_dense * stored[False] + (n_moe * stored[True] if n_moe else 0.0)) / max(n_dense + n_moe, 1)
         chunks = [counts[c * par.pp + st] for c in range(par.interleave)]
-        acts = per_layer * peak_held_layers(par, st, chunks)
+        if len(set(chunks)) == 1:  # equal chunks: the closed form (same as the schedule count, tested)
+            held = inflight_microbatches(par, st) * sum(chunks)
+        else:
+            held = peak_held_layers(par, st, chunks)
+        acts = per_layer * held
         other = 0.0
         if par.recompute != "none" and (n_dense or n_moe):
             # the layer being recomputed holds its full working set during backward

@@ -14,6 +14,7 @@ is about (``--tp``, ``--pp``, ...), with the numbers and what is allowed.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -146,6 +147,11 @@ def _spread(total: int, n: int) -> list[int]:
     return counts
 
 
+@functools.lru_cache(maxsize=8192)
+def _layer_split(model: ModelSpec, par: Parallelism) -> tuple[int, ...]:
+    return tuple(_compute_layer_split(model, par))
+
+
 def layer_split(model: ModelSpec, par: Parallelism) -> list[int]:
     """Transformer layers of every virtual pipeline stage, in pipeline order.
 
@@ -162,11 +168,18 @@ def layer_split(model: ModelSpec, par: Parallelism) -> list[int]:
       and the output layer) get one layer fewer first (Llama 3 405B: 126
       layers on 16 stages as 7, 8 x 14, 7; arXiv 2407.21783 Sec. 3.3.2).
 
+    Cached: the memory and step models ask for it per stage and per candidate.
+
     Raises
     ------
     FabricError
         If the numbers cannot be met (naming the flag).
     """
+    return list(_layer_split(model, par))
+
+
+def _compute_layer_split(model: ModelSpec, par: Parallelism) -> list[int]:
+    """The split itself (rules in :func:`layer_split`)."""
     n, L = par.pp * par.interleave, model.layers
     first, last = par.first_stage_layers, par.last_stage_layers
     for flag, v in (("--first-stage-layers", first), ("--last-stage-layers", last)):
