@@ -6,7 +6,10 @@ the input embedding and the last the output layer) at ``param_bytes`` +
 ``grad_bytes`` + ``optimizer_bytes`` per parameter, sharded over the
 data-parallel group by ZeRO stage (``Parallelism.zero``: 1 = Megatron's
 distributed optimizer shards the optimizer states, 2 also the gradients,
-3 / FSDP also the weights; Rajbhandari et al. 2020).
+3 / FSDP also the weights; Rajbhandari et al. 2020).  ZeRO-1 is Megatron's
+distributed optimizer, ``6 + 12/d`` bytes per parameter with bf16 weights and
+fp32 main gradients (Megatron-LM docs, distrib_optimizer.md): the gradient
+buffer stays whole.
 
 Activation memory follows Korthikanti et al. 2022 (arXiv 2205.05198), whose
 GPT layer stores ``s b h (34 + 5 a s / h)`` bytes without parallelism; here
