@@ -20,7 +20,7 @@ Metrics reuse the same functions as the single commands (``cost`` calls
 ``faults`` calls :func:`solvers.allocation.faults_summary`), so a study row and
 ``fabric cost ... --json`` agree to the last bit; ``orchestrator``, ``mfu`` and
 ``rl`` call :func:`solvers.orchestrator.orchestrate_summary`,
-:func:`cli.mfu.mfu_summary` and :func:`cli.rl.rl_point`.  Lists and wall-clock
+:func:`workloads.mfu.mfu_summary` and :func:`cli.rl.rl_point`.  Lists and wall-clock
 fields (``*_seconds``, the search's ``seconds``) of their JSON are left out of
 rows, so rows stay deterministic apart from :data:`TIMING_COLUMNS`.
 
@@ -40,7 +40,6 @@ from typing import Any, Callable
 import fabric
 from cli.build import build_summary
 from cli.cost import cost_summary
-from cli.mfu import mfu_summary
 from cli.orchestrate import parse_dp
 from cli.point import DesignPoint
 from cli.rl import rl_point
@@ -52,6 +51,7 @@ from fabric.model import Fabric
 from fabric.trace import MAPPINGS
 from solvers.allocation.summary import DEFAULT_SAMPLES, faults_summary
 from topologies import build
+from workloads.mfu import mfu_summary
 
 SCHEMA_VERSION = 1
 """Version of the row layout; bump when columns change meaning (readers refuse newer rows)."""

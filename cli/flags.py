@@ -21,6 +21,7 @@ RENAMED: dict[str, str] = {
     "reconfiguration_time": "--reconfig-time",
     "fault_ratios": "--fault",
     "path": "--out",
+    "zero_stage": "--zero",
 }
 """Parameters whose flag is not ``--`` + the parameter's name with dashes."""
 

@@ -11,7 +11,7 @@ communication per dimension, or the pipeline bubble.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
@@ -19,123 +19,7 @@ from cli.common import (CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT
                         parse_versus)
 from fabric.catalog import Catalog, load_catalog
 from fabric.errors import FabricError
-
-RUNTIMES = ("megatron-core", "megatron-2021")
-# Tokens per step when --global-batch is not given (assumed: Llama 3 405B began pre-training at 4M tokens
-# per step, arXiv 2407.21783 Sec. 3.4; GPT-3 175B used 3.2M).
-DEFAULT_TOKENS_PER_STEP = 4 * 2**20
-
-
-def default_global_batch(seq_len: int) -> int:
-    """Sequences per step when none is given: about 4 Mi tokens (assumed, see DEFAULT_TOKENS_PER_STEP)."""
-    return max(1, round(DEFAULT_TOKENS_PER_STEP / seq_len))
-
-
-def _runtime(name: str, fp8: bool):
-    from workloads.step import MEGATRON_2021, MEGATRON_CORE
-
-    if name not in RUNTIMES:
-        raise FabricError("--runtime", f"{name!r} not allowed; use one of {', '.join(RUNTIMES)}")
-    rt = MEGATRON_CORE if name == "megatron-core" else MEGATRON_2021
-    if fp8:
-        from dataclasses import replace
-
-        rt = replace(rt, fp8=True)
-    return rt
-
-
-def _backend(name: str):
-    from workloads.comm import analytic_comm_time, simulator_backend
-
-    if name == "analytic":
-        return analytic_comm_time
-    if name == "sim":
-        be = simulator_backend()
-        if be is None:
-            raise FabricError("--comm", "the flow simulator (fabric.sim) is not available; use --comm analytic")
-        return be
-    raise FabricError("--comm", f"{name!r} not allowed; use sim or analytic")
-
-
-def default_dp(sm, par_kwargs: dict, global_batch: int) -> int:
-    """The largest DP size that the usable GPUs allow and that divides the global batch."""
-    from workloads.parallelism import Parallelism, validate
-    from workloads.placement import usable_gpus
-
-    tp, cp, pp, mb = (par_kwargs[k] for k in ("tp", "cp", "pp", "micro_batch"))
-    if tp < 1 or cp < 1 or pp < 1 or mb < 1:
-        return 1
-    # the model and HBD rules first, so that their message (not "no dp fits") reaches the user
-    validate(sm.model, Parallelism(**{**par_kwargs, "dp": 1, "global_batch": mb}), sm.fabric.hbd)
-    most = usable_gpus(sm.fabric, tp) // (tp * cp * pp)
-    for d in range(most, 0, -1):
-        if global_batch % (d * mb) == 0:
-            return d
-    flag = "--tp" if most == 0 else "--global-batch"
-    raise FabricError(flag, f"no data-parallel size fits: tp x cp x pp = {tp * cp * pp} on {sm.fabric.n_gpus} GPUs "
-                            f"with global batch {global_batch} and micro-batch {mb}")
-
-
-def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: bool = True,
-                global_batch: Optional[int] = None, seq_len: Optional[int] = None, runtime: str = "megatron-core",
-                comm: str = "sim", confirm: int = 3, fp8: bool = False, **fixed: Any) -> dict:
-    """The JSON object of `fabric mfu` for a built Fabric (also the sweep metric).
-
-    Parameters
-    ----------
-    fabric : Fabric
-    model : str, Path or ModelSpec
-        Preset name or model file.
-    search : bool
-        Search the best configuration (``fixed`` pins dimensions); else
-        evaluate the configuration ``fixed`` describes (unset: tp = pp = cp =
-        ep = micro_batch = 1, the largest fitting dp).
-    global_batch, seq_len : int, optional
-    runtime : {'megatron-core', 'megatron-2021'}
-    comm : {'sim', 'analytic'}
-    confirm : int
-        Search: candidates re-timed by the simulator.
-    fixed : dict
-        ``tp, pp, dp, ep, cp, micro_batch, interleave, recompute, sequence_parallel``.
-
-    Raises
-    ------
-    FabricError
-        Bad input, or (without search) a configuration that does not fit in memory.
-    """
-    from workloads.models import load_model
-    from workloads.parallelism import Parallelism
-    from workloads.search import search as run_search
-    from workloads.step import StepModel, check_fit
-
-    spec = load_model(model)
-    if seq_len is not None:
-        spec = spec.with_seq_len(seq_len)
-    B = global_batch if global_batch is not None else default_global_batch(spec.seq_len)
-    if isinstance(B, bool) or not isinstance(B, int) or B < 1:
-        raise FabricError("--global-batch", f"{B!r} must be a whole number >= 1")
-    sm = StepModel(fabric, spec, catalog=catalog or load_catalog(), runtime=_runtime(runtime, fp8),
-                   backend=_backend(comm))
-    head = {"architecture": fabric.architecture, "params": fabric.params, "gpus": fabric.n_gpus, "gpu": sm.gpu.item,
-            "model_spec": spec.to_dict(), "model_params_billion": spec.params() / 1e9,
-            "active_params_billion": spec.active_params() / 1e9, "global_batch": B, "runtime": sm.runtime.name,
-            "gemm_model": sm.gemm.to_dict(), "comm_backend": sm.backend_name}
-    if search:
-        res = run_search(sm, B, fixed=fixed, confirm=confirm)
-        if res.best is None:
-            raise FabricError("--model", f"no configuration of {spec.name} fits in {sm.gpu.hbm_bytes / 1e9:.0f} GB on "
-                                         f"{fabric.n_gpus} GPUs ({res.oom} candidates out of memory)")
-        return {**head, **res.best.to_dict(), "search": res.to_dict()}
-    kw = {"tp": 1, "pp": 1, "ep": 1, "cp": 1, "micro_batch": 1, "interleave": 1, "recompute": "none"}
-    kw.update({k: v for k, v in fixed.items() if v is not None})
-    kw.setdefault("sequence_parallel", kw["tp"] > 1)
-    if kw.get("dp") is None:
-        kw["dp"] = default_dp(sm, kw, B)
-    par = Parallelism(global_batch=B, **kw)
-    result = sm.evaluate(par)
-    check_fit(result)
-    return {**head, **result.to_dict()}
-
+from workloads.mfu import mfu_summary
 
 # The seeds' comparison: the same B200-class GPU (bf16 2.25 PFLOP/s, 180 GB, 400G NIC) behind three HBDs.
 SEED_ARCHITECTURES = [
@@ -209,8 +93,18 @@ def mfu_command(
     interleave: Optional[int] = typer.Option(None, "--interleave", help="virtual pipeline chunks per stage (v)"),
     do_search: bool = typer.Option(False, "--search", help="search the best configuration (flags given pin theirs)"),
     confirm: int = typer.Option(3, "--confirm", help="--search: candidates re-timed with the simulator"),
-    runtime: str = typer.Option("megatron-core", "--runtime", help="megatron-core | megatron-2021"),
-    fp8: bool = typer.Option(False, "--fp8", help="weight GEMMs at the fp8 peak"),
+    runtime: str = typer.Option("megatron-core", "--runtime",
+                                help="megatron-core | megatron-2021 (unfused attention, fp16 gradients, no overlaps, "
+                                     "no distributed optimizer)"),
+    fp8: bool = typer.Option(False, "--fp8", help="weight GEMMs at the fp8 peak (MFU then relative to the fp8 peak)"),
+    flops_convention: str = typer.Option("causal", "--flops-convention",
+                                         help="attention FLOPs in MFU: causal (lower triangle) | full (PaLM/Megatron)"),
+    zero: Optional[int] = typer.Option(None, "--zero", help="ZeRO stage 0-3 (3 = FSDP); default: the runtime's "
+                                                           "distributed optimizer (ZeRO-1) or none"),
+    first_stage_layers: Optional[int] = typer.Option(None, "--first-stage-layers",
+                                                     help="layers on the first pipeline stage (default: spread)"),
+    last_stage_layers: Optional[int] = typer.Option(None, "--last-stage-layers",
+                                                    help="layers on the last pipeline stage (default: spread)"),
     comm: str = typer.Option("sim", "--comm", help="collective timing: sim (flow simulator) | analytic (fallback)"),
     comm_cache: Optional[Path] = typer.Option(None, "--comm-cache", help="JSON file of cached collective fits "
                                                                          "(read if present, written after)"),
@@ -219,7 +113,18 @@ def mfu_command(
     catalog: Optional[Path] = CATALOG_OPT,
     as_json: bool = JSON_OPT,
 ) -> None:
-    """Step time, MFU, TFLOP/s and memory per GPU of a model, with the time breakdown."""
+    """Step time, MFU, TFLOP/s and memory per GPU of a model, with the time breakdown.
+
+    Conventions: MFU = model FLOPs (forward + backward, no recomputation) per
+    second per GPU over the dense peak of the precision in use (bf16; fp8 with
+    --fp8), never above 100 %; HFU adds the recomputation the runtime executes.
+    Attention FLOPs: --flops-convention causal (default: the lower triangle, as
+    causal models and flash attention run) or full (PaLM / Megatron formula
+    72 B s l h^2 (1 + s/6h + V/12lh)).  model_tflops_per_gpu and
+    hardware_tflops_per_gpu are the two numerators per GPU; the JSON states
+    the conventions under "conventions".  Layer counts that --pp does not
+    divide are split with the first and last stages one layer lighter.
+    """
     from workloads import comm as comm_mod
 
     cat = load_catalog(catalog)
@@ -231,11 +136,12 @@ def mfu_command(
         except (ValueError, KeyError, TypeError):
             raise FabricError("--comm-cache", f"{comm_cache.name} is not a cache written by fabric mfu") from None
     fixed = {"tp": tp, "pp": pp, "dp": dp, "ep": ep, "cp": cp, "micro_batch": micro_batch, "interleave": interleave,
-             "recompute": recompute, "sequence_parallel": sequence_parallel}
+             "recompute": recompute, "sequence_parallel": sequence_parallel, "zero_stage": zero,
+             "first_stage_layers": first_stage_layers, "last_stage_layers": last_stage_layers}
     if recompute is not None and recompute not in ("none", "selective", "full"):
         raise FabricError("--recompute", f"{recompute!r} not allowed; use none, selective or full")
     opts = dict(catalog=cat, search=do_search, global_batch=global_batch, seq_len=seq_len, runtime=runtime,
-                comm=comm, confirm=confirm, fp8=fp8, **fixed)
+                comm=comm, confirm=confirm, fp8=fp8, flops_convention=flops_convention, **fixed)
     fab = build_fabric(arch, gpus, param, cat, topology)
     data = mfu_summary(fab, model, **opts)
     if versus:
@@ -271,7 +177,9 @@ def _print(data: dict) -> None:
         ("MFU", lambda d: f"{100 * d['mfu']:.1f} %"),
         ("MFU over all GPUs", lambda d: f"{100 * d['cluster_mfu']:.1f} %"),
         ("HFU", lambda d: f"{100 * d['hfu']:.1f} %"),
-        ("TFLOP/s per GPU (hardware)", lambda d: f"{d['tflops_per_gpu']:.1f}"),
+        ("TFLOP/s per GPU (model)", lambda d: f"{d['model_tflops_per_gpu']:.1f}"),
+        ("TFLOP/s per GPU (hardware)", lambda d: f"{d['hardware_tflops_per_gpu']:.1f}"),
+        ("pipeline stages (layers)", lambda d: _stages(d["stage_layers"])),
         ("tokens/s", lambda d: f"{d['tokens_per_s']:,.0f}"),
         ("memory per GPU", lambda d: f"{d['memory_gb_per_gpu']:.1f} GB of {d['memory']['hbm_gb']:.0f}"),
     ]
@@ -293,6 +201,21 @@ def _print(data: dict) -> None:
             con.print(f"{d['architecture']}: searched {s['considered']:,} configurations ({s['invalid']:,} invalid, "
                       f"{s['oom']:,} out of memory) in {s['seconds']:.1f} s; {s['notes'][0] if s['notes'] else ''}")
     con.print(f"collectives timed by: {data['comm_backend']}; GEMM model: {data['gemm_model']['source']}")
+    con.print(f"MFU over the dense {data['precision']} peak ({data['peak_tflops_per_gpu']:.0f} TFLOP/s); attention "
+              f"FLOPs: {data['conventions']['attention_flops']}; attention kernel: {data['attention_kernel']}")
+
+
+def _stages(layers: list[int]) -> str:
+    """``7, 8 x 14, 7`` for a list of layer counts."""
+    out: list[str] = []
+    i = 0
+    while i < len(layers):
+        j = i
+        while j < len(layers) and layers[j] == layers[i]:
+            j += 1
+        out.append(f"{layers[i]}" if j - i == 1 else f"{layers[i]} x {j - i}")
+        i = j
+    return ", ".join(out)
 
 
 def register(app: typer.Typer) -> None:

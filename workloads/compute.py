@@ -18,13 +18,17 @@ weight gradient: the same three dimensions permuted) take exactly twice the
 forward time, as their FLOPs do.
 
 Calibration (see :data:`DEFAULT_GEMM` and ``workloads.validation``): ``eta_max``
-and ``d0`` are fitted by least squares on the relative error of achieved
-TFLOP/s of three *calibration rows* of the Megatron weak-scaling table
-(FIGURES: ``narayanan2021-table1.csv`` rows 1.7B, 39B and 530B: small, middle
-and large models) and judged on the other seven, which are not used; a
-leave-one-out cross-validation over all ten rows is reported as well.  The
-efficiency is the same for every GPU (a calibration on A100, assumed to carry
-over to H100/B200: an assumption, not a measurement).
+and ``d0`` are fitted by least squares on the relative iteration-time error of
+three *calibration rows* of Korthikanti et al. 2022 (22B, 175B and 1T: small,
+middle and large models) and judged on every other row of every set, which
+are not used.  The efficiency is the same for every GPU (a calibration on
+A100, assumed to carry over to H100/B200: an assumption, not a measurement).
+
+Per operator: weight GEMMs by their shape (above); attention either as one
+flash kernel (causal blocks skipped) or as explicit score/context batched
+GEMMs plus the memory-bound scale-mask-softmax and dropout kernels over the
+``s x s`` scores; norms, activations, residual adds and the optimizer step by
+the bytes they move.
 
 Memory-bound kernels
 --------------------
@@ -85,12 +89,14 @@ class GemmEfficiency:
                 "source": self.source}
 
 
-# Fitted by workloads.validation.Validator.calibrate() on rows 1.7B, 39B, 530B of narayanan2021-table1.csv
-# (DGX A100, Megatron-LM 2021 runtime, collectives timed by fabric.sim); the other seven rows are held out.
+# Fitted by workloads.validation.Validator.calibrate() on rows 22B selective+SP, 175B full and 1T selective+SP of
+# korthikanti2022-table.csv (DGX A100, default runtime, collectives timed by fabric.sim); every other row of every
+# set is held out.  eta_max sits at its bound (validation.ETA_MAX_BOUND): d0 carries the size dependence.
 DEFAULT_GEMM = GemmEfficiency(
-    eta_max=0.7321, d0=118.8, mem_efficiency=0.85,
-    source="calibrated: least squares on rows 1.7B, 39B, 530B of narayanan2021-table1.csv (FIGURES), "
-           "7 rows held out; mem_efficiency assumed",
+    eta_max=0.95, d0=356.7, mem_efficiency=0.85,
+    source="calibrated: least squares on rows 22B selective+SP, 175B full, 1T selective+SP of "
+           "korthikanti2022-table.csv (Korthikanti et al. 2022, DGX A100); other rows and sets held out; "
+           "eta_max at its bound 0.95 (assumed); mem_efficiency assumed",
 )
 
 
@@ -135,6 +141,10 @@ class LayerTimes:
     attn_fwd, attn_bwd : float
         The core-attention part of ``fwd`` / ``bwd`` (what context-parallel
         ring exchanges overlap with).
+    wgrad_column : float
+        Backward weight-gradient GEMMs of the column-parallel layers (QKV and
+        MLP up-projections), what Megatron overlaps the backward TP
+        collectives with.
     """
 
     fwd: float
@@ -142,6 +152,7 @@ class LayerTimes:
     recompute: float
     attn_fwd: float
     attn_bwd: float
+    wgrad_column: float = 0.0
 
 
 def layer_times(model, par, moe: bool, gpu: GpuSpec, gemm: GemmEfficiency, *, flash: bool,
@@ -171,7 +182,7 @@ def layer_times(model, par, moe: bool, gpu: GpuSpec, gemm: GemmEfficiency, *, fl
     Tn = T / t if par.sequence_parallel else T
     drop = 1.0 if model.dropout > 0 else 0.0
     gemms = layer_gemms(model, b, moe=moe, tp=t, cp=par.cp, ep=par.ep)
-    w_fwd = attn_fwd = 0.0
+    w_fwd = attn_fwd = column = 0.0
     for g in gemms:
         if g.name in ("scores", "context"):
             if flash:
@@ -180,7 +191,10 @@ def layer_times(model, par, moe: bool, gpu: GpuSpec, gemm: GemmEfficiency, *, fl
             else:
                 attn_fwd += gemm.gemm_time(g, peak16, bw)
         else:
-            w_fwd += gemm.gemm_time(g, peak_w, bw, dtype_bytes=1.0 if fp8 else 2.0)
+            t_g = gemm.gemm_time(g, peak_w, bw, dtype_bytes=1.0 if fp8 else 2.0)
+            w_fwd += t_g
+            if g.tp_split and (g.name in ("qkv", "q", "q_up", "kv_up") or g.name.endswith("_up")):
+                column += t_g  # its weight gradient takes as long as its forward
     attn_bwd = 2.5 * attn_fwd if flash else 2.0 * attn_fwd
     # memory-bound kernels: bytes moved (2-byte activations, 1-byte dropout masks)
     mult_f = 6.0 if model.swiglu else 4.0   # activation forward: read 2 (or 4) + write 2 per output element
@@ -214,7 +228,7 @@ def layer_times(model, par, moe: bool, gpu: GpuSpec, gemm: GemmEfficiency, *, fl
         rec = attn_fwd  # the core attention (flash attention recomputes it inside its backward anyway)
     else:
         rec = 0.0
-    return LayerTimes(fwd, bwd, rec, attn_fwd, attn_bwd)
+    return LayerTimes(fwd, bwd, rec, attn_fwd, attn_bwd, column)
 
 
 def logits_times(model, par, gpu: GpuSpec, gemm: GemmEfficiency, *, fp8: bool = False) -> tuple[float, float]:

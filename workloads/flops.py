@@ -15,9 +15,16 @@ For GQA, SwiGLU, MLA and MoE the same per-layer counting applies: K/V
 projections are ``g/a`` of the query projection, a gated MLP has three
 matrices, an MoE layer counts the router, ``top_k`` routed experts and the
 shared experts per token.  Conventions, as in the formulas above: a multiply-add
-is 2 FLOPs; the attention score and context products count the full s x s
-square (no causal halving); the backward pass is twice the forward; element-wise
-work (norms, softmax, activations) is not counted.
+is 2 FLOPs; the backward pass is twice the forward; element-wise work (norms,
+softmax, activations) is not counted.
+
+Attention convention (``convention``): ``"full"`` counts the score and context
+products over the full s x s square, as the PaLM (Chowdhery et al. 2022, App. B)
+and Megatron (Narayanan 2021, Korthikanti 2022) formulas above do; ``"causal"``
+counts the lower triangle only (half), which is what a causal model needs and
+what a flash-attention kernel executes, and how long-context MFU is reported
+in practice (Llama 3, arXiv 2407.21783 Table 4: MFU falls from 8K to 131K).
+The closed forms above are the ``"full"`` convention.
 """
 
 from __future__ import annotations
@@ -142,8 +149,23 @@ def core_attention_flops(model: ModelSpec, b: int, *, tp: int = 1, cp: int = 1) 
     return float(sum(g.flops for g in attention_gemms(model, b, tp=tp, cp=cp) if g.name in ("scores", "context")))
 
 
-def model_flops(model: ModelSpec, global_batch: int) -> float:
+CONVENTIONS = ("causal", "full")
+
+
+def _layer_forward_flops(model: ModelSpec, moe: bool, convention: str) -> float:
+    """Forward FLOPs of one layer for one sequence under the attention ``convention``."""
+    if convention not in CONVENTIONS:
+        raise ValueError(f"convention {convention!r} not allowed; use one of {', '.join(CONVENTIONS)}")
+    gemms = layer_gemms(model, 1, moe=moe)
+    half = 0.5 if convention == "causal" else 1.0
+    return float(sum(g.flops * (half if g.name in ("scores", "context") else 1.0) for g in gemms))
+
+
+def model_flops(model: ModelSpec, global_batch: int, convention: str = "full") -> float:
     """Model FLOPs of one training step (forward + backward, no recomputation).
+
+    ``convention``: ``"full"`` (PaLM/Megatron, the default here for the
+    closed forms) or ``"causal"`` (module docstring).
 
     Examples
     --------
@@ -152,13 +174,13 @@ def model_flops(model: ModelSpec, global_batch: int) -> float:
     >>> abs(model_flops(m, 1536) / gpt_model_flops(1536, 2048, 96, 12288, 51200) - 1) < 1e-12
     True
     """
-    dense = forward_flops(layer_gemms(model, 1, moe=False))
-    moe = forward_flops(layer_gemms(model, 1, moe=True)) if model.is_moe else 0.0
+    dense = _layer_forward_flops(model, False, convention)
+    moe = _layer_forward_flops(model, True, convention) if model.is_moe else 0.0
     per_seq = (model.layers - model.moe_layers) * dense + model.moe_layers * moe + logits_gemm(model, 1).flops
     return 3.0 * global_batch * per_seq
 
 
-def recompute_flops(model: ModelSpec, global_batch: int, recompute: str) -> float:
+def recompute_flops(model: ModelSpec, global_batch: int, recompute: str, convention: str = "full") -> float:
     """Extra forward FLOPs of activation recomputation in one step.
 
     ``full`` recomputes every layer's forward (not the output layer);
@@ -166,16 +188,17 @@ def recompute_flops(model: ModelSpec, global_batch: int, recompute: str) -> floa
     """
     if recompute == "none":
         return 0.0
+    half = 0.5 if convention == "causal" else 1.0
     if recompute == "selective":
-        return global_batch * model.layers * core_attention_flops(model, 1)
-    dense = forward_flops(layer_gemms(model, 1, moe=False))
-    moe = forward_flops(layer_gemms(model, 1, moe=True)) if model.is_moe else 0.0
+        return global_batch * model.layers * core_attention_flops(model, 1) * half
+    dense = _layer_forward_flops(model, False, convention)
+    moe = _layer_forward_flops(model, True, convention) if model.is_moe else 0.0
     return global_batch * ((model.layers - model.moe_layers) * dense + model.moe_layers * moe)
 
 
-def hardware_flops(model: ModelSpec, global_batch: int, recompute: str) -> float:
-    """FLOPs the GPUs execute in one step: model FLOPs plus recomputation."""
-    return model_flops(model, global_batch) + recompute_flops(model, global_batch, recompute)
+def hardware_flops(model: ModelSpec, global_batch: int, recompute: str, convention: str = "full") -> float:
+    """FLOPs the GPUs execute in one step: model FLOPs plus recomputation (``recompute`` as executed)."""
+    return model_flops(model, global_batch, convention) + recompute_flops(model, global_batch, recompute, convention)
 
 
 def gpt_model_flops(B: int, s: int, l: int, h: int, V: int) -> float:

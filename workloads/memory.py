@@ -1,10 +1,15 @@
-"""Peak HBM use per GPU: weights, gradients, optimizer states, activations.
+"""Peak HBM use per GPU: weights, gradients, optimizer states, activations, allowance.
 
 Static memory counts the parameters a GPU holds (its pipeline stage; TP
 splits attention and dense MLPs; EP splits experts; the first stage holds
 the input embedding and the last the output layer) at ``param_bytes`` +
-``grad_bytes`` + ``optimizer_bytes`` per parameter, the optimizer part divided
-by the data-parallel group with the distributed optimizer (ZeRO-1).
+``grad_bytes`` + ``optimizer_bytes`` per parameter, sharded over the
+data-parallel group by ZeRO stage (``Parallelism.zero``: 1 = Megatron's
+distributed optimizer shards the optimizer states, 2 also the gradients,
+3 / FSDP also the weights; Rajbhandari et al. 2020).  ZeRO-1 is Megatron's
+distributed optimizer, ``6 + 12/d`` bytes per parameter with bf16 weights and
+fp32 main gradients (Megatron-LM docs, distrib_optimizer.md): the gradient
+buffer stays whole.
 
 Activation memory follows Korthikanti et al. 2022 (arXiv 2205.05198), whose
 GPT layer stores ``s b h (34 + 5 a s / h)`` bytes without parallelism; here
@@ -13,17 +18,24 @@ attention and missing dropout change the count correctly, and so that TP
 without sequence parallelism keeps ``10 s b h`` replicated (their eq. 2),
 SP divides everything by ``t`` (eq. 4), selective recomputation drops the
 ``s^2`` terms and full recomputation keeps only each layer's input.
-The first pipeline stage holds ``min(p, m)`` micro-batches in flight under
-1F1B, ``(1 + (p-1)/(p v))`` times that when interleaved (Korthikanti et al.,
-Sec. 4.2.3); one layer's full activations are live during its backward.
+Each stage holds the micro-batches Megatron's schedule keeps in flight,
+counted chunk by chunk (:func:`peak_held_layers`): ``min(p - i, m)`` under
+1F1B, ``p (1 + (p-1)/(p v))`` on the first stage when interleaved
+(Korthikanti et al., Sec. 4.2.3); one layer's full activations are live
+during its backward with recomputation; the last stage adds the logits.
+Every stage is counted and the largest reported.  Capacity is the HBM minus
+the runtime's allowance (fragmentation fraction + fixed bytes for the CUDA
+context and NCCL buffers; :data:`workloads.step.RUNTIME_SOURCES`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from workloads.models import ModelSpec
-from workloads.parallelism import Parallelism
+from workloads.parallelism import Parallelism, layer_split
 
 GB = 1e9
 
@@ -120,12 +132,15 @@ def stage_params(model: ModelSpec, par: Parallelism, stage: int) -> tuple[float,
 
 
 def stage_layers(model: ModelSpec, par: Parallelism, stage: int) -> list[int]:
-    """Layer indices held by ``stage`` (its ``interleave`` chunks)."""
-    chunk = model.layers // (par.pp * par.interleave)
+    """Layer indices held by ``stage`` (its ``interleave`` chunks; :func:`~workloads.parallelism.layer_split`)."""
+    counts = layer_split(model, par)
+    starts = [0]
+    for c in counts:
+        starts.append(starts[-1] + c)
     out: list[int] = []
     for c in range(par.interleave):
-        start = (c * par.pp + stage) * chunk
-        out.extend(range(start, start + chunk))
+        j = c * par.pp + stage
+        out.extend(range(starts[j], starts[j + 1]))
     return out
 
 
@@ -179,18 +194,72 @@ def layer_activation_bytes(model: ModelSpec, par: Parallelism, moe: bool, *, fla
 
 
 def inflight_microbatches(par: Parallelism, stage: int = 0) -> float:
-    """Micro-batches whose activations stage ``stage`` holds at its peak (1F1B / interleaved)."""
-    m = par.microbatches
-    n = min(par.pp - stage, m)
-    if par.interleave > 1:
-        n = min(par.pp, m) * (1 + (par.pp - 1) / (par.pp * par.interleave)) if stage == 0 else n
-    return float(n)
+    """Micro-batches of its layers that ``stage`` holds at its peak, for equal chunks (1F1B / interleaved).
+
+    1F1B: stage ``i`` runs ``p - i - 1`` warm-up forwards and holds one more
+    in the steady state: ``min(p - i, m)``.  Interleaved with ``v`` chunks:
+    ``2 (p - i - 1) + (v - 1) p + 1`` chunk micro-batches (Megatron-Core's
+    warm-up count), each ``1/v`` of the stage's layers; for stage 0 that is
+    ``p (1 + (p - 1)/(p v))`` (Korthikanti et al. 2022, Sec. 4.2.3).
+    :func:`peak_held_layers` counts unequal chunks exactly.
+    """
+    m, p, v = par.microbatches, par.pp, par.interleave
+    if v == 1:
+        return float(min(p - stage, m))
+    chunks = min(2 * (p - stage - 1) + (v - 1) * p + 1, m * v)
+    return chunks / v
+
+
+def peak_held_layers(par: Parallelism, stage: int, chunk_layers: list[int]) -> float:
+    """Peak number of (layer, micro-batch) activations ``stage`` holds under Megatron's schedule.
+
+    Forwards run chunk by chunk in groups of ``p`` micro-batches (chunk
+    ``(k // p) % v`` for the ``k``-th forward), backwards in the reverse chunk
+    order; after the warm-up forwards (:func:`inflight_microbatches`) every
+    forward is followed by one backward.  The peak is taken over the steady
+    state, so a chunk with fewer layers (the first and last, which hold the
+    embedding and the output layer) holds less, as in Llama 3's layout.
+    """
+    m, p, v = par.microbatches, par.pp, par.interleave
+    total = m * v
+    k = np.arange(total)
+    fwd_chunk = (k // p) % v if v > 1 else np.zeros(total, dtype=int)
+    bwd_chunk = v - 1 - fwd_chunk
+    layers = np.asarray(chunk_layers, dtype=float)
+    f = np.cumsum(layers[fwd_chunk])
+    b = np.concatenate([[0.0], np.cumsum(layers[bwd_chunk])])
+    warm = min(2 * (p - stage - 1) + (v - 1) * p + 1, total) if v > 1 else min(p - stage, total)
+    # after forward number warm-1+j (j >= 0) the first j backwards are done
+    j = np.arange(total - warm + 1)
+    return float(np.max(f[warm - 1 + j] - b[j]))
+
+
+def _sharded_states(par: Parallelism, dense: float, experts: float, param_bytes: float, grad_bytes: float,
+                    optimizer_bytes: float, layer_params_max: float) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer) bytes under ZeRO stage ``par.zero`` (DP-sharded parts divided).
+
+    ZeRO-1 / Megatron's distributed optimizer shards the fp32 master weights
+    and Adam moments; ZeRO-2 also the gradients; ZeRO-3 / FSDP also the bf16
+    weights, keeping two layers gathered (the one computing and the one
+    prefetched).  Dense weights are sharded over ``dp * cp``, expert weights
+    over the expert-data-parallel group.
+    """
+    zero = par.zero
+    sd = par.dp * par.cp
+    se = par.expert_dp
+
+    def part(level: int) -> float:
+        return dense / sd + experts / se if zero >= level else dense + experts
+
+    weights = param_bytes * part(3) + (2 * param_bytes * layer_params_max if zero >= 3 else 0.0)
+    grads = grad_bytes * part(2) + (grad_bytes * layer_params_max if zero >= 2 else 0.0)
+    return weights, grads, optimizer_bytes * part(1)
 
 
 def memory_per_gpu(model: ModelSpec, par: Parallelism, hbm_bytes: float, *, flash: bool = True,
                    param_bytes: float = 2.0, grad_bytes: float = 4.0, optimizer_bytes: float = 12.0,
-                   reserve_fraction: float = 0.1) -> MemoryReport:
-    """Peak memory of the most loaded pipeline stage.
+                   reserve_fraction: float = 0.1, reserve_bytes: float = 0.0) -> MemoryReport:
+    """Peak memory of the most loaded pipeline stage (every stage is counted; the largest is reported).
 
     Parameters
     ----------
@@ -200,33 +269,44 @@ def memory_per_gpu(model: ModelSpec, par: Parallelism, hbm_bytes: float, *, flas
         Flash attention (no stored ``s^2`` tensors).
     param_bytes, grad_bytes, optimizer_bytes : float
         Bytes per parameter: bf16 weights (2), fp32 main gradients (4; 2 for
-        fp16 gradients), fp32 master weights + Adam moments (12).
-    reserve_fraction : float
-        HBM kept back for the CUDA context, communication buffers and
-        allocator fragmentation (assumed 10 %).
+        fp16 gradients), fp32 master weights + Adam moments (12).  Sharded
+        over DP according to ``par.zero`` (ZeRO 1/2/3, FSDP = 3).
+    reserve_fraction, reserve_bytes : float
+        The allowance for allocator fragmentation (a fraction of HBM) and
+        for the CUDA context, NCCL buffers and framework workspaces (bytes):
+        capacity = ``hbm_bytes * (1 - reserve_fraction) - reserve_bytes``
+        (values and their sources: :data:`workloads.step.RUNTIME_SOURCES`).
     """
     best: MemoryReport | None = None
-    dense_shard = par.dp * par.cp if par.distributed_optimizer else 1
-    expert_shard = par.expert_dp if par.distributed_optimizer else 1
     kinds = [False, True] if model.is_moe else [False]
     stored = {moe: layer_activation_bytes(model, par, moe, flash=flash) for moe in kinds}
     working = {moe: layer_activation_bytes(model, par, moe, flash=flash, recompute="none") for moe in kinds}
-    for st in sorted({0, par.pp - 1}):
+    d0, _ = layer_params(model, par, moe=False)
+    d1, e1 = layer_params(model, par, moe=True) if model.is_moe else (0.0, 0.0)
+    layer_max = max(d0, d1 + e1)
+    capacity = hbm_bytes * (1 - reserve_fraction) - reserve_bytes
+    counts = layer_split(model, par)
+    for st in range(par.pp):
         dense, experts = stage_params(model, par, st)
-        n_params = dense + experts
-        opt = optimizer_bytes * (dense / dense_shard + experts / expert_shard)
+        weights, grads, opt = _sharded_states(par, dense, experts, param_bytes, grad_bytes, optimizer_bytes,
+                                              layer_max)
         n_dense, n_moe = stage_layer_counts(model, par, st)
-        per_mb = n_dense * stored[False] + (n_moe * stored[True] if n_moe else 0.0)
-        acts = per_mb * inflight_microbatches(par, st)
+        # activations per layer of this stage (an MoE stage mixes kinds: use their mean)
+        per_layer = (n_dense * stored[False] + (n_moe * stored[True] if n_moe else 0.0)) / max(n_dense + n_moe, 1)
+        chunks = [counts[c * par.pp + st] for c in range(par.interleave)]
+        if len(set(chunks)) == 1:  # equal chunks: the closed form (same as the schedule count, tested)
+            held = inflight_microbatches(par, st) * sum(chunks)
+        else:
+            held = peak_held_layers(par, st, chunks)
+        acts = per_layer * held
         other = 0.0
-        if par.recompute != "none":
+        if par.recompute != "none" and (n_dense or n_moe):
             # the layer being recomputed holds its full working set during backward
             other += max(working[moe] for moe, n in ((False, n_dense), (True, n_moe)) if n)
         if st == par.pp - 1:
             T = par.micro_batch * model.seq_len / par.cp
             other += 6.0 * T * model.vocab / par.tp  # bf16 logits + fp32 softmax for the loss, one micro-batch
-        rep = MemoryReport(param_bytes * n_params, grad_bytes * n_params, opt, acts, other,
-                           hbm_bytes * (1 - reserve_fraction), hbm_bytes, st)
+        rep = MemoryReport(weights, grads, opt, acts, other, capacity, hbm_bytes, st)
         if best is None or rep.total > best.total:
             best = rep
     assert best is not None

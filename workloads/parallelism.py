@@ -14,6 +14,7 @@ is about (``--tp``, ``--pp``, ...), with the numbers and what is allowed.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,19 @@ class Parallelism:
     distributed_optimizer : bool
         Shard optimizer states over the DP group (ZeRO-1, Megatron's
         distributed optimizer): reduce-scatter gradients, all-gather parameters.
+    zero_stage : int, optional
+        ZeRO stage 0-3 (3 = FSDP / fully sharded): what is sharded over the
+        DP group (1: optimizer states, 2: + gradients, 3: + parameters).
+        ``None`` (default) follows ``distributed_optimizer`` (1 if on, else 0).
+    first_stage_layers, last_stage_layers : int, optional
+        Transformer layers on the first / last pipeline stage (Megatron-Core
+        ``--decoder-first-pipeline-num-layers`` / ``--decoder-last-...``); the
+        rest are spread evenly over the middle stages.  ``None``: automatic
+        (:func:`workloads.memory.layer_split`).
+    account_for_embedding, account_for_loss : bool
+        Count the input embedding / the output layer and loss as one layer
+        when splitting (Megatron-Core ``--account-for-embedding-in-pipeline-split``
+        / ``--account-for-loss-in-pipeline-split``).
     """
 
     tp: int = 1
@@ -58,6 +72,18 @@ class Parallelism:
     sequence_parallel: bool = False
     recompute: str = "none"
     distributed_optimizer: bool = True
+    zero_stage: int | None = None
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
+    account_for_embedding: bool = False
+    account_for_loss: bool = False
+
+    @property
+    def zero(self) -> int:
+        """The effective ZeRO stage (0-3)."""
+        if self.zero_stage is not None:
+            return self.zero_stage
+        return 1 if self.distributed_optimizer else 0
 
     @property
     def world(self) -> int:
@@ -78,7 +104,13 @@ class Parallelism:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Plain fields; ``zero_stage`` as the effective stage, unset stage-layer counts left out."""
+        d = dataclasses.asdict(self)
+        d["zero_stage"] = self.zero
+        for k in ("first_stage_layers", "last_stage_layers"):
+            if d[k] is None:
+                del d[k]
+        return d
 
     def label(self) -> str:
         """Short text such as ``tp8 pp4 dp16 mb1 full``."""
@@ -95,6 +127,90 @@ class Parallelism:
             parts.append("sp")
         parts.append(self.recompute)
         return " ".join(parts)
+
+
+def _spread(total: int, n: int) -> list[int]:
+    """``total`` layers over ``n`` slots: ``ceil(total/n)`` each, the shortfall taken one layer at a time
+    from the outermost slots inwards (first, last, second, second-to-last, ...), where the embedding and
+    the output layer sit."""
+    if n <= 0:
+        return []
+    q = -(-total // n)
+    counts = [q] * n
+    order = [i for pair in zip(range(n), range(n - 1, -1, -1)) for i in pair]
+    seen: list[int] = []
+    for i in order:
+        if i not in seen:
+            seen.append(i)
+    for i in seen[: q * n - total]:
+        counts[i] -= 1
+    return counts
+
+
+@functools.lru_cache(maxsize=8192)
+def _layer_split(model: ModelSpec, par: Parallelism) -> tuple[int, ...]:
+    return tuple(_compute_layer_split(model, par))
+
+
+def layer_split(model: ModelSpec, par: Parallelism) -> list[int]:
+    """Transformer layers of every virtual pipeline stage, in pipeline order.
+
+    Virtual stage ``j = c * pp + s`` is chunk ``c`` of pipeline stage ``s``
+    (``interleave`` chunks per stage; without interleaving, the stages).
+    The rules, in Megatron-Core's terms:
+
+    * ``first_stage_layers`` / ``last_stage_layers`` given: the first / last
+      virtual stage holds that many, the rest spread over the others;
+    * ``account_for_embedding`` / ``account_for_loss``: the embedding / the
+      output layer and loss count as one layer of the first / last stage;
+    * otherwise layers are spread evenly; when ``pp * interleave`` does not
+      divide them, the first and last stages (which also hold the embedding
+      and the output layer) get one layer fewer first (Llama 3 405B: 126
+      layers on 16 stages as 7, 8 x 14, 7; arXiv 2407.21783 Sec. 3.3.2).
+
+    Cached: the memory and step models ask for it per stage and per candidate.
+
+    Raises
+    ------
+    FabricError
+        If the numbers cannot be met (naming the flag).
+    """
+    return list(_layer_split(model, par))
+
+
+def _compute_layer_split(model: ModelSpec, par: Parallelism) -> list[int]:
+    """The split itself (rules in :func:`layer_split`)."""
+    n, L = par.pp * par.interleave, model.layers
+    first, last = par.first_stage_layers, par.last_stage_layers
+    for flag, v in (("first_stage_layers", first), ("last_stage_layers", last)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            raise FabricError(flag, f"{v!r} must be a whole number >= 0")
+    if first is not None or last is not None:
+        if n == 1:
+            raise FabricError("first_stage_layers", "needs --pp > 1")
+        f, la = first, last
+        fixed = (f or 0) + (la or 0)
+        free = n - (f is not None) - (la is not None)
+        if fixed > L or (free == 0 and fixed != L) or (free > 0 and L - fixed < free):
+            raise FabricError("first_stage_layers", f"first/last stage layers {f}/{la} cannot be met with "
+                                                      f"{L} layers on {n} virtual stages")
+        mid = _spread(L - fixed, free)
+        counts = ([f] if f is not None else [mid.pop(0)]) + mid[: n - 2] + ([la] if la is not None else mid[n - 2:])
+        counts = counts[:n] if n > 1 else counts
+    else:
+        e, lo = int(par.account_for_embedding), int(par.account_for_loss)
+        counts = _spread(L + e + lo, n)
+        counts[0] -= e
+        counts[-1] -= lo
+    if min(counts) < 0 or len(counts) != n or sum(counts) != L:
+        raise FabricError("pp", f"{L} layers of {model.name} cannot be split over pp x interleave = {n} stages "
+                                  "with the options given")
+    per_stage = [sum(counts[c * par.pp + s] for c in range(par.interleave)) for s in range(par.pp)]
+    if min(per_stage) < 1:
+        flag = "interleave" if par.interleave > 1 else "pp"
+        raise FabricError(flag, f"{L} layers of {model.name} leave a pipeline stage empty with pp={par.pp}, "
+                                f"interleave={par.interleave}")
+    return counts
 
 
 def _divides(a: int, b: int) -> bool:
@@ -134,11 +250,9 @@ def validate(model: ModelSpec, par: Parallelism, hbd: HBDSpec | None = None, gpu
         raise FabricError("tp", f"{par.tp} does not divide kv_heads={model.kv_heads} of {name}")
     if not _divides(par.tp, model.ffn_hidden):
         raise FabricError("tp", f"{par.tp} does not divide ffn_hidden={model.ffn_hidden} of {name}")
-    if not _divides(par.pp * par.interleave, model.layers):
-        if par.interleave > 1:
-            raise FabricError("interleave", f"pp x interleave = {par.pp} x {par.interleave} does not divide "
-                                              f"layers={model.layers} of {name}")
-        raise FabricError("pp", f"{par.pp} does not divide layers={model.layers} of {name}")
+    if par.zero_stage is not None and (isinstance(par.zero_stage, bool) or par.zero_stage not in (0, 1, 2, 3)):
+        raise FabricError("zero_stage", f"{par.zero_stage!r} not allowed; use 0, 1, 2 or 3 (3 = FSDP)")
+    layer_split(model, par)  # raises on an impossible split
     if par.interleave > 1 and par.pp == 1:
         raise FabricError("interleave", f"{par.interleave} needs --pp > 1 (virtual stages interleave a pipeline)")
     if not _divides(par.cp, model.seq_len) or (par.cp > 1 and model.seq_len % (2 * par.cp)):

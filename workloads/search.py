@@ -6,8 +6,10 @@ The space (each dimension can be pinned by the caller):
   of a k-hop node); sequence parallelism on whenever ``tp > 1`` (it never
   costs time and saves memory);
 * ``cp``: 1, 2, 4, ... while ``2 cp`` divides the sequence and ``s / cp >= 1024``;
-* ``pp``: divisors of the layers; ``interleave`` 1, 2, 4 where it divides the
-  layers per stage and the micro-batch count;
+* ``pp``: divisors of the layers and powers of two up to 64 (uneven stages:
+  :func:`workloads.parallelism.layer_split`); ``interleave`` 1, 2, 4, 8 while
+  ``pp * v <= layers + 2`` (at most the first and last virtual stage empty)
+  and the micro-batch count is a multiple of ``pp``;
 * ``ep``: divisors of the experts that divide ``tp * cp * dp`` (MoE only);
 * ``dp``: the largest that fits the GPUs usable at this TP size and divides
   the global batch with the micro-batch (the global batch is fixed, so every
@@ -37,6 +39,11 @@ from workloads.comm import analytic_comm_time
 from workloads.parallelism import Parallelism, validate
 from workloads.placement import usable_gpus
 from workloads.step import StepModel, StepResult
+
+
+# Options that are not searched but passed through to every candidate when given.
+_LAYOUT_OPTIONS = ("distributed_optimizer", "zero_stage", "first_stage_layers", "last_stage_layers",
+                   "account_for_embedding", "account_for_loss")
 
 
 def _divisors(n: int) -> list[int]:
@@ -92,10 +99,12 @@ def candidates(sm: StepModel, global_batch: int, fixed: dict[str, Any] | None = 
     tps = pick("tp", [t for t in _divisors(m.heads) if t <= max_tp and (t % unit == 0 or unit % t == 0)])
     cps = pick("cp", [c for c in (1, 2, 4, 8, 16, 32) if m.seq_len % (2 * c) == 0 and m.seq_len // c >= 1024
                       or c == 1])
-    pps = pick("pp", _divisors(m.layers))
+    pps = pick("pp", sorted(set(_divisors(m.layers)) | {p for p in (2, 4, 8, 16, 32, 64) if p <= m.layers}))
     mbs = pick("micro_batch", (1, 2, 4, 8))
-    rcs = pick("recompute", ("none", "full") if sm.runtime.attention == "flash" else ("none", "selective", "full"))
+    rcs = pick("recompute", ("none", "full") if sm.flash else ("none", "selective", "full"))
     usable = {t: usable_gpus(fab, t) for t in tps}
+    extra = {k: fixed[k] for k in _LAYOUT_OPTIONS if k in fixed}
+    extra.setdefault("distributed_optimizer", True)
     for tp, cp, pp in itertools.product(tps, cps, pps):
         base = tp * cp * pp
         if base > usable[tp]:
@@ -109,14 +118,13 @@ def candidates(sm: StepModel, global_batch: int, fixed: dict[str, Any] | None = 
             if dp == 0:
                 continue
             nmb = global_batch // (dp * mb)
-            vs = pick("interleave", [v for v in (1, 2, 4) if m.layers % (pp * v) == 0 and
+            vs = pick("interleave", [v for v in (1, 2, 4, 8) if pp * v <= m.layers + 2 and
                                      (v == 1 or (pp > 1 and nmb % pp == 0))])
             eps = pick("ep", [e for e in _divisors(m.experts) if (tp * cp * dp) % e == 0] if m.is_moe else [1])
             sp_opts = [fixed["sequence_parallel"]] if "sequence_parallel" in fixed else [tp > 1]
             for v, ep, rc, sp in itertools.product(vs, eps, rcs, sp_opts):
                 yield Parallelism(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, micro_batch=mb, global_batch=global_batch,
-                                  interleave=v, sequence_parallel=sp, recompute=rc,
-                                  distributed_optimizer=fixed.get("distributed_optimizer", True))
+                                  interleave=v, sequence_parallel=sp, recompute=rc, **extra)
 
 
 def search(sm: StepModel, global_batch: int, *, fixed: dict[str, Any] | None = None, confirm: int = 3,

@@ -4,11 +4,13 @@ One step of a pipeline stage is, per micro-batch, the forward and backward of
 its layers (:func:`workloads.compute.layer_times`) plus the communication on
 the critical path:
 
-* **TP** (inside the HBD): per layer 2 all-reduces forward and 2 backward of
-  the ``b s/cp h`` activation, or with sequence parallelism 2 all-gathers and
-  2 reduce-scatters each way; repeated by full recomputation.  All TP groups
-  of the job communicate at once.  Exposed (Megatron runs them on the
-  compute stream).
+* **TP** (inside the HBD): per layer 2 all-reduces of the ``b s/cp h``
+  activation forward, or with sequence parallelism 2 all-gathers and 2
+  reduce-scatters, exposed (Megatron runs them on the compute stream) and
+  repeated by full recomputation.  Backward (``Runtime.tp_overlap_backward``):
+  the input-gradient all-reduce, or SP's re-gather and reduce-scatter, overlap
+  the column-parallel weight-gradient GEMMs; SP's all-gather of the output
+  gradient stays exposed.  All TP groups of the job communicate at once.
 * **CP**: ``cp - 1`` ring exchanges of the K/V chunk per layer forward (twice
   the bytes backward: K/V and their gradients), overlapped with the core
   attention; only the excess is exposed.
@@ -16,11 +18,12 @@ the critical path:
   under full recomputation); all EP groups at once; exposed.
 * **PP**: a send/recv of the ``b s/cp h / tp`` activation shard per stage
   boundary per micro-batch (per virtual chunk when interleaved), forward and
-  backward, all boundaries at once; exposed.  The pipeline takes
-  ``m * max_stage(f + b) + (p - 1)/v * mean_stage(f + b)``: the slowest stage
-  (the first holds the embedding, the last the output layer) sets the pace and
-  the fill/drain is the bubble, ``(p-1)/(v m)`` of the ideal for equal stages
-  (FIGURES, Narayanan et al. 2021).
+  backward, all boundaries at once; exposed.  Stages may hold different layer
+  counts (:func:`workloads.parallelism.layer_split`; the first holds the
+  embedding, the last the output layer).  The pipeline takes
+  ``m * max_i t_i + sum_{i != slowest} t_i / v`` (:meth:`StepModel.pipeline_time`):
+  the slowest stage sets the pace and fill/drain passes every other stage
+  once, ``(p-1)/(v m)`` of the ideal for equal stages (FIGURES, Narayanan et al. 2021).
 * **DP** (over the DCN): gradient reduce-scatter + parameter all-gather with
   the distributed optimizer (all-reduce without), all DP groups of all stages
   at once, in the gradient dtype.  With ``overlap_grad_reduce`` (Megatron-Core)
@@ -61,8 +64,10 @@ class Runtime:
     Attributes
     ----------
     name : str
-    attention : {'flash', 'unfused'}
-        Fused flash attention, or explicit score GEMMs + softmax + dropout.
+    attention : {'auto', 'flash', 'unfused'}
+        Fused flash attention, or explicit score GEMMs + Megatron's fused
+        scale-mask-softmax + dropout kernels.  ``auto``: flash unless the
+        model trains with dropout (:meth:`StepModel.flash`).
     overlap_grad_reduce, overlap_param_gather : bool
         Megatron-Core's bucketed overlap of DP communication with compute.
     grad_bytes : float
@@ -73,29 +78,66 @@ class Runtime:
         Parameters per DP communication bucket (Megatron default 40 M).
     fp8 : bool
         Weight GEMMs at the fp8 peak.
+    tp_overlap_backward : bool
+        Backward TP collectives run asynchronously under the weight-gradient
+        GEMMs (Megatron's ``LinearWithGradAccumulationAndAsyncCommunication``:
+        the input-gradient all-reduce, or with sequence parallelism the
+        reduce-scatter, overlaps the column-parallel weight gradient); only the
+        excess is exposed.
     memory_reserve : float
-        Fraction of HBM kept back for CUDA context, NCCL buffers, fragmentation (assumed).
+        Fraction of HBM lost to allocator fragmentation (:data:`RUNTIME_SOURCES`).
+    memory_reserve_bytes : float
+        Bytes kept back for the CUDA context, NCCL buffers and framework
+        workspaces (:data:`RUNTIME_SOURCES`).
+    distributed_optimizer : bool or None
+        Megatron's ``--use-distributed-optimizer`` as the framework default
+        for configurations that do not set it (None: leave them as given).
     """
 
     name: str = "megatron-core"
-    attention: str = "flash"
+    attention: str = "auto"
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
     grad_bytes: float = 4.0
     param_gather_bytes: float = 2.0
     bucket_params: float = 40e6
     fp8: bool = False
-    memory_reserve: float = 0.1
+    tp_overlap_backward: bool = True
+    memory_reserve: float = 0.05
+    memory_reserve_bytes: float = 4e9
+    distributed_optimizer: bool | None = True
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
+
+
+# Where each runtime switch comes from (also printed in `fabric mfu --json` as runtime_sources).
+RUNTIME_SOURCES = {
+    "attention": "flash: Megatron-Core with Transformer Engine fused/flash attention (default since 2023); "
+                 "unfused: Megatron-LM's scaled-masked-softmax kernel with explicit score GEMMs (2021-2022 papers)",
+    "overlap_grad_reduce": "Megatron-Core --overlap-grad-reduce / --overlap-param-gather (bucketed DP overlap)",
+    "grad_bytes": "Megatron: fp32 main gradients (--accumulate-allreduce-grads-in-fp32) with bf16; fp16 "
+                  "gradients in the 2021 runs (Narayanan et al. 2021)",
+    "bucket_params": "Megatron-Core DDP default bucket size 40M parameters",
+    "tp_overlap_backward": "Megatron-LM --async-tensor-model-parallel-allreduce (default on since late 2021) and "
+                           "the overlapped all-gather / reduce-scatter of sequence parallelism (Korthikanti et al. "
+                           "2022, Sec. 4.2.2); off for the April 2021 runs",
+    "memory_reserve": "assumed: PyTorch caching-allocator fragmentation, about 5 % of HBM",
+    "memory_reserve_bytes": "assumed: CUDA context (~0.5-1 GB), NCCL communicator buffers (~1-2 GB) and "
+                            "cuBLAS/TE workspaces, about 4 GB per GPU",
+    "distributed_optimizer": "Megatron-Core --use-distributed-optimizer (ZeRO-1); off in Megatron-LM 2021",
+}
 
 
 MEGATRON_CORE = Runtime()
 # Megatron-LM as of the April 2021 weak-scaling runs: unfused attention with dropout, fp16 gradients
 # all-reduced after the pipeline flush (local DDP, no overlap), no distributed optimizer.
 MEGATRON_2021 = Runtime(name="megatron-lm-2021", attention="unfused", overlap_grad_reduce=False,
-                        overlap_param_gather=False, grad_bytes=2.0)
+                        overlap_param_gather=False, grad_bytes=2.0, distributed_optimizer=False,
+                        tp_overlap_backward=False)
+
+# MFU conventions for the attention score and context products (see workloads.flops).
+FLOPS_CONVENTIONS = ("causal", "full")
 
 
 @dataclass
@@ -119,6 +161,16 @@ class StepResult:
     comm_backend: str
     placement: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    flops_convention: str = "causal"
+    precision: str = "bf16"
+    peak_tflops: float = 0.0
+    stage_layers: list[int] = field(default_factory=list)
+    slowest_stage: int = 0
+
+    @property
+    def hardware_tflops_per_gpu(self) -> float:
+        """Executed (hardware) TFLOP/s per GPU, recomputation included (``tflops_per_gpu`` is its old name)."""
+        return self.tflops_per_gpu
 
     @property
     def fits(self) -> bool:
@@ -133,7 +185,11 @@ class StepResult:
             "model": self.model, "gpu": self.gpu, "parallelism": self.parallelism.to_dict(),
             "config": self.parallelism.label(), "gpus_used": self.gpus_used, "gpus_total": self.gpus_total,
             "step_time_s": self.step_time_s, "mfu": self.mfu, "hfu": self.hfu, "cluster_mfu": self.cluster_mfu,
-            "tflops_per_gpu": self.tflops_per_gpu, "model_tflops_per_gpu": self.model_tflops_per_gpu,
+            "tflops_per_gpu": self.tflops_per_gpu, "hardware_tflops_per_gpu": self.hardware_tflops_per_gpu,
+            "model_tflops_per_gpu": self.model_tflops_per_gpu, "flops_convention": self.flops_convention,
+            "precision": self.precision, "peak_tflops_per_gpu": self.peak_tflops,
+            "conventions": conventions(self.flops_convention, self.precision),
+            "stage_layers": list(self.stage_layers), "slowest_stage": self.slowest_stage,
             "tokens_per_s": self.tokens_per_s, "memory_gb_per_gpu": self.memory_gb_per_gpu, "fits": self.fits,
             "memory": self.memory.to_dict(), "breakdown_s": dict(self.breakdown),
             "comm_backend": self.comm_backend, "placement": self.placement, "notes": list(self.notes),
@@ -164,11 +220,18 @@ class StepModel:
         simulator when importable.
     gpu : GpuSpec, optional
         Defaults to the Fabric's GPU.
+    flops_convention : {'causal', 'full'}
+        How model FLOPs count the attention products (:mod:`workloads.flops`);
+        stated in every result.
     """
 
     def __init__(self, fabric: Fabric, model: ModelSpec, *, catalog: Catalog | None = None,
                  runtime: Runtime = MEGATRON_CORE, gemm: GemmEfficiency = DEFAULT_GEMM,
-                 backend=None, gpu: GpuSpec | None = None):
+                 backend=None, gpu: GpuSpec | None = None, flops_convention: str = "causal"):
+        if flops_convention not in FLOPS_CONVENTIONS:
+            raise FabricError("flops_convention", f"{flops_convention!r} not allowed; use one of "
+                                                    f"{', '.join(FLOPS_CONVENTIONS)}")
+        self.flops_convention = flops_convention
         self.fabric = fabric
         self.model = model
         self.catalog = catalog or load_catalog()
@@ -185,9 +248,22 @@ class StepModel:
         if gemm == self.gemm:
             return self
         other = StepModel(self.fabric, self.model, catalog=self.catalog, runtime=self.runtime, gemm=gemm,
-                          backend=self.backend, gpu=self.gpu)
+                          backend=self.backend, gpu=self.gpu, flops_convention=self.flops_convention)
         other._placements, other._comms = self._placements, self._comms
         return other
+
+    @property
+    def flash(self) -> bool:
+        """Whether attention runs as one fused (flash) kernel.
+
+        ``auto`` resolves by the training recipe: models with dropout (the
+        GPT-3-style recipes of the Megatron papers, 2021-2022) ran Megatron-LM's
+        fused scale-mask-softmax path with explicit score GEMMs, which flash
+        attention replaced in every dropout-free recipe since (Llama, Mixtral,
+        DeepSeek); set ``attention`` explicitly to override.
+        """
+        att = self.runtime.attention
+        return att == "flash" or (att == "auto" and self.model.dropout == 0)
 
     @property
     def backend_name(self) -> str:
@@ -210,8 +286,9 @@ class StepModel:
 
     def memory(self, par: Parallelism) -> MemoryReport:
         rt = self.runtime
-        return memory_per_gpu(self.model, par, self.gpu.hbm_bytes, flash=rt.attention == "flash",
-                              grad_bytes=rt.grad_bytes, reserve_fraction=rt.memory_reserve)
+        return memory_per_gpu(self.model, par, self.gpu.hbm_bytes, flash=self.flash,
+                              grad_bytes=rt.grad_bytes, reserve_fraction=rt.memory_reserve,
+                              reserve_bytes=rt.memory_reserve_bytes)
 
     def layer(self, par: Parallelism, moe: bool) -> LayerTimes:
         """Compute times of one layer (cached per shape-relevant fields)."""
@@ -219,7 +296,7 @@ class StepModel:
         t = self._layers.get(key)
         if t is None:
             t = self._layers[key] = layer_times(self.model, par, moe, self.gpu, self.gemm,
-                                                flash=self.runtime.attention == "flash", fp8=self.runtime.fp8)
+                                                flash=self.flash, fp8=self.runtime.fp8)
         return t
 
     def _layer_kinds(self) -> tuple[bool, ...]:
@@ -230,11 +307,7 @@ class StepModel:
 
     def _stage_counts(self, par: Parallelism) -> list[tuple[int, int]]:
         """(dense layers, MoE layers) of every pipeline stage."""
-        m = self.model
-        if not m.is_moe or m.dense_layers == 0:  # every stage alike
-            n = m.layers // par.pp
-            return [(0, n) if m.is_moe else (n, 0)] * par.pp
-        return [stage_layer_counts(m, par, st) for st in range(par.pp)]
+        return [stage_layer_counts(self.model, par, st) for st in range(par.pp)]
 
     def _layer_comm(self, par: Parallelism, pl: RankPlacement, moe: bool, times: LayerTimes) -> dict[str, tuple]:
         """Exposed communication of one layer for one micro-batch: {dim: (forward, backward)} seconds."""
@@ -243,12 +316,23 @@ class StepModel:
         act = 2.0 * b * s / par.cp * h  # bf16 activation of one micro-batch on one CP rank
         out: dict[str, tuple[float, float]] = {}
         if par.tp > 1:
+            # forward: the collectives of the f / g operators (Korthikanti et al. 2022, Fig. 5), exposed.
+            # backward: without SP the input-gradient all-reduce overlaps the column-parallel weight
+            # gradient; with SP the gradient of the reduce-scatter is an all-gather needed before the
+            # row-parallel backward (exposed), while the re-gather of the stored sharded input and the
+            # input-gradient reduce-scatter overlap the column-parallel dgrad and wgrad GEMMs.
+            n = 2 if (not moe or m.shared_experts or not par.sequence_parallel) else 1  # MoE without shared experts: no TP comm
+            overlap = self.runtime.tp_overlap_backward
             if par.sequence_parallel:
-                one = c.time("all_gather", pl.tp_groups, act) + c.time("reduce_scatter", pl.tp_groups, act)
-                n = 2 if (not moe or m.shared_experts) else 1  # an MoE block without shared experts: no TP comm
+                ag = c.time("all_gather", pl.tp_groups, act)
+                rs = c.time("reduce_scatter", pl.tp_groups, act)
+                fwd = n * (ag + rs)
+                bwd = n * ag + (max(0.0, n * (ag + rs) - 2 * times.wgrad_column) if overlap else n * (ag + rs))
             else:
-                one, n = c.time("all_reduce", pl.tp_groups, act), 2
-            out["tp"] = (n * one, n * one)
+                ar = c.time("all_reduce", pl.tp_groups, act)
+                fwd = n * ar
+                bwd = max(0.0, n * ar - times.wgrad_column) if overlap else n * ar
+            out["tp"] = (fwd, bwd)
         if par.cp > 1:
             kv_heads = m.heads / par.tp if m.is_mla else max(m.kv_heads / par.tp, 1.0)
             kv = 2.0 * b * s / par.cp * kv_heads * (m.head_dim + m.v_head_dim)
@@ -308,8 +392,19 @@ class StepModel:
 
     @staticmethod
     def pipeline_time(par: Parallelism, totals: np.ndarray) -> float:
-        """``m * max(stage) + (p - 1)/v * mean(stage)``: steady state at the slowest stage plus fill/drain."""
-        return par.microbatches * float(totals.max()) + (par.pp - 1) / par.interleave * float(totals.mean())
+        """One step of the pipeline from the stages' times per micro-batch (forward + backward).
+
+        The critical path of 1F1B: the first micro-batch passes every stage
+        forward and backward once, and the slowest stage then works without
+        pause on the other ``m - 1``: ``m * max_i t_i + sum_{i != slowest} t_i``.
+        Interleaved with ``v`` chunks, fill and drain pass one chunk of each
+        stage: ``m * max_i t_i + sum_{i != slowest} t_i / v``.  For equal
+        stages this is ``(m + (p - 1)/v) t``, the published bubble ``(p-1)/(v m)``
+        (Narayanan et al. 2021; FIGURES).
+        """
+        slow = int(np.argmax(totals))
+        rest = float(totals.sum() - totals[slow])
+        return par.microbatches * float(totals[slow]) + rest / par.interleave
 
     def lower_bound(self, par: Parallelism) -> float:
         """A step time no configuration ``par`` can beat: compute and bubble only, no communication."""
@@ -337,19 +432,25 @@ class StepModel:
         nmb = par.microbatches
         breakdown = {k: nmb * v for k, v in parts[slow].items()}
         breakdown["bubble"] = pipe - nmb * float(totals[slow])
-        dense_p = max(stage_params(m, par, st)[0] for st in {0, par.pp - 1})
-        expert_p = max(stage_params(m, par, st)[1] for st in {0, par.pp - 1})
+        params = [stage_params(m, par, st) for st in range(par.pp)]
+        dense_p = max(p[0] for p in params)
+        expert_p = max(p[1] for p in params)
         breakdown["dp"] = self._dp_exposed(par, pl, dense_p, expert_p)
-        # optimizer: Adam over the local shard, memory-bound: read the gradient twice (norm, update),
-        # read and write fp32 master weights and both moments (24 B), write the bf16 weight (2 B)
-        shard_d = par.dp * par.cp if par.distributed_optimizer else 1
-        shard_e = par.expert_dp if par.distributed_optimizer else 1
+        # optimizer, memory-bound over the local shard: Adam reads and writes the fp32 master weights and
+        # both moments (24 B) and reads the gradient; the gradient is also read for the norm (clipping) and
+        # the inf/nan check and zeroed after; the bf16 weights are written from the master copy (read 4, write 2)
+        shard_d = par.dp * par.cp if par.zero >= 1 else 1
+        shard_e = par.expert_dp if par.zero >= 1 else 1
         local = dense_p / shard_d + expert_p / shard_e
-        breakdown["optimizer"] = self.gemm.memory_time(local * (26.0 + 2 * rt.grad_bytes), gpu.hbm_bandwidth)
+        breakdown["optimizer"] = self.gemm.memory_time(local * (30.0 + 4 * rt.grad_bytes), gpu.hbm_bandwidth)
         step = float(sum(breakdown.values()))
-        mf = model_flops(m, par.global_batch)
-        hf = hardware_flops(m, par.global_batch, par.recompute)
-        world, peak = par.world, gpu.peak_bf16_flops
+        conv = self.flops_convention
+        mf = model_flops(m, par.global_batch, conv)
+        # hardware FLOPs count the recomputation the runtime performs (flash attention's backward
+        # recomputes the scores inside the kernel, so selective recomputation adds nothing there)
+        executed = "none" if (par.recompute == "selective" and self.flash) else par.recompute
+        hf = hardware_flops(m, par.global_batch, executed, conv)
+        world, peak = par.world, self.peak_flops
         mem = self.memory(par)
         notes = [] if mem.fits else ["does not fit: " + mem.summary()]
         return StepResult(
@@ -358,7 +459,19 @@ class StepModel:
             cluster_mfu=mf / (step * self.fabric.n_gpus * peak), tflops_per_gpu=hf / (step * world) / 1e12,
             model_tflops_per_gpu=mf / (step * world) / 1e12, tokens_per_s=par.global_batch * m.seq_len / step,
             memory=mem, breakdown={k: float(v) for k, v in breakdown.items()}, comm_backend=self.backend_name,
-            placement=pl.to_dict(), notes=notes)
+            placement=pl.to_dict(), notes=notes, flops_convention=conv, precision=self.precision,
+            peak_tflops=peak / 1e12, stage_layers=[len(stage_layers(m, par, st)) for st in range(par.pp)],
+            slowest_stage=slow)
+
+    @property
+    def precision(self) -> str:
+        """The precision of the weight GEMMs (``fp8`` or ``bf16``), whose dense peak MFU is relative to."""
+        return "fp8" if self.runtime.fp8 else "bf16"
+
+    @property
+    def peak_flops(self) -> float:
+        """Dense peak FLOP/s of the precision in use (MFU and HFU are relative to it)."""
+        return self.gpu.peak_fp8_flops if self.runtime.fp8 else self.gpu.peak_bf16_flops
 
     def _dp_exposed(self, par: Parallelism, pl: RankPlacement, dense_p: float, expert_p: float) -> float:
         """Exposed DP communication and tied-embedding gradient sum after the pipeline (module docstring)."""
@@ -374,7 +487,7 @@ class StepModel:
             if params <= 0 or groups.shape[1] < 2:
                 continue
             last_bucket = min(1.0, rt.bucket_params / params)
-            if par.distributed_optimizer:
+            if par.zero >= 1:
                 rs = c.time("reduce_scatter", groups, params * rt.grad_bytes)
                 ag = c.time("all_gather", groups, params * rt.param_gather_bytes)
             else:
@@ -384,6 +497,22 @@ class StepModel:
         if m.tied_embeddings and par.pp > 1:
             total += c.time("all_reduce", pl.embedding_pairs, m.vocab * m.hidden / par.tp * rt.grad_bytes)
         return total
+
+
+def conventions(flops_convention: str, precision: str) -> dict[str, str]:
+    """The accounting conventions of a result, in words (printed in the JSON and by ``fabric mfu --help``)."""
+    attn = ("causal: attention score/context FLOPs over the lower triangle only (s^2/2), as a causal model needs "
+            "and flash attention executes" if flops_convention == "causal" else
+            "full: attention score/context FLOPs over the full s x s square (PaLM / Megatron formula "
+            "72 B s l h^2 (1 + s/6h + V/12lh))")
+    return {
+        "attention_flops": attn,
+        "mfu": f"model FLOPs (forward + backward = 3x forward, no recomputation) per second per GPU over the dense "
+               f"{precision} peak of the GPU",
+        "hfu": "hardware FLOPs (model FLOPs + the recomputation the runtime executes) over the same peak",
+        "model_tflops_per_gpu": "model FLOPs / step time / GPUs used",
+        "hardware_tflops_per_gpu": "hardware FLOPs / step time / GPUs used (tflops_per_gpu: same, older name)",
+    }
 
 
 def check_fit(result: StepResult) -> None:

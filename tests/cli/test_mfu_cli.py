@@ -42,7 +42,10 @@ def test_not_fitting_reports_numbers(capsys):
 
 @pytest.mark.parametrize("args, text", [
     (["--model", "gpt3-175b", "--tp", 64], "error: --tp: 64 does not divide heads=96"),
-    (["--model", "gpt3-175b", "--pp", 7], "error: --pp: 7 does not divide layers=96"),
+    (["--model", "gpt3-175b", "--pp", 97], "error: --pp: 96 layers of gpt3-175b leave a pipeline stage empty"),
+    (["--model", "gpt3-175b", "--flops-convention", "half"], "error: --flops-convention: 'half' not allowed"),
+    (["--model", "gpt3-175b", "--tp", 8, "--pp", 8, "--zero", 5], "error: --zero: 5 not allowed"),
+    (["--model", "gpt3-175b", "--tp", 8, "--pp", 8, "--first-stage-layers", 200], "error: --first-stage-layers:"),
     (["--model", "gpt-5"], "error: --model: unknown preset 'gpt-5'"),
     (["--model", "gpt3-175b", "--recompute", "most"], "error: --recompute:"),
     (["--model", "gpt3-175b", "--tp", 16], "error: --tp: 16 exceeds the HBD size"),
@@ -63,3 +66,35 @@ def test_malformed_model_file(capsys, tmp_path):
     wrong.write_text("hidden: 4096\nlayers: 32\nheads: 32\nvocab: 32000\nseq_len: 0\n")
     rc, out, err = run(capsys, "mfu", "dgx", "--gpus", 8, "--model", wrong)
     assert rc == 2 and err.startswith("error: w.yaml:seq_len:")
+
+
+def test_conventions_in_help_and_json(capsys):
+    rc, out, err = run(capsys, "mfu", "--help")
+    text = " ".join(out.split())
+    assert rc == 0 and "--flops-convention" in text and "PaLM" in text and "precision in use" in text
+
+
+def test_megatron_2021_turns_the_distributed_optimizer_off(capsys):
+    args = ["mfu", "dgx", "--gpus", 16, "-p", "gpu=a100", "--model", "megatron-1.7b", "--tp", 2, "--global-batch",
+            64, "--recompute", "full", "--comm", "analytic", "--json"]
+    rc, out, err = run(capsys, *args, "--runtime", "megatron-2021")
+    old = json.loads(out)
+    rc2, out2, err2 = run(capsys, *args)
+    new = json.loads(out2)
+    assert rc == 0 and rc2 == 0
+    assert old["parallelism"]["distributed_optimizer"] is False and new["parallelism"]["distributed_optimizer"] is True
+    assert old["memory"]["optimizer_gb"] > new["memory"]["optimizer_gb"]
+    for d in (old, new):
+        assert d["model_tflops_per_gpu"] < d["hardware_tflops_per_gpu"] and "attention_flops" in d["conventions"]
+        assert d["flops_convention"] == "causal" and 0 < d["mfu"] < 1
+
+
+def test_llama3_405b_as_published_is_expressible(capsys):
+    """126 layers on PP 16 (uneven), no recomputation, TP 8, seq 8K, 8,192 H100: fits, MFU near the published 43 %."""
+    rc, out, err = run(capsys, "mfu", "dgx", "--gpus", 8192, "-p", "gpu=h100", "--model", "llama3-405b", "--tp", 8,
+                       "--pp", 16, "--dp", 64, "--global-batch", 2048, "--recompute", "none", "--zero", 2,
+                       "--comm", "analytic", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["fits"] and d["stage_layers"][0] == 7 and d["stage_layers"][-1] == 7 and sum(d["stage_layers"]) == 126
+    assert 0.36 < d["mfu"] < 0.48

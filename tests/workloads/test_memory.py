@@ -62,3 +62,43 @@ def test_moe_experts_split_by_ep():
     p1 = stage_params(m, Parallelism(ep=1, dp=8, global_batch=8), 0)
     p8 = stage_params(m, Parallelism(ep=8, dp=8, global_batch=8), 0)
     assert p8[1] == pytest.approx(p1[1] / 8) and p8[0] == pytest.approx(p1[0])
+
+
+@pytest.mark.parametrize("stage, published_gb", [(0, 120.0), (1, 31.4), (2, 16.6), (3, 1.9)])
+def test_zero_stages_match_the_zero_paper(stage, published_gb):
+    """Rajbhandari et al. 2020 (ZeRO, arXiv 1910.02054) Fig. 1: a 7.5B model, 64-way DP, fp16 weights and
+    gradients, fp32 Adam (K = 12): 120 / 31.4 / 16.6 / 1.9 GB of model states per GPU for ZeRO 0-3 (exact
+    arithmetic 16, 4 + 12/64, 2 + 14/64, 16/64 bytes per parameter; the figure excludes working buffers)."""
+    from workloads.memory import _sharded_states
+
+    psi = 7.5e9
+    par = Parallelism(dp=64, global_batch=64, zero_stage=stage)
+    w, g, o = _sharded_states(par, psi, 0.0, 2.0, 2.0, 12.0, layer_params_max=0.0)
+    assert (w + g + o) / 1e9 == pytest.approx(published_gb, abs=0.05)
+
+
+def test_peak_held_layers_closed_forms():
+    """Megatron's schedules: 1F1B holds min(p - i, m) micro-batches on stage i; interleaved stage 0 holds
+    p (1 + (p-1)/(p v)) (Korthikanti et al. 2022 Sec. 4.2.3); a chunk without layers holds nothing."""
+    from workloads.memory import inflight_microbatches, peak_held_layers
+
+    for p, v, m in [(4, 1, 8), (8, 1, 4), (4, 2, 8), (8, 4, 64), (16, 8, 32)]:
+        par = Parallelism(pp=p, interleave=v, global_batch=m)
+        for st in range(p):
+            assert peak_held_layers(par, st, [1] * v) / v == pytest.approx(inflight_microbatches(par, st))
+        if v > 1 and m >= p:
+            assert inflight_microbatches(par, 0) == pytest.approx(p * (1 + (p - 1) / (p * v)))
+    par = Parallelism(pp=16, interleave=8, global_batch=16)
+    assert peak_held_layers(par, 0, [0] + [1] * 7) == pytest.approx(16 * 7)  # Llama 3's lighter first chunk
+
+
+def test_llama3_405b_fits_without_recomputation_on_80gb():
+    """The published run (TP 8, PP 16 of 126 layers, seq 8K, no checkpointing, optimizer and gradients sharded
+    over DP 64; arXiv 2407.21783 Sec. 3.3) fits in an H100's 80 GiB with the catalogued allowance."""
+    m = load_model("llama3-405b")
+    par = Parallelism(tp=8, pp=16, dp=64, global_batch=2048, sequence_parallel=True, recompute="none", zero_stage=2)
+    rep = memory_per_gpu(m, par, 80 * 2**30, flash=True, reserve_fraction=0.05, reserve_bytes=4e9)
+    assert rep.fits and rep.activations > 0.7 * rep.total
+    # the same without sharded gradients and with fp32 unsharded gradients costs ~13 GB more
+    one = memory_per_gpu(m, par.replace(zero_stage=1), 80 * 2**30, flash=True)
+    assert one.grads - rep.grads > 10e9

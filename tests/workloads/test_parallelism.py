@@ -17,8 +17,10 @@ KHOP = HBDSpec(kind="khop_line", gpus_per_node=4, domain_gpus=1024, tp_multiple_
 
 @pytest.mark.parametrize("model, kw, flag, text", [
     (GPT3, dict(tp=64), "tp", "64 does not divide heads=96"),
-    (GPT3, dict(pp=7), "pp", "7 does not divide layers=96"),
-    (GPT3, dict(pp=8, interleave=5), "interleave", "does not divide layers=96"),
+    (GPT3, dict(pp=97, global_batch=97), "pp", "leave a pipeline stage empty"),
+    (GPT3, dict(pp=8, first_stage_layers=97), "first_stage_layers", "cannot be met"),
+    (GPT3, dict(pp=8, last_stage_layers=-1), "last_stage_layers", ">= 0"),
+    (GPT3, dict(zero_stage=4), "zero_stage", "0, 1, 2 or 3"),
     (GPT3, dict(interleave=2), "interleave", "needs --pp > 1"),
     (GPT3, dict(cp=3), "cp", "seq_len=2048"),
     (GPT3, dict(ep=2, dp=2), "ep", "needs an MoE model"),
@@ -60,3 +62,30 @@ def test_valid_combinations_pass(tp, pp, dp, mb, v):
     par = Parallelism(tp=tp, pp=pp, dp=dp, micro_batch=mb, global_batch=B, interleave=v, sequence_parallel=tp > 1)
     validate(GPT3, par, DGX, gpus=tp * pp * dp)
     assert par.world == tp * pp * dp and par.microbatches == B // (dp * mb)
+
+
+# ----------------------------------------------------------------------------- uneven pipeline stages
+def test_uneven_split_gives_first_and_last_stage_one_layer_fewer():
+    """Llama 3 405B: 126 layers on PP 16 ran as 7, 8 x 14, 7 (arXiv 2407.21783 Sec. 3.3.2): exact."""
+    from workloads.models import load_model
+    from workloads.parallelism import layer_split
+
+    m = load_model("llama3-405b")
+    assert layer_split(m, Parallelism(pp=16)) == [7] + [8] * 14 + [7]
+    # divisible: equal stages, as before
+    assert layer_split(GPT3, Parallelism(pp=8)) == [12] * 8
+    assert layer_split(GPT3, Parallelism(pp=8, interleave=2)) == [6] * 16
+
+
+def test_megatron_split_options():
+    """Megatron-Core's options: embedding/loss counted as a layer; explicit first/last stage layers."""
+    from workloads.models import load_model
+    from workloads.parallelism import layer_split
+
+    m = load_model("llama3-405b")
+    both = layer_split(m, Parallelism(pp=16, interleave=8, account_for_embedding=True, account_for_loss=True))
+    assert both[0] == 0 and both[-1] == 0 and set(both[1:-1]) == {1} and sum(both) == 126
+    assert layer_split(m, Parallelism(pp=16, account_for_embedding=True, account_for_loss=True)) == \
+        [7] + [8] * 14 + [7]  # (126 + 2) / 16 = 8, minus the embedding and the loss
+    fl = layer_split(m, Parallelism(pp=16, first_stage_layers=6, last_stage_layers=8))
+    assert fl[0] == 6 and fl[-1] == 8 and sum(fl) == 126 and max(fl[1:-1]) - min(fl[1:-1]) <= 1

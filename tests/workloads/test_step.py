@@ -25,8 +25,11 @@ def test_breakdown_adds_up_and_flops_match(sm):
     assert set(r.breakdown) == {"compute", "tp", "cp", "ep", "pp", "bubble", "dp", "optimizer"}
     assert r.breakdown["tp"] > 0 and r.breakdown["pp"] > 0 and r.breakdown["bubble"] > 0
     peak = load_catalog().value("gpu_a100", "peak_bf16_flops")
-    assert r.mfu == pytest.approx(model_flops(GPT, 64) / (r.step_time_s * 64 * peak))
-    assert r.tflops_per_gpu * 1e12 == pytest.approx(hardware_flops(GPT, 64, "full") / (r.step_time_s * 64))
+    assert r.mfu == pytest.approx(model_flops(GPT, 64, "causal") / (r.step_time_s * 64 * peak))
+    assert r.tflops_per_gpu * 1e12 == pytest.approx(hardware_flops(GPT, 64, "full", "causal") / (r.step_time_s * 64))
+    assert r.hardware_tflops_per_gpu == r.tflops_per_gpu and r.flops_convention == "causal"
+    d = r.to_dict()
+    assert d["hardware_tflops_per_gpu"] == r.tflops_per_gpu and "attention_flops" in d["conventions"]
     assert r.hfu > r.mfu and r.fits and r.comm_backend == "analytic"
 
 
@@ -75,3 +78,75 @@ def test_context_parallel_and_not_fitting(dgx64):
     assert not r.fits and "does not fit" in r.notes[0]
     with pytest.raises(Exception, match="GB per GPU"):
         check_fit(r)
+
+
+def test_full_convention_is_the_megatron_formula(dgx64):
+    """flops_convention='full' gives the 72 B s l h^2 (1 + s/6h + V/12lh) numerator (closed form, exact)."""
+    from workloads.flops import gpt_model_flops
+
+    s = StepModel(dgx64, GPT, runtime=MEGATRON_2021, backend=analytic_comm_time, flops_convention="full")
+    par = Parallelism(tp=8, pp=2, dp=4, global_batch=64, recompute="full", distributed_optimizer=False)
+    r = s.evaluate(par)
+    peak = load_catalog().value("gpu_a100", "peak_bf16_flops")
+    closed = gpt_model_flops(64, GPT.seq_len, GPT.layers, GPT.hidden, GPT.vocab)
+    assert r.mfu == pytest.approx(closed / (r.step_time_s * 64 * peak))
+    causal = StepModel(dgx64, GPT, runtime=MEGATRON_2021, backend=analytic_comm_time).evaluate(par)
+    assert causal.step_time_s == pytest.approx(r.step_time_s) and causal.mfu < r.mfu
+
+
+def test_pipeline_time_uneven_stages_is_the_1f1b_critical_path(sm):
+    """m * max + sum of the other stages / v; checked against a discrete-event 1F1B schedule (exact for v=1)."""
+    par = Parallelism(tp=8, pp=4, dp=2, micro_batch=1, global_batch=16)
+    t = np.array([1.0, 1.0, 1.0, 1.3])  # the last stage heavier (output layer)
+    m = par.microbatches
+    formula = sm.pipeline_time(par, t)
+    assert formula == pytest.approx(m * 1.3 + 3.0)
+    # brute force: 1F1B with forward = backward / 2 = t/3 per stage and the dependencies of the schedule
+    p = 4
+    f, b = t / 3, 2 * t / 3
+    free = np.zeros(p)
+    fdone = np.zeros((p, m))
+    bdone = np.zeros((p, m))
+    order = []
+    for i in range(p):
+        warm = min(p - i - 1, m)
+        ops = [("F", j) for j in range(warm)]
+        for j in range(m - warm):
+            ops += [("F", warm + j), ("B", j)]
+        ops += [("B", j) for j in range(m - warm, m)]
+        order.append(ops)
+    pos = [0] * p
+    while any(pos[i] < len(order[i]) for i in range(p)):
+        progressed = False
+        for i in range(p):
+            while pos[i] < len(order[i]):
+                kind, j = order[i][pos[i]]
+                if kind == "F":
+                    dep = fdone[i - 1, j] if i > 0 else 0.0
+                    if i > 0 and dep == 0.0:
+                        break
+                    start = max(free[i], dep)
+                    fdone[i, j] = free[i] = start + f[i]
+                else:
+                    dep = bdone[i + 1, j] if i < p - 1 else fdone[i, j]
+                    if dep == 0.0:
+                        break
+                    start = max(free[i], dep)
+                    bdone[i, j] = free[i] = start + b[i]
+                pos[i] += 1
+                progressed = True
+        assert progressed
+    assert free.max() == pytest.approx(formula, rel=0.02)
+
+
+def test_fp8_mfu_is_relative_to_the_fp8_peak_and_below_one(dgx64):
+    from dataclasses import replace
+
+    from workloads.step import MEGATRON_CORE
+
+    m = load_model("llama3-8b")
+    par = Parallelism(tp=8, dp=8, global_batch=64, sequence_parallel=True, recompute="none")
+    r8 = StepModel(dgx64, m, runtime=replace(MEGATRON_CORE, fp8=True), backend=analytic_comm_time).evaluate(par)
+    assert r8.precision == "fp8" and 0 < r8.mfu < 1 and 0 < r8.hfu < 1
+    peak8 = load_catalog().value("gpu_a100", "peak_fp8_flops")
+    assert r8.peak_tflops == pytest.approx(peak8 / 1e12)

@@ -1,10 +1,12 @@
-"""Validation against measured Megatron-LM throughput (narayanan2021-table1.csv), per row.
+"""Validation against published measurements (three independent sets), per row and per set.
 
 Collective times come from the flow simulator; to keep this test fast the
-simulator's fits for these ten placements are read from
+simulator's fits for these placements are read from
 ``tests/data/mfu_validation_comm.json`` (written by
 ``tests/benchmarks/test_bench_mfu.py::test_bench_validation_live``, which
-re-simulates them and checks the stored ones).
+re-simulates them and checks the stored ones).  The measured values are the
+papers' (sources in ``workloads/validation.py``); the calibration rows are
+declared in ``CALIBRATION_ROWS`` and everything else is held out.
 """
 
 from pathlib import Path
@@ -14,33 +16,60 @@ import pytest
 from topologies import build
 from workloads import comm
 from workloads.compute import DEFAULT_GEMM
-from workloads.validation import CALIBRATION_ROWS, Validator, summary, table
+from workloads.validation import CALIBRATION_ROWS, SETS, Validator, summary, table
 
 DATA = Path(__file__).parent.parent / "data" / "mfu_validation_comm.json"
 
 
+def dgx(gpus, gpu):
+    return build("dgx", gpus, {"gpu": gpu.replace("gpu_", "")})
+
+
 @pytest.fixture(scope="module")
-def validator():
+def preds():
     comm.load_fits(DATA, as_current=True)
-    v = Validator(lambda g: build("dgx", g, {"gpu": "a100"}))
-    yield v
+    v = Validator(dgx, sets=SETS)
+    out = v.predict_all()
+    yield out
     comm.clear_cache()
 
 
-def test_every_row_within_target(validator):
-    preds = validator.predict_all()
+def test_megatron_a100_iteration_times_within_target(preds):
+    """Korthikanti et al. 2022 (DGX A100, TP 8, PP 1-64, full vs selective + SP): mean < 3.5 %, max < 8 %."""
     print("\n" + table(preds))
+    s = summary(preds)["per_set"]["korthikanti2022"]
+    print(s)
+    rows = [p for p in preds if p.case.set == "korthikanti2022"]
+    assert len(rows) == 8
+    errs = [abs(p.error) for p in rows]
+    assert sum(errs) / len(errs) < 0.035 and max(errs) < 0.08
+    assert s["mean_abs_error"] < 0.035 and s["max_abs_error"] < 0.08
+    for p in rows:  # every published configuration fits in 80 GB as it ran
+        assert p.result.fits
+
+
+def test_llama3_405b_is_expressible_and_fits_without_recomputation(preds):
+    """126 layers on PP 16 (uneven stages), no recomputation, seq 8K, on 8,192 H100: fits, MFU near 43 %."""
+    p = next(p for p in preds if p.case.set == "llama3-2024" and p.case.row == "8K on 8192")
+    r = p.result
+    assert r.fits and r.parallelism.recompute == "none" and r.parallelism.pp == 16
+    assert r.stage_layers[0] == 7 and r.stage_layers[-1] == 7 and sum(r.stage_layers) == 126
+    assert abs(p.error) < 0.10
+    assert all(0 < q.result.mfu < 1 for q in preds)
+
+
+def test_other_sets_reported_per_set(preds):
     s = summary(preds)
-    print(f"held-out rows: mean |error| {100 * s['mean_abs_error']:.1f} %, max {100 * s['max_abs_error']:.1f} %")
-    assert len(preds) == 10 and len(s["held_out_rows"]) == 7
-    assert s["mean_abs_error"] <= 0.05 and s["max_abs_error"] <= 0.10
-    for p in preds:  # calibration rows too, and every prediction fits in 80 GB with micro-batch 1 or 2
-        assert abs(p.error) <= 0.10 and p.micro_batch in (1, 2) and p.memory_gb < 80
-    assert all(p.tflops > 100 for p in preds)
-    assert {p.row.model: p.breakdown["bubble"] > 0 for p in preds}["1T"]
+    assert set(s["per_set"]) == set(SETS)
+    assert s["per_set"]["narayanan2021"]["rows"] == 10 and s["per_set"]["llama3-2024"]["rows"] == 3
+    # the 2021 software generation (fp16 gradients, no overlaps) within 15 % with the default runtime
+    assert s["per_set"]["narayanan2021"]["max_abs_error"] < 0.15
 
 
-def test_shipped_calibration_is_the_fit_on_the_calibration_rows(validator):
-    g = validator.calibrate(CALIBRATION_ROWS)
+def test_shipped_calibration_is_the_fit_on_the_calibration_rows():
+    comm.load_fits(DATA, as_current=True)
+    v = Validator(dgx, sets=("korthikanti2022",))
+    g = v.calibrate(CALIBRATION_ROWS)
+    comm.clear_cache()
     assert g.eta_max == pytest.approx(DEFAULT_GEMM.eta_max, abs=0.01)
-    assert g.d0 == pytest.approx(DEFAULT_GEMM.d0, abs=10)
+    assert g.d0 == pytest.approx(DEFAULT_GEMM.d0, rel=0.05)

@@ -1,0 +1,146 @@
+"""One MFU question answered end to end: the object `fabric mfu` prints (also the sweep metric).
+
+:func:`mfu_summary` loads the model, picks the runtime and collective backend,
+then evaluates one configuration (unset dimensions at their defaults, the
+largest data-parallel size that fits) or searches the best one; the CLI only
+parses, calls it and prints.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from fabric.catalog import Catalog, load_catalog
+from fabric.errors import FabricError
+
+RUNTIMES = ("megatron-core", "megatron-2021")
+# Tokens per step when --global-batch is not given (assumed: Llama 3 405B began pre-training at 4M tokens
+# per step, arXiv 2407.21783 Sec. 3.4; GPT-3 175B used 3.2M).
+DEFAULT_TOKENS_PER_STEP = 4 * 2**20
+
+
+def default_global_batch(seq_len: int) -> int:
+    """Sequences per step when none is given: about 4 Mi tokens (assumed, see DEFAULT_TOKENS_PER_STEP)."""
+    return max(1, round(DEFAULT_TOKENS_PER_STEP / seq_len))
+
+
+def runtime_named(name: str, fp8: bool = False):
+    """The :class:`~workloads.step.Runtime` called ``name`` (``--runtime``), with fp8 weight GEMMs if asked."""
+    from workloads.step import MEGATRON_2021, MEGATRON_CORE
+
+    if name not in RUNTIMES:
+        raise FabricError("runtime", f"{name!r} not allowed; use one of {', '.join(RUNTIMES)}")
+    rt = MEGATRON_CORE if name == "megatron-core" else MEGATRON_2021
+    if fp8:
+        from dataclasses import replace
+
+        rt = replace(rt, fp8=True)
+    return rt
+
+
+def backend_named(name: str):
+    """The collective-timing backend called ``name`` (``--comm``)."""
+    from workloads.comm import analytic_comm_time, simulator_backend
+
+    if name == "analytic":
+        return analytic_comm_time
+    if name == "sim":
+        be = simulator_backend()
+        if be is None:
+            raise FabricError("comm", "the flow simulator (fabric.sim) is not available; use --comm analytic")
+        return be
+    raise FabricError("comm", f"{name!r} not allowed; use sim or analytic")
+
+
+def default_dp(sm, par_kwargs: dict, global_batch: int) -> int:
+    """The largest DP size that the usable GPUs allow and that divides the global batch."""
+    from workloads.parallelism import Parallelism, validate
+    from workloads.placement import usable_gpus
+
+    tp, cp, pp, mb = (par_kwargs[k] for k in ("tp", "cp", "pp", "micro_batch"))
+    if tp < 1 or cp < 1 or pp < 1 or mb < 1:
+        return 1
+    # the model and HBD rules first, so that their message (not "no dp fits") reaches the user
+    validate(sm.model, Parallelism(**{**par_kwargs, "dp": 1, "global_batch": mb}), sm.fabric.hbd)
+    most = usable_gpus(sm.fabric, tp) // (tp * cp * pp)
+    for d in range(most, 0, -1):
+        if global_batch % (d * mb) == 0:
+            return d
+    flag = "tp" if most == 0 else "global_batch"
+    raise FabricError(flag, f"no data-parallel size fits: tp x cp x pp = {tp * cp * pp} on {sm.fabric.n_gpus} GPUs "
+                            f"with global batch {global_batch} and micro-batch {mb}")
+
+
+def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: bool = True,
+                global_batch: Optional[int] = None, seq_len: Optional[int] = None, runtime: str = "megatron-core",
+                comm: str = "sim", confirm: int = 3, fp8: bool = False, flops_convention: str = "causal",
+                **fixed: Any) -> dict:
+    """The JSON object of `fabric mfu` for a built Fabric (also the sweep metric).
+
+    Parameters
+    ----------
+    fabric : Fabric
+    model : str, Path or ModelSpec
+        Preset name or model file.
+    search : bool
+        Search the best configuration (``fixed`` pins dimensions); else
+        evaluate the configuration ``fixed`` describes (unset: tp = pp = cp =
+        ep = micro_batch = 1, the largest fitting dp).
+    global_batch, seq_len : int, optional
+    runtime : {'megatron-core', 'megatron-2021'}
+    comm : {'sim', 'analytic'}
+    confirm : int
+        Search: candidates re-timed by the simulator.
+    flops_convention : {'causal', 'full'}
+        How model FLOPs count attention (:mod:`workloads.flops`); stated in the result.
+    fixed : dict
+        ``tp, pp, dp, ep, cp, micro_batch, interleave, recompute, sequence_parallel``
+        and optionally ``zero_stage, distributed_optimizer, first_stage_layers,
+        last_stage_layers, account_for_embedding, account_for_loss``.  The
+        distributed optimizer defaults to the runtime's (off for megatron-2021).
+
+    Raises
+    ------
+    FabricError
+        Bad input, or (without search) a configuration that does not fit in memory.
+    """
+    from workloads.models import load_model
+    from workloads.parallelism import Parallelism
+    from workloads.search import search as run_search
+    from workloads.step import RUNTIME_SOURCES, StepModel, check_fit, conventions
+
+    spec = load_model(model)
+    if seq_len is not None:
+        spec = spec.with_seq_len(seq_len)
+    B = global_batch if global_batch is not None else default_global_batch(spec.seq_len)
+    if isinstance(B, bool) or not isinstance(B, int) or B < 1:
+        raise FabricError("global_batch", f"{B!r} must be a whole number >= 1")
+    sm = StepModel(fabric, spec, catalog=catalog or load_catalog(), runtime=runtime_named(runtime, fp8),
+                   backend=backend_named(comm), flops_convention=flops_convention)
+    head = {"architecture": fabric.architecture, "params": fabric.params, "gpus": fabric.n_gpus, "gpu": sm.gpu.item,
+            "model_spec": spec.to_dict(), "model_params_billion": spec.params() / 1e9,
+            "active_params_billion": spec.active_params() / 1e9, "global_batch": B, "runtime": sm.runtime.name,
+            "gemm_model": sm.gemm.to_dict(), "comm_backend": sm.backend_name,
+            "runtime_switches": sm.runtime.to_dict(), "runtime_sources": dict(RUNTIME_SOURCES),
+            "attention_kernel": "flash" if sm.flash else "unfused",
+            "flops_convention": flops_convention, "conventions": conventions(flops_convention, sm.precision)}
+    fixed = {k: v for k, v in fixed.items() if v is not None}
+    if sm.runtime.distributed_optimizer is not None and "zero_stage" not in fixed:
+        fixed.setdefault("distributed_optimizer", sm.runtime.distributed_optimizer)
+    if search:
+        res = run_search(sm, B, fixed=fixed, confirm=confirm)
+        if res.best is None:
+            raise FabricError("model", f"no configuration of {spec.name} fits in {sm.gpu.hbm_bytes / 1e9:.0f} GB on "
+                                         f"{fabric.n_gpus} GPUs ({res.oom} candidates out of memory)")
+        return {**head, **res.best.to_dict(), "search": res.to_dict()}
+    kw = {"tp": 1, "pp": 1, "ep": 1, "cp": 1, "micro_batch": 1, "interleave": 1, "recompute": "none"}
+    kw.update(fixed)
+    kw.setdefault("sequence_parallel", kw["tp"] > 1)
+    if kw.get("dp") is None:
+        kw["dp"] = default_dp(sm, kw, B)
+    par = Parallelism(global_batch=B, **kw)
+    result = sm.evaluate(par)
+    check_fit(result)
+    return {**head, **result.to_dict()}
+
+
