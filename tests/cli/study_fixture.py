@@ -29,11 +29,11 @@ def write_spec_only(tmp: Path, doc: dict) -> Path:
     return spec
 
 
-def run_small_study(tmp: Path, doc: dict = SMALL_FULL) -> Path:
-    """Run ``doc`` in this process into ``tmp/out``; returns the folder."""
+def run_small_study(tmp: Path, doc: dict = SMALL_FULL, expect_rc: int = 0) -> Path:
+    """Run ``doc`` in this process into ``tmp/out`` (exit status ``expect_rc``: 1 when every point fails)."""
     from cli.app import main
 
     spec = write_spec_only(tmp, doc)
     out = tmp / "out"
-    assert main(["sweep", str(spec), "--out", str(out), "--workers", "1", "--json"]) == 0
+    assert main(["sweep", str(spec), "--out", str(out), "--workers", "1", "--json"]) == expect_rc
     return out

@@ -32,6 +32,7 @@ EXAMPLES: dict[str, list[str]] = {
     "compare": ["--gpus", "576"],
     "sweep": ["{study}", "--out", "{tmp}/out", "--workers", "1"],
     "results": ["{tmp}/out"],
+    "report": ["{tmp}/out", "--out", "{tmp}/report.html"],
     "view": ["khop-ring", "--gpus", "64", "--out", "{tmp}/view.html"],
     "faults": ["khop-ring", "--gpus", "64", "--tp", "16", "--samples", "20", "--node-fault-ratio", "0.05"],
     "faults-table": ["--samples", "20"],
@@ -44,8 +45,8 @@ EXAMPLES: dict[str, list[str]] = {
     "orchestrate-table": ["--gpus", "128", "--max-ratio", "0.04", "--step", "0.04", "--samples", "1",
                           "--trace", ""],
 }
-# `results` reads what `sweep` wrote: run them in this order in one test folder
-ORDER = ["sweep", "results"] + sorted(set(EXAMPLES) - {"sweep", "results"})
+# `results` and `report` read what `sweep` wrote: run them in this order in one test folder
+ORDER = ["sweep", "results", "report"] + sorted(set(EXAMPLES) - {"sweep", "results", "report"})
 
 
 def _fabric(args: list[str], timeout: float = 600) -> subprocess.CompletedProcess:

@@ -79,7 +79,7 @@ def test_report_of_a_study_whose_every_point_failed(tmp_path, run_cli, capsys):
     """Every point fails (a DP size that cannot fit): the page is still written, every plot replaced by a note."""
     doc = {"name": "all-failed", "gpus": 256, "architectures": [{"name": "dgx"}], "workloads": [{"name": "w", "tp": 8}],
            "metrics": ["cost", {"orchestrator": {"dp": "1000", "solver": "greedy"}}]}
-    out = run_small_study(tmp_path, doc)
+    out = run_small_study(tmp_path, doc, expect_rc=1)  # a study whose every point failed exits 1
     capsys.readouterr()
     rc, stdout, _ = run_cli("report", out, "--json")
     data = json.loads(stdout)
