@@ -12,7 +12,7 @@ from typing import Mapping
 import numpy as np
 
 from fabric.errors import FabricError
-from fabric.faults import FaultModel, FaultSamples, chunk_sizes
+from fabric.faults import FaultModel, FaultSamples, chunk_sizes, iter_components
 from fabric.faultset import FaultDraw, draw_faults
 from fabric.metrics import waste_summary
 from fabric.model import Fabric
@@ -76,7 +76,7 @@ def evaluate_faults(fabric: Fabric, tp: int, *, node_fault_ratio: float | None =
     model = fault_model(node_fault_ratio, fault_ratios, mode, trace, trace_mapping)
     if model.kind == "none":
         raise FabricError("node_fault_ratio", "give --node-fault-ratio R (or other fault ratios) or --trace")
-    if draw is None:
+    if draw is None and model.kind == "trace":
         draw = draw_faults(fabric, model, int(seed), int(samples), nodes)
     base_batch = FaultBatch.from_nodes(nodes, FaultSamples.empty(1, nodes.n_nodes))
     base = int(pol.count(tp, base_batch)[0])
@@ -97,7 +97,11 @@ def evaluate_faults(fabric: Fabric, tp: int, *, node_fault_ratio: float | None =
         mapper = EffectMapper(pol)
         healthy, usable, down = [], [], []
         # batch by batch: the working arrays stay small; the fault sets do not depend on the batching
-        for comp in draw.chunks(chunk_sizes(samples)):
+        # a shared draw is read batch by batch; else the same streams are drawn batch by batch (memory stays
+        # bounded for 10^4 samples of 10^5 GPUs): the fault sets are the same either way
+        chunks = draw.chunks(chunk_sizes(samples)) if draw is not None else \
+            iter_components(fabric, model, int(samples), int(seed), nodes)
+        for comp in chunks:
             batch = FaultBatch.from_nodes(nodes, comp["node"]) if set(comp) == {"node"} else mapper.batch(comp)
             healthy.append(batch.healthy)
             usable.append(pol.count(tp, batch))
