@@ -22,7 +22,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Design the interconnect of AI training clusters: cost, faults, collectives, MFU.")
 
 # Command groups, in `fabric --help` order.  Each module defines register(app).
-COMMAND_MODULES = ["cli.build", "cli.cost", "cli.sweep", "cli.view", "cli.faults", "cli.simulate", "cli.mfu", "cli.rl", "cli.orchestrate"]
+COMMAND_MODULES = ["cli.build", "cli.cost", "cli.sweep", "cli.view", "cli.faults", "cli.simulate", "cli.mfu", "cli.rl", "cli.orchestrate", "cli.goodput"]
 
 
 def _register_all() -> None:
