@@ -1,0 +1,55 @@
+"""`fabric goodput`: one JSON object, the same numbers as the importable function, one-line errors."""
+
+import json
+
+import pytest
+
+from cli.goodput import goodput_summary
+from topologies import build
+
+ARGS = ("goodput", "nvl-72", "--gpus", 144, "--model", "llama3-8b", "--tp", 8, "--pp", 1, "--dp", 16,
+        "--global-batch", 64, "--no-search", "--comm", "analytic")
+
+
+def test_json_and_same_numbers_as_the_function(run_cli):
+    rc, out, err = run_cli(*ARGS, "--seed", 2, "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert 0 < d["goodput_ratio"] < 1 and d["effective_tokens_per_s"] < d["healthy_tokens_per_s"]
+    assert d["span_days"] == pytest.approx(348.0, abs=1.0)
+    assert len(d["series"]["day"]) == len(d["series"]["tokens_per_s"]) > 300
+    assert set(d["gpu_hours_lost"]) == {"faults", "waste", "restart", "recomputation", "replacement", "checkpoint",
+                                        "slower_placement"}
+    direct = goodput_summary(build("nvl-72", 144, {}), "llama3-8b", seed=2, search=False, comm="analytic",
+                             tp=8, pp=1, dp=16, global_batch=64)
+    assert d["goodput_ratio"] == direct["goodput_ratio"]
+    assert d["tokens_per_s_per_musd"] == direct["tokens_per_s_per_musd"]
+
+
+def test_costs_move_goodput_the_right_way(run_cli):
+    rc, out, _ = run_cli(*ARGS, "--json", "--no-series", "--recovery", "restart=1min")
+    fast = json.loads(out)
+    rc, out, _ = run_cli(*ARGS, "--json", "--no-series", "--recovery", "restart=1h")
+    slow = json.loads(out)
+    assert "series" not in fast and slow["goodput_ratio"] < fast["goodput_ratio"]
+    assert slow["recovery"]["sources"]["restart_s"] == "given by the user"
+
+
+def test_human_output(run_cli):
+    rc, out, err = run_cli(*ARGS, "--policy", "elastic")
+    assert rc == 0, err
+    assert "goodput ratio" in out and "recomputation" in out
+
+
+@pytest.mark.parametrize("extra,flag", [
+    (("--policy", "greedy"), "--policy"),
+    (("--recovery", "warmup=3s"), "--recovery"),
+    (("--recovery", "restart=-3s"), "--recovery restart"),
+    (("--trace", "/nonexistent.json"), "--trace"),
+    (("--trace-mapping", "zigzag"), "--trace-mapping"),
+    (("--seed", -1), "--seed"),
+])
+def test_bad_input_one_line_exit_2(run_cli, extra, flag):
+    rc, out, err = run_cli(*ARGS, *extra, "--json")
+    assert rc == 2 and out == ""
+    assert err.startswith("error: ") and flag in err and len(err.strip().splitlines()) == 1
