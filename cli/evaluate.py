@@ -527,8 +527,11 @@ def _mfu(ctx: PointContext) -> dict[str, Any]:
 
     opt = ctx.options
     fixed = {k: opt[k] for k in ("tp", "pp", "dp") if opt[k]}
-    data = mfu_summary(ctx.fabric, opt["model"], catalog=ctx.catalog, search=opt["search"],
-                       global_batch=opt["global_batch"] or None, comm=opt["comm"], **fixed)
+    # memoised per Fabric and options, so that the goodput metric reuses the same healthy job
+    key = ("mfu_summary", opt["model"], opt["search"], opt["global_batch"], opt["comm"], tuple(sorted(fixed.items())))
+    data = ctx.fabric_memo(key, lambda: mfu_summary(ctx.fabric, opt["model"], catalog=ctx.catalog,
+                                                    search=opt["search"], global_batch=opt["global_batch"] or None,
+                                                    comm=opt["comm"], **fixed))
     out = _scalar_tree(data, drop=("architecture", "params", "gpus", "model_spec", "gemm_model", "search"))
     out["seq_len"] = data["model_spec"]["seq_len"]
     if "search" in data:
@@ -557,3 +560,38 @@ def _rl(ctx: PointContext) -> dict[str, Any]:
     data = rl_point(ctx.fabric, opt["model"], params=params, catalog=ctx.catalog, pipeline=opt["pipeline"],
                     timing=opt["comm"])
     return _scalar_tree(data, drop=("architecture", "params", "gpus"))
+
+
+@register_metric(
+    "goodput",
+    help="training goodput over the point's fault trace: effective tokens/s, goodput ratio, GPU-hours lost by "
+         "cause, tokens/s per $M and per MW (the numbers of `fabric goodput --json`; trace points only, "
+         "other fault models get empty columns)",
+    options={
+        "model": Option(str, "llama3-70b", "model preset or file"),
+        "search": Option(bool, True, "search the healthy job's best configuration (as the mfu metric)"),
+        "global_batch": Option(int, 0, "sequences per step (0: about 4 Mi tokens)", _unset_or_positive),
+        "tp": Option(int, 0, "tensor-parallel size (0: free / 1 without search)", _unset_or_positive),
+        "pp": Option(int, 0, "pipeline-parallel size (0: free / 1 without search)", _unset_or_positive),
+        "dp": Option(int, 0, "data-parallel size (0: free / as many as fit)", _unset_or_positive),
+        "comm": Option(str, "sim", "collective timing: sim or analytic", _choice("sim", "analytic")),
+        "policy": Option(str, "fixed", "fixed (wait / use spares) or elastic DP", _choice("fixed", "elastic")),
+        "trace_mapping": Option(str, "tile", "trace servers -> nodes: tile or sample", _choice("tile", "sample")),
+    })
+def _goodput(ctx: PointContext) -> dict[str, Any]:
+    from cli.goodput import goodput_summary
+    from cli.mfu import mfu_summary
+    from workloads.goodput import SCALAR_KEYS
+
+    p, opt = ctx.point, ctx.options
+    if p.fault.kind != "trace":
+        return {k: None for k in SCALAR_KEYS}
+    fixed = {k: opt[k] for k in ("tp", "pp", "dp") if opt[k]}
+    key = ("mfu_summary", opt["model"], opt["search"], opt["global_batch"], opt["comm"], tuple(sorted(fixed.items())))
+    mfu = ctx.fabric_memo(key, lambda: mfu_summary(ctx.fabric, opt["model"], catalog=ctx.catalog,
+                                                   search=opt["search"], global_batch=opt["global_batch"] or None,
+                                                   comm=opt["comm"], **fixed))
+    data = goodput_summary(ctx.fabric, opt["model"], trace=p.fault.path, catalog=ctx.catalog, policy=opt["policy"],
+                           seed=p.seed, trace_mapping=opt["trace_mapping"], comm=opt["comm"], series=False,
+                           mfu_data=mfu)
+    return {k: data[k] for k in SCALAR_KEYS}

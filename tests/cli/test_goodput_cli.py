@@ -53,3 +53,32 @@ def test_bad_input_one_line_exit_2(run_cli, extra, flag):
     rc, out, err = run_cli(*ARGS, *extra, "--json")
     assert rc == 2 and out == ""
     assert err.startswith("error: ") and flag in err and len(err.strip().splitlines()) == 1
+
+
+def test_study_row_equals_fabric_goodput_json(tmp_path, run_cli):
+    """The sweep metric reuses the mfu metric's healthy job and gives the command's numbers; i.i.d. rows stay empty."""
+    import yaml
+
+    from cli.study import load_study
+    from cli.sweep_store import read_results
+    from workloads.goodput import SCALAR_KEYS
+
+    opts = {"model": "llama3-8b", "search": False, "tp": 8, "pp": 1, "comm": "analytic"}
+    spec = tmp_path / "study.yaml"
+    spec.write_text(yaml.safe_dump({
+        "gpus": 64, "architectures": [{"name": "dgx"}], "faults": {"ratios": [0.0], "traces": ["stepfun"]},
+        "seeds": [4], "metrics": [{"mfu": opts}, {"goodput": opts}]}, sort_keys=False))
+    rc, out, err = run_cli("sweep", spec, "--out", tmp_path / "out", "--workers", "1", "--json")
+    assert rc == 0 and json.loads(out)["failed"] == 0, (out, err)
+    df = read_results(tmp_path / "out")
+    rc, out, err = run_cli("goodput", "dgx", "--gpus", 64, "--model", "llama3-8b", "--tp", 8, "--pp", 1,
+                           "--no-search", "--comm", "analytic", "--seed", 4, "--json")
+    assert rc == 0, err
+    data = json.loads(out)
+    for p in load_study(spec).points:
+        row = df[df["point_id"] == p.point_id].iloc[0]
+        got = {k: row[f"goodput_{k}"] for k in SCALAR_KEYS}
+        if p.fault.kind == "trace":
+            assert got == pytest.approx({k: data[k] for k in SCALAR_KEYS}, rel=1e-15)
+        else:
+            assert all(v is None or v != v for v in got.values())  # None (or NaN in a float column)
