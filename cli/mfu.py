@@ -66,7 +66,8 @@ def default_dp(sm, par_kwargs: dict, global_batch: int) -> int:
     if tp < 1 or cp < 1 or pp < 1 or mb < 1:
         return 1
     # the model and HBD rules first, so that their message (not "no dp fits") reaches the user
-    validate(sm.model, Parallelism(**{**par_kwargs, "dp": 1, "global_batch": mb}), sm.fabric.hbd)
+    validate(sm.model, Parallelism(**{**par_kwargs, "dp": 1, "global_batch": mb}),
+             None if sm.tp_beyond_hbd else sm.fabric.hbd)
     most = usable_gpus(sm.fabric, tp) // (tp * cp * pp)
     for d in range(most, 0, -1):
         if global_batch % (d * mb) == 0:
@@ -120,6 +121,9 @@ def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: b
             "model_spec": spec.to_dict(), "model_params_billion": spec.params() / 1e9,
             "active_params_billion": spec.active_params() / 1e9, "global_batch": B, "runtime": sm.runtime.name,
             "gemm_model": sm.gemm.to_dict(), "comm_backend": sm.backend_name}
+    notes = _tp_beyond_hbd(sm, fixed.get("tp"))
+    if notes:
+        head["warnings"] = notes
     if search:
         res = run_search(sm, B, fixed=fixed, confirm=confirm)
         if res.best is None:
@@ -135,6 +139,24 @@ def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: b
     result = sm.evaluate(par)
     check_fit(result)
     return {**head, **result.to_dict()}
+
+
+def _tp_beyond_hbd(sm, tp: Optional[int]) -> list[str]:
+    """Let a pinned TP larger than the HBD domain run over the scale-out NICs, with a warning (issue 19)."""
+    hbd = sm.fabric.hbd
+    limit = hbd.max_tp or hbd.domain_gpus
+    if not tp or not limit or tp <= limit:
+        return []
+    if tp % limit:
+        raise FabricError("--tp", f"{tp} exceeds the {hbd.kind} HBD of {limit} GPUs and is not a multiple of it "
+                                  "(TP beyond the HBD takes whole domains)")
+    sm.tp_beyond_hbd = True
+    msg = (f"TP {tp} exceeds the HBD ({limit} GPUs): each TP group spans {tp // limit} domains and its "
+           "collectives cross the scale-out network (timed by the simulator)")
+    import sys
+
+    sys.stderr.write(f"warning: {msg}\n")
+    return [msg]
 
 
 # The seeds' comparison: the same B200-class GPU (bf16 2.25 PFLOP/s, 180 GB, 400G NIC) behind three HBDs.
