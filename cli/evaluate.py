@@ -595,3 +595,32 @@ def _goodput(ctx: PointContext) -> dict[str, Any]:
                            seed=p.seed, trace_mapping=opt["trace_mapping"], comm=opt["comm"], series=False,
                            mfu_data=mfu)
     return {k: data[k] for k in SCALAR_KEYS}
+
+
+_MFU_WORKLOAD_PARAMS = ("model", "pp", "dp", "ep", "cp", "micro_batch", "global_batch", "recompute", "interleave")
+
+
+@register_metric(
+    "mfu_workload", requires=("tp",),
+    help="step time and MFU of the point's workload at its pinned TP (and params model, ep, pp, ...); a TP larger "
+         "than the HBD runs over the scale-out network (the numbers of `fabric mfu --tp T --json`)",
+    options={"comm": Option(str, "sim", "collective timing: sim or analytic", _choice("sim", "analytic"))})
+def _mfu_workload(ctx: PointContext) -> dict[str, Any]:
+    from cli.mfu import mfu_summary
+
+    p = ctx.point
+    params = dict(p.workload.params)
+    bad = set(params) - set(_MFU_WORKLOAD_PARAMS)
+    if bad:
+        raise FabricError("workloads.params", f"{sorted(bad)} not allowed; use {', '.join(_MFU_WORKLOAD_PARAMS)}")
+    model = params.pop("model", "llama3-70b")
+    gb = params.pop("global_batch", None)
+    key = ("mfu_workload", p.workload, ctx.options["comm"])
+    data = ctx.fabric_memo(key, lambda: mfu_summary(ctx.fabric, model, catalog=ctx.catalog, search=False,
+                                                    global_batch=gb, comm=ctx.options["comm"], tp=p.workload.tp,
+                                                    **params))
+    out = {k: data[k] for k in ("model", "config", "mfu", "cluster_mfu", "step_time_s", "tokens_per_s",
+                                "gpus_used", "memory_gb_per_gpu")}
+    out["tp_beyond_hbd"] = bool(data.get("warnings"))
+    out["exposed_share"] = {k: v / data["step_time_s"] for k, v in data["breakdown_s"].items()}
+    return out
