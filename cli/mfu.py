@@ -129,7 +129,7 @@ def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: b
         if res.best is None:
             raise FabricError("--model", f"no configuration of {spec.name} fits in {sm.gpu.hbm_bytes / 1e9:.0f} GB on "
                                          f"{fabric.n_gpus} GPUs ({res.oom} candidates out of memory)")
-        return {**head, **res.best.to_dict(), "search": res.to_dict()}
+        return _warn({**head, **res.best.to_dict(), "search": res.to_dict()})
     kw = {"tp": 1, "pp": 1, "ep": 1, "cp": 1, "micro_batch": 1, "interleave": 1, "recompute": "none"}
     kw.update({k: v for k, v in fixed.items() if v is not None})
     kw.setdefault("sequence_parallel", kw["tp"] > 1)
@@ -138,7 +138,7 @@ def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: b
     par = Parallelism(global_batch=B, **kw)
     result = sm.evaluate(par)
     check_fit(result)
-    return {**head, **result.to_dict()}
+    return _warn({**head, **result.to_dict()})
 
 
 def _tp_beyond_hbd(sm, tp: Optional[int]) -> list[str]:
@@ -151,12 +151,17 @@ def _tp_beyond_hbd(sm, tp: Optional[int]) -> list[str]:
         raise FabricError("--tp", f"{tp} exceeds the {hbd.kind} HBD of {limit} GPUs and is not a multiple of it "
                                   "(TP beyond the HBD takes whole domains)")
     sm.tp_beyond_hbd = True
-    msg = (f"TP {tp} exceeds the HBD ({limit} GPUs): each TP group spans {tp // limit} domains and its "
-           "collectives cross the scale-out network (timed by the simulator)")
+    return [f"TP {tp} exceeds the HBD ({limit} GPUs): each TP group spans {tp // limit} domains and its "
+            "collectives cross the scale-out network (timed by the simulator)"]
+
+
+def _warn(data: dict) -> dict:
+    """Print the result's warnings on stderr (once it is valid) and return it."""
     import sys
 
-    sys.stderr.write(f"warning: {msg}\n")
-    return [msg]
+    for w in data.get("warnings", []):
+        sys.stderr.write(f"warning: {w}\n")
+    return data
 
 
 # The seeds' comparison: the same B200-class GPU (bf16 2.25 PFLOP/s, 180 GB, 400G NIC) behind three HBDs.

@@ -45,7 +45,7 @@ def test_not_fitting_reports_numbers(capsys):
     (["--model", "gpt3-175b", "--pp", 7], "error: --pp: 7 does not divide layers=96"),
     (["--model", "gpt-5"], "error: --model: unknown preset 'gpt-5'"),
     (["--model", "gpt3-175b", "--recompute", "most"], "error: --recompute:"),
-    (["--model", "gpt3-175b", "--tp", 16], "error: --tp: 16 exceeds the HBD size"),
+    (["--model", "gpt3-175b", "--tp", 12], "error: --tp: 12 exceeds the switch_domain HBD of 8 GPUs"),
     (["--model", "mixtral-8x7b", "--ep", 3], "error: --ep: 3 does not divide experts=8"),
 ])
 def test_bad_input_one_line_exit_2(capsys, args, text):
