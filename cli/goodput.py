@@ -23,8 +23,8 @@ from fabric.errors import FabricError
 NOTES = (
     "each job size is timed by the MFU step model on its own placement on the healthy fabric; the cross-ToR "
     "traffic of a re-placement around faults is not fed back into the step time",
-    "elastic DP keeps each replica's micro-batches, so the global batch shrinks with the job (tokens/s is what "
-    "is counted, not convergence per token)",
+    "elastic DP keeps the global batch (more micro-batches per replica), so it shrinks only to sizes whose "
+    "replicas x micro-batch divide it",
 )
 
 

@@ -172,7 +172,7 @@ TIMES = st.floats(0.0, 5.0, allow_nan=False).map(lambda x: round(x, 3))
 COSTS = ("restart_s", "replace_s", "checkpoint_interval_s")
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pairs=st.lists(st.tuples(TIMES, st.floats(0.01, 2.0).map(lambda x: round(x, 3))), min_size=1, max_size=8),
        cost=st.sampled_from(COSTS), lo=st.floats(0, 86400.0), extra=st.floats(0, 86400.0),
        dp=st.integers(14, 18), policy=st.sampled_from(("fixed", "elastic")), seed=st.integers(0, 3))

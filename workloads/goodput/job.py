@@ -14,10 +14,11 @@ the trace's span.  At every event (the start of an interval of the
    ``dp' x groups_per_replica`` groups), then recovers: *re-placement* time,
    then *restart* time, then it runs.  If it does not fit it *waits*.
    ``fixed``: it needs all ``dp`` replicas (spares absorb faults; else it
-   waits for repair).  ``elastic``: it runs with as many replicas as fit
-   (at least one), each keeping its micro-batches, so the global batch
-   shrinks with DP; when repairs let it grow it checkpoints, re-places and
-   restarts at the larger size (no work lost).
+   waits for repair).  ``elastic``: it runs with the most replicas that fit
+   and that the model allows (``rate`` is None for sizes it does not, e.g.
+   when ``dp' x micro_batch`` does not divide the global batch), at least
+   one; when repairs let it grow (even while it is still recovering) it
+   checkpoints, re-places and restarts at the larger size (no work lost).
 3. **Running** at the step time of its shape: ``rate(dp')`` tokens/s.  It
    checkpoints every ``checkpoint_interval_s`` of training, stalling
    ``checkpoint_stall_s`` each time (a fraction C / (C + w) of running time
@@ -171,11 +172,13 @@ class _Job:
             dp = self.fit(i)
             if dp:
                 self.place(i, dp, restart)
-        elif self.policy == "elastic" and self.state == RUNNING and self.dp_run < self.shape.dp:
+        elif self.policy == "elastic" and self.dp_run < self.shape.dp:
             dp = self.fit(i)
             if dp > self.dp_run:
                 self.led.regrows += 1
-                self.place(i, dp, [("checkpoint", rec.checkpoint_stall_s), *restart])
+                # a running job checkpoints first; one still recovering has trained nothing since its checkpoint
+                ckpt = [("checkpoint", rec.checkpoint_stall_s)] if self.state == RUNNING else []
+                self.place(i, dp, [*ckpt, *restart])
 
     # ------------------------------------------------------------------ time
     def missing(self, gpus: int, seconds: float, i: int) -> None:

@@ -2,9 +2,12 @@
 
 The healthy job is what ``fabric mfu`` evaluates; when faults shrink it
 (elastic DP), the same :class:`~workloads.step.StepModel` times the smaller
-shape: ``dp'`` replicas that keep their micro-batches (the global batch shrinks
-in proportion).  Each distinct shape is evaluated once, so a year of events
-costs a handful of step-time evaluations.
+shape: ``dp'`` replicas with the same global batch (more micro-batches each,
+as Megatron's gradient accumulation does, so the optimizer sees the same
+batch and the loss curve per token is unchanged).  ``dp' x micro_batch`` must
+divide the global batch, so a job shrinks in few steps (halving, for a
+power-of-two batch), and each distinct shape is evaluated once: a year of
+events costs a handful of step-time evaluations.
 """
 
 from __future__ import annotations
@@ -37,11 +40,10 @@ class ShapeRates:
     def result(self, dp: int) -> StepResult | None:
         """The step result at ``dp`` replicas (None if the model cannot run so)."""
         if dp not in self.cache:
-            per_replica = self.par.global_batch // self.par.dp
-            par = replace(self.par, dp=dp, global_batch=per_replica * dp)
+            par = replace(self.par, dp=dp)  # the same global batch: more micro-batches per replica
             try:
                 r = self.sm.evaluate(par)
-            except FabricError:  # the shape is invalid for the model (EP, divisibility)
+            except FabricError:  # invalid for the model: dp x micro-batch must divide the batch; EP
                 r = None
             self.cache[dp] = r if r is not None and r.fits else None
         return self.cache[dp]
