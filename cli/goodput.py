@@ -125,6 +125,7 @@ def goodput_command(
     ep: Optional[int] = typer.Option(None, "--ep", help="expert-parallel size (MoE)"),
     cp: Optional[int] = typer.Option(None, "--cp", help="context-parallel size"),
     micro_batch: Optional[int] = typer.Option(None, "--micro-batch", help="sequences per micro-batch"),
+    interleave: Optional[int] = typer.Option(None, "--interleave", help="virtual pipeline chunks per stage (v)"),
     global_batch: Optional[int] = typer.Option(None, "--global-batch", help="sequences per step (default ~4M tokens)"),
     do_search: bool = typer.Option(True, "--search/--no-search", help="search the healthy job's best configuration "
                                                                       "(flags given pin theirs)"),
@@ -150,7 +151,7 @@ def goodput_command(
 
     with_overrides(Recovery(), rec)  # reject a bad --recovery before building anything
     fab = build_fabric(arch, gpus, param, cat, topology)
-    fixed = {"tp": tp, "pp": pp, "dp": dp, "ep": ep, "cp": cp, "micro_batch": micro_batch}
+    fixed = {"tp": tp, "pp": pp, "dp": dp, "ep": ep, "cp": cp, "micro_batch": micro_batch, "interleave": interleave}
     data = goodput_summary(fab, model, trace=trace, catalog=cat, policy=policy, recovery=rec, seed=seed,
                            trace_mapping=trace_mapping, trace_servers=trace_servers, search=do_search,
                            global_batch=global_batch, comm=comm, series=not no_series,

@@ -60,6 +60,8 @@ HEADLINES = (
     Headline("orchestrator_cross_tor_traffic_ratio", "cross-ToR @0%", "{:.1%}", at_ratio=0.0),
     Headline("orchestrator_cross_tor_traffic_ratio", "cross-ToR @3%", "{:.1%}", at_ratio=0.03),
     Headline("mfu_mfu", "MFU", "{:.1%}"),
+    Headline("goodput_goodput_ratio", "goodput trace", "{:.1%}", trace=True),
+    Headline("goodput_tokens_per_s_per_musd", "tokens/s per $M", "{:,.0f}", trace=True),
 )
 
 
