@@ -82,3 +82,30 @@ def test_study_row_equals_fabric_goodput_json(tmp_path, run_cli):
             assert got == pytest.approx({k: data[k] for k in SCALAR_KEYS}, rel=1e-15)
         else:
             assert all(v is None or v != v for v in got.values())  # None (or NaN in a float column)
+
+
+def test_hbd_size_study_validates_and_its_metric_equals_fabric_mfu(tmp_path, run_cli):
+    """studies/hbd-size.yaml expands to 30 points; its mfu_workload row equals `fabric mfu --tp 16` on DGX."""
+    from pathlib import Path
+
+    import yaml
+
+    from cli.study import load_study
+    from cli.sweep_store import read_results
+
+    study = load_study(Path(__file__).resolve().parents[2] / "studies" / "hbd-size.yaml")
+    assert len(study.points) == 30 and {m.name for m in study.metrics} == {"cost", "mfu_workload"}
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump({
+        "gpus": 64, "architectures": [{"name": "dgx"}],
+        "workloads": [{"name": "w", "tp": [8, 16], "params": {"model": "llama3-8b", "pp": 1}}],
+        "metrics": [{"mfu_workload": {"comm": "analytic"}}]}, sort_keys=False))
+    rc, out, err = run_cli("sweep", spec, "--out", tmp_path / "out", "--workers", "1", "--json")
+    assert rc == 0 and json.loads(out)["failed"] == 0, (out, err)
+    df = read_results(tmp_path / "out")
+    rc, out, err = run_cli("mfu", "dgx", "--gpus", 64, "--model", "llama3-8b", "--tp", 16, "--pp", 1, "--comm",
+                           "analytic", "--json")
+    d = json.loads(out)
+    row = df[df["tp"] == 16].iloc[0]
+    assert row["mfu_workload_mfu"] == d["mfu"] and bool(row["mfu_workload_tp_beyond_hbd"])
+    assert not bool(df[df["tp"] == 8].iloc[0]["mfu_workload_tp_beyond_hbd"])
