@@ -24,6 +24,12 @@ def test_json_and_same_numbers_as_the_function(run_cli):
                              tp=8, pp=1, dp=16, global_batch=64)
     assert d["goodput_ratio"] == direct["goodput_ratio"]
     assert d["tokens_per_s_per_musd"] == direct["tokens_per_s_per_musd"]
+    # the healthy job is exactly `fabric mfu`'s, and the effective throughput is it times the goodput ratio
+    rc, out, err = run_cli("mfu", "nvl-72", "--gpus", 144, "--model", "llama3-8b", "--tp", 8, "--pp", 1, "--dp", 16,
+                           "--global-batch", 64, "--comm", "analytic", "--json")
+    m = json.loads(out)
+    assert d["healthy_tokens_per_s"] == m["tokens_per_s"] and d["config"] == m["config"]
+    assert d["effective_tokens_per_s"] == pytest.approx(d["goodput_ratio"] * m["tokens_per_s"], rel=1e-12)
 
 
 def test_costs_move_goodput_the_right_way(run_cli):
