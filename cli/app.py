@@ -24,7 +24,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 
 # Command groups, in `fabric --help` order.  Each module defines register(app).
 COMMAND_MODULES = ["cli.build", "cli.cost", "cli.sweep", "cli.report", "cli.view", "cli.faults",
-                   "cli.simulate", "cli.mfu", "cli.rl", "cli.orchestrate"]
+                   "cli.simulate", "cli.mfu", "cli.rl", "cli.orchestrate", "cli.goodput"]
 
 
 def _register_all() -> None:

@@ -535,8 +535,11 @@ def _unset_or_positive(v: Any) -> str | None:
 def _mfu(ctx: PointContext) -> dict[str, Any]:
     opt = ctx.options
     fixed = {k: opt[k] for k in ("tp", "pp", "dp") if opt[k]}
-    data = mfu_summary(ctx.fabric, opt["model"], catalog=ctx.catalog, search=opt["search"],
-                       global_batch=opt["global_batch"] or None, comm=opt["comm"], **fixed)
+    # memoised per Fabric and options, so that the goodput metric reuses the same healthy job
+    key = ("mfu_summary", opt["model"], opt["search"], opt["global_batch"], opt["comm"], tuple(sorted(fixed.items())))
+    data = ctx.fabric_memo(key, lambda: mfu_summary(ctx.fabric, opt["model"], catalog=ctx.catalog,
+                                                    search=opt["search"], global_batch=opt["global_batch"] or None,
+                                                    comm=opt["comm"], **fixed))
     out = _scalar_tree(data, drop=("architecture", "params", "gpus", "model_spec", "gemm_model", "search"))
     out["seq_len"] = data["model_spec"]["seq_len"]
     if "search" in data:
@@ -563,3 +566,65 @@ def _rl(ctx: PointContext) -> dict[str, Any]:
     data = rl_point(ctx.fabric, opt["model"], params=params, catalog=ctx.catalog, pipeline=opt["pipeline"],
                     timing=opt["comm"])
     return _scalar_tree(data, drop=("architecture", "params", "gpus"))
+
+
+@register_metric(
+    "goodput",
+    help="training goodput over the point's fault trace: effective tokens/s, goodput ratio, GPU-hours lost by "
+         "cause, tokens/s per $M and per MW (the numbers of `fabric goodput --json`; trace points only, "
+         "other fault models get empty columns)",
+    options={
+        "model": MetricOption(str, "llama3-70b", "model preset or file"),
+        "search": MetricOption(bool, True, "search the healthy job's best configuration (as the mfu metric)"),
+        "global_batch": MetricOption(int, 0, "sequences per step (0: about 4 Mi tokens)", _unset_or_positive),
+        "tp": MetricOption(int, 0, "tensor-parallel size (0: free / 1 without search)", _unset_or_positive),
+        "pp": MetricOption(int, 0, "pipeline-parallel size (0: free / 1 without search)", _unset_or_positive),
+        "dp": MetricOption(int, 0, "data-parallel size (0: free / as many as fit)", _unset_or_positive),
+        "comm": MetricOption(str, "sim", "collective timing: sim or analytic", _choice("sim", "analytic")),
+        "policy": MetricOption(str, "fixed", "fixed (wait / use spares) or elastic DP", _choice("fixed", "elastic")),
+        "trace_mapping": MetricOption(str, "tile", "trace servers -> nodes: tile or sample", _choice("tile", "sample")),
+    })
+def _goodput(ctx: PointContext) -> dict[str, Any]:
+    from cli.goodput import goodput_summary
+    from workloads.goodput import SCALAR_KEYS
+
+    p, opt = ctx.point, ctx.options
+    if p.fault.kind != "trace":
+        return {k: None for k in SCALAR_KEYS}
+    fixed = {k: opt[k] for k in ("tp", "pp", "dp") if opt[k]}
+    key = ("mfu_summary", opt["model"], opt["search"], opt["global_batch"], opt["comm"], tuple(sorted(fixed.items())))
+    mfu = ctx.fabric_memo(key, lambda: mfu_summary(ctx.fabric, opt["model"], catalog=ctx.catalog,
+                                                   search=opt["search"], global_batch=opt["global_batch"] or None,
+                                                   comm=opt["comm"], **fixed))
+    data = goodput_summary(ctx.fabric, opt["model"], trace=p.fault.path, catalog=ctx.catalog, policy=opt["policy"],
+                           seed=p.seed, trace_mapping=opt["trace_mapping"], comm=opt["comm"], series=False,
+                           mfu_data=mfu)
+    return {k: data[k] for k in SCALAR_KEYS}
+
+
+_MFU_WORKLOAD_PARAMS = ("model", "pp", "dp", "ep", "cp", "micro_batch", "global_batch", "recompute", "interleave")
+
+
+@register_metric(
+    "mfu_workload", requires=("tp",),
+    help="step time and MFU of the point's workload at its pinned TP (and params model, ep, pp, ...); a TP larger "
+         "than the HBD runs over the scale-out network (the numbers of `fabric mfu --tp T --json`)",
+    options={"comm": MetricOption(str, "sim", "collective timing: sim or analytic", _choice("sim", "analytic"))})
+def _mfu_workload(ctx: PointContext) -> dict[str, Any]:
+
+    p = ctx.point
+    params = dict(p.workload.params)
+    bad = set(params) - set(_MFU_WORKLOAD_PARAMS)
+    if bad:
+        raise FabricError("workloads.params", f"{sorted(bad)} not allowed; use {', '.join(_MFU_WORKLOAD_PARAMS)}")
+    model = params.pop("model", "llama3-70b")
+    gb = params.pop("global_batch", None)
+    key = ("mfu_workload", p.workload, ctx.options["comm"])
+    data = ctx.fabric_memo(key, lambda: mfu_summary(ctx.fabric, model, catalog=ctx.catalog, search=False,
+                                                    global_batch=gb, comm=ctx.options["comm"], tp=p.workload.tp,
+                                                    **params))
+    out = {k: data[k] for k in ("model", "config", "mfu", "cluster_mfu", "step_time_s", "tokens_per_s",
+                                "gpus_used", "memory_gb_per_gpu")}
+    out["tp_beyond_hbd"] = bool(data.get("warnings"))
+    out["exposed_share"] = {k: v / data["step_time_s"] for k, v in data["breakdown_s"].items()}
+    return out

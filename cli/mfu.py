@@ -10,6 +10,8 @@ communication per dimension, or the pipeline bubble.
 
 from __future__ import annotations
 
+import sys
+
 from pathlib import Path
 from typing import Optional
 
@@ -144,6 +146,8 @@ def mfu_command(
                 comm=comm, confirm=confirm, fp8=fp8, flops_convention=flops_convention, **fixed)
     fab = build_fabric(arch, gpus, param, cat, topology)
     data = mfu_summary(fab, model, **opts)
+    for w in data.get("warnings", []):  # e.g. TP beyond the HBD: said once the configuration is valid
+        sys.stderr.write(f"warning: {w}\n")
     if versus:
         from topologies import build
 

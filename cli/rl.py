@@ -11,6 +11,16 @@ phase.  The radix ``-p k`` defaults to switch bandwidth / NIC bandwidth (128 x
 400G on 51.2T: 4,096 GPUs per pod at 1:1); a smaller ``-p k`` gives several
 pods at small GPU counts (then price the switch per port with ``--catalog``).
 
+The comparison is fair by construction: both sides are built for the same
+GPUs, on the same ToRs and pods at the same oversubscription, and the OCS is
+placed between pods, where it can replace or re-wire a tier.  When the static
+fat-tree reaches every GPU in one pod (a 2-tier leaf-spine: up to ``k x d``
+GPUs at radix ``k`` with ``d`` ToR downlinks), no OCS design can pay, and the
+rfabric object says so (``verdict``, ``reason``) instead of pricing an idle
+OCS core.  ``--fabric both`` compares at equal lower tiers (neither equal cost
+nor equal performance is imposed: ``per_dollar_vs_static``); ``--table`` picks
+the rfabric at equal cost and at equal performance.
+
 :func:`rl_summary` is the importable evaluation (one object per fabric with
 ``phases``, ``iteration_s``, ``samples_per_s``, ``capex_usd`` and
 ``samples_per_s_per_musd``); :func:`rl_table` is the comparison behind
@@ -139,12 +149,53 @@ def rl_summary(gpus: int, model: Any, *, fabric: str = "both", oversubscription:
     m = load_model(model)
     rl, st, rf = split_params(dict(params or {}))
     cfg = RLConfig.from_params(rl, pipeline=pipeline)
-    fabrics = build_pair(int(gpus), oversubscription, st, rf, cat, fabric)
+    fabrics = build_pair(int(gpus), oversubscription, st, rf, cat, "both" if fabric == "rfabric" else fabric)
+    reason = None if fabric == "static" else ocs_useless(fabrics["static"])
     out = {}
     for name, fab in fabrics.items():
+        if name == "static" and fabric == "rfabric":
+            continue
+        if name == "rfabric" and reason:
+            out[name] = {"model": m.name, "architecture": "rfabric", "gpus": int(gpus),
+                         "verdict": "no OCS design pays at this size", "reason": reason}
+            continue
         r = evaluate_rl(fab, m, cfg, cat, reconfiguration_time=reconfig_time, timing=timing)
         out[name] = {"model": m.name, **fabric_result(r, fab)}
+    if "rfabric" in out and "phases" in out["rfabric"]:
+        out["rfabric"]["comparison"] = (
+            f"same GPUs, ToRs and pods at {oversubscription:g}:1 as the static 3-tier fat-tree; the rfabric's "
+            f"aggregation uplinks go through OCS with core_ratio {fabrics['rfabric'].params['core_ratio']:g} "
+            "(0: no electrical core). Neither equal cost nor equal performance is imposed here: compare "
+            "samples/s per $M, or use --table for the rfabric at equal cost and at equal performance")
+        if "static" in out:
+            out["rfabric"]["per_dollar_vs_static"] = (out["rfabric"]["samples_per_s_per_musd"]
+                                                      / out["static"]["samples_per_s_per_musd"])
     return out
+
+
+def ocs_useless(static) -> str | None:
+    """Why no OCS design can pay on this cluster (None if one might): the static fabric has a single pod.
+
+    An rfabric's OCS joins pods (or replaces the core between them).  When the
+    static fat-tree reaches every GPU within one pod (a 2-tier leaf-spine),
+    there is no pod-to-pod tier to replace or re-wire: an rfabric for the same
+    GPUs would only add an aggregation tier and idle OCS, so it is never better
+    per dollar.  The comparison is then decided by construction.
+    """
+    import numpy as np
+
+    pods = np.unique(static.group("pod")[static.gpu_ids]).size
+    if pods > 1:
+        return None
+    k = static.params.get("k")
+    from topologies.clos import split_ports
+
+    d, _ = split_ports(int(k), float(static.params.get("oversubscription", 1.0))) if k else (None, None)
+    limit = f" (up to {int(k) * d:,} GPUs at radix {k} and this oversubscription)" if k else ""
+    return (f"the static fabric reaches all {static.n_gpus:,} GPUs in one 2-tier leaf-spine{limit}, so there is no "
+            "pod-to-pod tier for an OCS to replace or re-wire; an rfabric for the same GPUs would add an "
+            "aggregation tier and idle OCS, and cost more for the same performance. Use more GPUs or a smaller "
+            "radix (-p k) for a size where the OCS can pay")
 
 
 def rl_point(fab, model: Any, *, params: dict | None = None, catalog: Catalog | None = None,
@@ -308,19 +359,31 @@ def _print(data: dict) -> None:
     from rich.table import Table
 
     con = console()
-    first = next(iter(data.values()))
+    first = next((d for d in data.values() if "verdict" not in d), None)
+    if first is None:
+        for name, d in data.items():
+            con.print(f"{name}: {d['verdict']}: {d['reason']}")
+        return
     t = Table(title=f"RL iteration: {first['model']} on {first['gpus']:,} GPUs ({first['pipeline']}, "
                     f"timing {first['timing']})", title_justify="left")
     for col in ("fabric", "generation", "weight sync", "training", "iteration", "re-wirings", "samples/s",
                 "capex", "samples/s per $M"):
         t.add_column(col, justify="left" if col == "fabric" else "right")
     for name, d in data.items():
+        if "verdict" in d:
+            t.add_row(name, *["-"] * 8)
+            continue
         ph = d["phases"]
         t.add_row(name, f"{ph['generation']:.3f} s", f"{ph['weight_sync']:.3f} s", f"{ph['training']:.3f} s",
                   f"{d['iteration_s']:.3f} s", str(d["reconfigurations"]), f"{d['samples_per_s']:.2f}",
                   f"${d['capex_usd'] / 1e6:,.2f}M", f"{d['samples_per_s_per_musd']:.4f}")
     con.print(t)
     for name, d in data.items():
+        if "verdict" in d:
+            con.print(f"{name}: {d['verdict']}: {d['reason']}")
+        if "per_dollar_vs_static" in d:
+            con.print(f"{name}: {100 * (d['per_dollar_vs_static'] - 1):+.1f} % samples/s per $M vs static; "
+                      f"{d['comparison']}")
         for n in d.get("notes", []):
             con.print(f"note ({name}): {n}")
 

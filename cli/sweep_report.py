@@ -73,6 +73,10 @@ HEADLINES = (
     Headline("orchestrator_cross_tor_traffic_ratio", "cross-ToR @3%", "{:.1%}", at_ratio=0.03, short="xToR3",
              legend="the same at 3 % node faults"),
     Headline("mfu_mfu", "MFU", "{:.1%}", legend="model FLOPs utilisation at the best searched parallelism"),
+    Headline("goodput_goodput_ratio", "goodput trace", "{:.1%}", trace=True, short="goodput",
+             legend="goodput ratio over the fault trace: useful work / ideal (fabric goodput)"),
+    Headline("goodput_tokens_per_s_per_musd", "tokens/s per $M", "{:,.0f}", trace=True, short="tok/s/$M",
+             legend="effective training tokens/s over the trace per $M of cluster capex"),
 )
 RATIO_SHORT, RATIO_LEGEND = "vsNVL", f"HBD capex per GPU relative to {REFERENCE_LABEL} at the same GPU count"
 """The compact header and legend of the ``hbd_capex_vs_nvl-72`` column."""

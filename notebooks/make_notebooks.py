@@ -403,6 +403,101 @@ assert (ph[PHASES].sum(axis=1) <= ph.iteration_s * 1.0001).all() and (ph.samples
 ])
 
 
+notebook("06_goodput.ipynb", [
+    ("md", """# 6. A year of real faults: training goodput per dollar
+
+The StepFun production trace (400 servers, 348 days) replayed on each reference architecture at 4,608 GPUs
+(`workloads.goodput`, `fabric goodput`). One llama3-70b job runs at the configuration `fabric mfu --search`
+finds for each architecture (pinned here so the notebook runs in minutes). Every fault that touches one of
+its TP groups stops it; it restarts from its last checkpoint after the orchestrator re-places it on the TP
+groups the HBD still forms, or waits for repair when it no longer fits. Recovery costs (checkpoint every
+30 min with a 10 s stall, 10 min restart, 2 min re-placement plus the HBD's reconfiguration) are the
+`assumed` defaults of `workloads/goodput/params.py`. `COMM = "analytic"` keeps the run short; `"sim"` times
+every collective with the flow simulator (the README's figures)."""),
+    ("code", """# Parameters (the test suite runs this notebook at these values)
+GPUS = 4608
+MODEL = "llama3-70b"
+COMM = "analytic"     # analytic (fast) or sim (flow simulator, the README's figures)
+POLICY = "fixed"      # fixed (spares / wait for repair) or elastic (DP shrinks and regrows)
+SEED = 0
+# (label, architecture, params, configuration found by `fabric mfu ARCH --gpus 4608 --model llama3-70b --search`)
+ARCHS = [
+    ("dgx-h100", "dgx", {}, dict(tp=4, pp=4, dp=128, cp=2, interleave=4)),
+    ("nvl-72", "nvl", {"size": 72}, dict(tp=4, pp=1, dp=256, cp=4, micro_batch=2)),
+    ("tpuv4", "tpuv4", {}, dict(tp=8, pp=4, dp=64, cp=2, interleave=4)),
+    ("khop-ring k=2", "khop-ring", {"k": 2}, dict(tp=8, pp=8, dp=32, cp=2, interleave=2)),
+    ("khop-ring k=3", "khop-ring", {"k": 3}, dict(tp=8, pp=8, dp=32, cp=2, interleave=2)),
+]"""),
+    ("code", """import pandas as pd
+from bokeh.io import output_notebook, show
+from bokeh.layouts import row
+from bokeh.models import ColumnDataSource
+from bokeh.palettes import Category10
+from bokeh.plotting import figure
+
+from cli.goodput import goodput_summary
+from topologies import build
+from workloads.goodput import CAUSES
+
+output_notebook(hide_banner=True)
+res = {}
+for label, arch, params, config in ARCHS:
+    fab = build(arch, GPUS, params)
+    res[label] = goodput_summary(fab, MODEL, trace="stepfun", policy=POLICY, seed=SEED, search=False, comm=COMM,
+                                 **config)
+table = pd.DataFrame([{"architecture": k, "config": d["config"], "job_gpus": d["job_gpus"],
+                       "healthy_tokens_per_s": d["healthy_tokens_per_s"],
+                       "effective_tokens_per_s": d["effective_tokens_per_s"], "goodput_ratio": d["goodput_ratio"],
+                       "capex_musd": d["capex_usd"] / 1e6, "tokens_per_s_per_musd": d["tokens_per_s_per_musd"],
+                       "tokens_per_s_per_mw": d["tokens_per_s_per_mw"], "interruptions": d["interruptions"]}
+                      for k, d in res.items()])
+table.round(3)"""),
+    ("md", """## Goodput per dollar and where the GPU-hours go
+
+Left: effective tokens/s per $M of the cluster's capex (`fabric.cost`). Right: GPU-hours of the job lost
+over the year, by cause: GPUs down (*faults*), healthy GPUs in no complete TP group or DP replica
+(*waste*), *restart*, *recomputation* since the last checkpoint, *replacement*, checkpoint stalls, and a
+slower (smaller) placement."""),
+    ("code", """p = figure(x_range=list(table.architecture), width=420, height=340, toolbar_location=None,
+           title=f"{MODEL}: goodput per dollar ({POLICY})", y_axis_label="effective tokens/s per $M of capex")
+p.vbar(x="architecture", top="tokens_per_s_per_musd", width=0.7, source=ColumnDataSource(table))
+p.xaxis.major_label_orientation = 0.8
+lost = pd.DataFrame([{"architecture": k, **d["gpu_hours_lost"]} for k, d in res.items()])
+pos = lost.copy()
+for c in CAUSES:
+    pos[c] = pos[c].clip(lower=0) / 1e3
+q = figure(x_range=list(lost.architecture), width=460, height=340, toolbar_location=None,
+           title="GPU-hours lost by cause", y_axis_label="thousand GPU-hours")
+q.vbar_stack(list(CAUSES), x="architecture", width=0.7, color=Category10[len(CAUSES)],
+             source=ColumnDataSource(pos), legend_label=list(CAUSES))
+q.legend.label_text_font_size = "8pt"
+q.xaxis.major_label_orientation = 0.8
+show(row(p, q))
+lost.round(0)"""),
+    ("md", """## The year, day by day
+
+Daily mean effective throughput relative to the healthy job (before recomputation losses, which are
+charged at the interruption), with the trace's healthy GPUs on the same days."""),
+    ("code", """t = figure(width=880, height=320, toolbar_location=None, x_axis_label="day of the trace",
+           y_axis_label="tokens/s / healthy", title="Daily effective throughput")
+for color, (k, d) in zip(Category10[10], res.items()):
+    s = d["series"]
+    t.line(s["day"], [v / d["healthy_tokens_per_s"] for v in s["tokens_per_s"]], color=color, legend_label=k)
+t.legend.location = "bottom_left"
+t.legend.label_text_font_size = "8pt"
+show(t)"""),
+    ("code", """# Checks that keep this notebook honest: the GPU-hours add up to the ideal, goodput is a ratio, the
+# effective throughput is the healthy one times the goodput ratio, and the series covers the span.
+for k, d in res.items():
+    total = d["gpu_hours_useful"] + sum(d["gpu_hours_lost"].values())
+    assert abs(total - d["gpu_hours_ideal"]) <= 1e-9 * d["gpu_hours_ideal"], k
+    assert 0 < d["goodput_ratio"] <= 1, k
+    assert abs(d["effective_tokens_per_s"] - d["goodput_ratio"] * d["healthy_tokens_per_s"]) <= 1e-6 * d[
+        "healthy_tokens_per_s"], k
+    assert len(d["series"]["day"]) >= int(d["span_days"]), k"""),
+])
+
+
 def write_all() -> None:
     for name, cells in NOTEBOOKS.items():
         nb = nbformat.v4.new_notebook()

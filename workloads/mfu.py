@@ -61,7 +61,8 @@ def default_dp(sm, par_kwargs: dict, global_batch: int) -> int:
     if tp < 1 or cp < 1 or pp < 1 or mb < 1:
         return 1
     # the model and HBD rules first, so that their message (not "no dp fits") reaches the user
-    validate(sm.model, Parallelism(**{**par_kwargs, "dp": 1, "global_batch": mb}), sm.fabric.hbd)
+    validate(sm.model, Parallelism(**{**par_kwargs, "dp": 1, "global_batch": mb}),
+             None if sm.tp_beyond_hbd else sm.fabric.hbd)
     most = usable_gpus(sm.fabric, tp) // (tp * cp * pp)
     for d in range(most, 0, -1):
         if global_batch % (d * mb) == 0:
@@ -125,6 +126,9 @@ def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: b
             "attention_kernel": "flash" if sm.flash else "unfused",
             "flops_convention": flops_convention, "conventions": conventions(flops_convention, sm.precision)}
     fixed = {k: v for k, v in fixed.items() if v is not None}
+    warnings = tp_beyond_hbd(sm, fixed.get("tp"))
+    if warnings:
+        head["warnings"] = warnings
     if sm.runtime.distributed_optimizer is not None and "zero_stage" not in fixed:
         fixed.setdefault("distributed_optimizer", sm.runtime.distributed_optimizer)
     if search:
@@ -144,3 +148,25 @@ def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: b
     return {**head, **result.to_dict()}
 
 
+def tp_beyond_hbd(sm, tp: Optional[int]) -> list[str]:
+    """Let a pinned TP larger than the HBD domain run over the scale-out NICs; the warnings to show.
+
+    TP beyond the HBD takes whole domains (``tp`` a multiple of the domain), and its collectives cross
+    the DCN (timed by the simulator on that placement), as InfiniteHBD's comparison at TP 32 on DGX
+    assumes. ``sm.tp_beyond_hbd`` tells :func:`~workloads.parallelism.validate` to allow it.
+
+    Raises
+    ------
+    FabricError
+        ``tp`` exceeds the HBD and is not a whole number of domains.
+    """
+    hbd = sm.fabric.hbd
+    limit = hbd.max_tp or hbd.domain_gpus
+    if not tp or not limit or tp <= limit:
+        return []
+    if tp % limit:
+        raise FabricError("tp", f"{tp} exceeds the {hbd.kind} HBD of {limit} GPUs and is not a multiple of it "
+                                "(TP beyond the HBD takes whole domains)")
+    sm.tp_beyond_hbd = True
+    return [f"TP {tp} exceeds the HBD ({limit} GPUs): each TP group spans {tp // limit} domains and its "
+            "collectives cross the scale-out network (timed by the simulator)"]

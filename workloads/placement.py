@@ -48,6 +48,13 @@ def tp_blocks(fabric: Fabric, tp: int, need: int | None = None) -> np.ndarray:
     gpus, dom = hbd_order(fabric)
     starts = np.flatnonzero(np.r_[True, dom[1:] != dom[:-1]])
     sizes = np.diff(np.r_[starts, dom.size])
+    if tp > sizes.max(initial=0) and np.all(sizes == sizes[0]) and tp % sizes[0] == 0:
+        # TP beyond the HBD (e.g. TP 32 on 8-GPU DGX nodes): whole consecutive domains form one group and
+        # its traffic crosses the scale-out network; validate() allows it only when asked (tp_beyond_hbd)
+        dom = np.repeat(np.arange(dom.size // tp), tp)[: dom.size]
+        dom = np.r_[dom, np.full(gpus.size - dom.size, -1)]
+        starts = np.flatnonzero(np.r_[True, dom[1:] != dom[:-1]])
+        sizes = np.diff(np.r_[starts, dom.size])
     per = sizes // tp
     if per.sum() == 0:
         return np.zeros((0, tp), dtype=np.int64)

@@ -243,6 +243,10 @@ class StepModel:
         self._comms: dict[int, CommCache] = {}
         self._layers: dict[tuple, LayerTimes] = {}
 
+    # Issue 19: TP larger than the HBD domain (e.g. TP 32 on 8-GPU DGX nodes), whole domains per group, its
+    # traffic over the scale-out NICs; off by default, set by `fabric mfu --tp N` beyond the HBD (with a warning).
+    tp_beyond_hbd: bool = False
+
     def with_gemm(self, gemm: GemmEfficiency) -> "StepModel":
         """A StepModel with another GEMM model, sharing placements and collective caches."""
         if gemm == self.gemm:
@@ -423,7 +427,7 @@ class StepModel:
         """
         m, rt, gpu = self.model, self.runtime, self.gpu
         if check:
-            validate(m, par, self.fabric.hbd, self.fabric.n_gpus)
+            validate(m, par, None if self.tp_beyond_hbd else self.fabric.hbd, self.fabric.n_gpus)
         pl = self.placement(par)
         parts = self.stage_parts(par, pl)
         totals = np.array([sum(p.values()) for p in parts])

@@ -48,7 +48,7 @@ def test_not_fitting_reports_numbers(capsys):
     (["--model", "gpt3-175b", "--tp", 8, "--pp", 8, "--first-stage-layers", 200], "error: --first-stage-layers:"),
     (["--model", "gpt-5"], "error: --model: unknown preset 'gpt-5'"),
     (["--model", "gpt3-175b", "--recompute", "most"], "error: --recompute:"),
-    (["--model", "gpt3-175b", "--tp", 16], "error: --tp: 16 exceeds the HBD size"),
+    (["--model", "gpt3-175b", "--tp", 12], "error: --tp: 12 exceeds the switch_domain HBD of 8 GPUs"),
     (["--model", "mixtral-8x7b", "--ep", 3], "error: --ep: 3 does not divide experts=8"),
 ])
 def test_bad_input_one_line_exit_2(capsys, args, text):

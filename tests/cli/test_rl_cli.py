@@ -17,7 +17,7 @@ def run(capsys, *argv):
 
 
 def test_json_one_object_per_fabric(capsys):
-    rc, out, err = run(capsys, "rl", "--gpus", 128, "--model", "llama3-8b", *SMALL, "--json")
+    rc, out, err = run(capsys, "rl", "--gpus", 256, "--model", "llama3-8b", *SMALL, "--json")
     assert rc == 0, err
     d = json.loads(out)
     assert set(d) == {"static", "rfabric"}
@@ -30,13 +30,13 @@ def test_json_one_object_per_fabric(capsys):
 
 
 def test_static_only_async_and_reconfig_time(capsys):
-    rc, out, err = run(capsys, "rl", "--gpus", 128, "--model", "llama3-8b", *SMALL, "--fabric", "static", "--async",
+    rc, out, err = run(capsys, "rl", "--gpus", 256, "--model", "llama3-8b", *SMALL, "--fabric", "static", "--async",
                        "--oversubscription", 2, "--json")
     assert rc == 0, err
     d = json.loads(out)
     assert set(d) == {"static"} and d["static"]["pipeline"] == "async"
     assert d["static"]["params"]["oversubscription"] == 2.0
-    rc, out, err = run(capsys, "rl", "--gpus", 128, "--model", "llama3-8b", *SMALL, "--fabric", "rfabric",
+    rc, out, err = run(capsys, "rl", "--gpus", 256, "--model", "llama3-8b", *SMALL, "--fabric", "rfabric",
                        "--reconfig-time", "200ms", "--comm", "analytic", "--json")
     assert rc == 0, err
     d = json.loads(out)["rfabric"]
@@ -44,7 +44,7 @@ def test_static_only_async_and_reconfig_time(capsys):
 
 
 def test_human_output(capsys):
-    rc, out, err = run(capsys, "rl", "--gpus", 128, "--model", "llama3-8b", *SMALL, "--comm", "analytic")
+    rc, out, err = run(capsys, "rl", "--gpus", 256, "--model", "llama3-8b", *SMALL, "--comm", "analytic")
     assert rc == 0, err
     assert "static" in out and "rfabric" in out and "samples/s per $M" in out
 
@@ -76,7 +76,7 @@ def test_table(capsys):
     (["--gpus", "128"], "--model"),
 ])
 def test_bad_input_is_one_line_exit_2(capsys, argv, field):
-    rc, out, err = run(capsys, "rl", "--gpus", 128, *SMALL, *argv)
+    rc, out, err = run(capsys, "rl", "--gpus", 256, *SMALL, *argv)
     assert rc == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and field in lines[0]
@@ -99,3 +99,19 @@ def test_table_whose_every_rfabric_candidate_fails_exits_1(capsys, monkeypatch):
     rc, out, err = run(capsys, "rl", "--gpus", 128, "--model", "llama3-8b", *SMALL, "--comm", "analytic", "--table")
     assert rc == 1 and out == ""
     assert err.startswith("error: rl table: every rfabric candidate failed") and "Not Set" in err
+
+
+def test_no_ocs_design_pays_within_one_pod(capsys):
+    """128 GPUs at radix 16 fit one 2-tier leaf-spine (16 ToRs x 8): the rfabric could only add a tier, so the
+    command says so instead of pricing an idle OCS core; at 256 GPUs the static fabric needs 3 tiers and both
+    sides are built on the same ToRs and pods."""
+    rc, out, err = run(capsys, "rl", "--gpus", 128, "--model", "llama3-8b", *SMALL, "--comm", "analytic", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert KEYS <= set(d["static"]) and d["rfabric"]["verdict"] == "no OCS design pays at this size"
+    assert "up to 128 GPUs at radix 16" in d["rfabric"]["reason"]
+    rc, out, err = run(capsys, "rl", "--gpus", 256, "--model", "llama3-8b", *SMALL, "--comm", "analytic", "--json")
+    d = json.loads(out)
+    assert "3-tier" in d["static"]["notes"][-1] and "3-tier" in d["rfabric"]["notes"][-1]
+    assert d["rfabric"]["per_dollar_vs_static"] == pytest.approx(
+        d["rfabric"]["samples_per_s_per_musd"] / d["static"]["samples_per_s_per_musd"])

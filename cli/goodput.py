@@ -1,0 +1,201 @@
+"""`fabric goodput`: a production fault trace replayed on an architecture, and the training it still delivers.
+
+A thin shell over :mod:`workloads.goodput`: the healthy job is what ``fabric
+mfu`` finds (searched, or pinned by the parallelism flags); the trace is
+replayed over its whole span as ``fabric faults --trace`` does; every fault
+that touches the job stops it, it restarts from its last checkpoint on a new
+placement (or waits), and the report gives the time-weighted throughput, the
+goodput ratio, GPU-hours lost by cause, and goodput per dollar of capex and
+per MW.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from cli.common import CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json
+from fabric.catalog import Catalog, load_catalog
+from fabric.errors import FabricError
+
+NOTES = (
+    "each job size is timed by the MFU step model on its own placement on the healthy fabric; the cross-ToR "
+    "traffic of a re-placement around faults is not fed back into the step time",
+    "elastic DP keeps the global batch (more micro-batches per replica), so it shrinks only to sizes whose "
+    "replicas x micro-batch divide it",
+)
+
+
+def parse_recovery(items: list[str]) -> dict[str, str]:
+    """``["restart=5min", ...]`` -> ``{"restart": "5min"}`` (validated later by the Recovery)."""
+    from workloads.goodput import RECOVERY_FIELDS
+
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or name not in RECOVERY_FIELDS or not value.strip():
+            raise FabricError("--recovery", f"{item!r} must be NAME=TIME with NAME one of {', '.join(RECOVERY_FIELDS)}")
+        out[name] = value.strip()
+    return out
+
+
+def goodput_summary(fabric, model: Any, *, trace: Any = "stepfun", catalog: Catalog | None = None,
+                    policy: str = "fixed", recovery: dict[str, Any] | None = None, seed: int = 0,
+                    trace_mapping: str = "tile", trace_servers: int | None = None, search: bool = True,
+                    global_batch: Optional[int] = None, comm: str = "sim", confirm: int = 3,
+                    runtime: str = "megatron-core", series: bool = True,
+                    mfu_data: dict | None = None, **fixed: Any) -> dict:
+    """The JSON object of `fabric goodput` for a built Fabric (also the sweep metric).
+
+    Parameters
+    ----------
+    fabric : Fabric
+    model : str, Path or ModelSpec
+    trace : Trace, str or Path
+        ``stepfun`` or a trace file.
+    policy : {'fixed', 'elastic'}
+    recovery : dict, optional
+        Overrides of the recovery costs (:data:`workloads.goodput.RECOVERY_FIELDS`).
+    seed : int
+        Seed of the trace mapping.
+    search, global_batch, comm, confirm, runtime, fixed
+        As :func:`workloads.mfu.mfu_summary` (the healthy job).
+    series : bool
+        Include the daily time series.
+    mfu_data : dict, optional
+        A :func:`workloads.mfu.mfu_summary` result of the same inputs, reused.
+    """
+    from workloads.mfu import backend_named, mfu_summary, runtime_named
+    from fabric.cost import cost_of
+    from workloads.goodput import JobShape, default_recovery, fault_timeline, simulate, summarise, with_overrides
+    from workloads.goodput.model import ShapeRates
+    from workloads.models import load_model
+    from workloads.parallelism import Parallelism
+    from workloads.step import StepModel
+
+    from workloads.goodput.job import JOB_POLICIES
+
+    cat = catalog or load_catalog()
+    rec = with_overrides(default_recovery(fabric.hbd.kind, cat), recovery or {})
+    if policy not in JOB_POLICIES:
+        raise FabricError("--policy", f"{policy!r} not allowed; use one of {', '.join(JOB_POLICIES)}")
+    d = mfu_data or mfu_summary(fabric, model, catalog=cat, search=search, global_batch=global_batch, comm=comm,
+                                confirm=confirm, runtime=runtime, **fixed)
+    par = Parallelism(**d["parallelism"])
+    tl = fault_timeline(fabric, par.tp, trace, mapping=trace_mapping, seed=seed, trace_servers=trace_servers)
+    spec = load_model(model)
+    if spec.seq_len != d["model_spec"]["seq_len"]:
+        spec = spec.with_seq_len(d["model_spec"]["seq_len"])
+    sm = StepModel(fabric, spec, catalog=cat, runtime=runtime_named(runtime, False), backend=backend_named(comm))
+    healthy = sm.evaluate(par)
+    rates = ShapeRates(sm, healthy)
+    shape = JobShape(par.tp, par.pp * par.cp, par.dp)
+    led = simulate(tl, shape, rates, rec, policy)
+    cost = cost_of(fabric, cat)
+    out = summarise(tl, shape, led, healthy_tokens_per_s=healthy.tokens_per_s, flops_per_token=rates.flops_per_token,
+                    capex_usd=cost.capex_usd, power_w=cost.power_w, recovery=rec, policy=policy, series=series)
+    head = {"architecture": fabric.architecture, "params": fabric.params, "gpus": fabric.n_gpus, "model": d["model"],
+            "config": d["config"], "healthy_mfu": healthy.mfu, "healthy_step_time_s": healthy.step_time_s,
+            "comm_backend": d["comm_backend"], "hbd_kind": fabric.hbd.kind,
+            "fault_model": {"trace": tl.trace_name, "mapping": trace_mapping, "seed": int(seed),
+                            "intervals": tl.n_intervals}}
+    return {**head, **out, "shapes": {str(k): v for k, v in rates.evaluated().items()}, "notes": list(NOTES)}
+
+
+def goodput_command(
+    arch: Optional[str] = typer.Argument(None, help="architecture (see `fabric list`)"),
+    gpus: Optional[int] = GPUS_OPT,
+    param: list[str] = PARAM_OPT,
+    model: str = typer.Option(..., "--model", help="model preset (e.g. llama3-70b) or a .yaml/.json file"),
+    trace: str = typer.Option("stepfun", "--trace", help="fault trace: stepfun (shipped) or a FILE in its format"),
+    trace_mapping: str = typer.Option("tile", "--trace-mapping", help="trace servers -> nodes: tile or sample"),
+    trace_servers: Optional[int] = typer.Option(None, "--trace-servers", help="servers a trace FILE covers"),
+    policy: str = typer.Option("fixed", "--policy", help="fixed (wait for repair / use spares) or elastic (DP "
+                                                         "shrinks and regrows)"),
+    recovery: list[str] = typer.Option([], "--recovery", help="recovery cost NAME=TIME (repeatable): "
+                                                              "checkpoint_interval, checkpoint_stall, restart, "
+                                                              "replace (e.g. restart=5min)"),
+    seed: int = typer.Option(0, "--seed", help="seed of the trace mapping"),
+    tp: Optional[int] = typer.Option(None, "--tp", help="tensor-parallel size (pins the search)"),
+    pp: Optional[int] = typer.Option(None, "--pp", help="pipeline-parallel size"),
+    dp: Optional[int] = typer.Option(None, "--dp", help="data-parallel size"),
+    ep: Optional[int] = typer.Option(None, "--ep", help="expert-parallel size (MoE)"),
+    cp: Optional[int] = typer.Option(None, "--cp", help="context-parallel size"),
+    micro_batch: Optional[int] = typer.Option(None, "--micro-batch", help="sequences per micro-batch"),
+    interleave: Optional[int] = typer.Option(None, "--interleave", help="virtual pipeline chunks per stage (v)"),
+    global_batch: Optional[int] = typer.Option(None, "--global-batch", help="sequences per step (default ~4M tokens)"),
+    do_search: bool = typer.Option(True, "--search/--no-search", help="search the healthy job's best configuration "
+                                                                      "(flags given pin theirs)"),
+    comm: str = typer.Option("sim", "--comm", help="collective timing: sim | analytic"),
+    no_series: bool = typer.Option(False, "--no-series", help="leave the daily time series out of --json"),
+    topology: Optional[Path] = TOPOLOGY_OPT,
+    catalog: Optional[Path] = CATALOG_OPT,
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Goodput over a year of real faults: effective tokens/s, GPU-hours lost by cause, per $ and per MW."""
+    from fabric.trace import MAPPINGS
+    from workloads.goodput.job import JOB_POLICIES
+
+    if policy not in JOB_POLICIES:
+        raise FabricError("--policy", f"{policy!r} not allowed; use one of {', '.join(JOB_POLICIES)}")
+    if trace_mapping not in MAPPINGS:
+        raise FabricError("--trace-mapping", f"{trace_mapping!r} not allowed; use one of {', '.join(MAPPINGS)}")
+    if seed < 0:
+        raise FabricError("--seed", f"{seed} must be a whole number >= 0")
+    rec = parse_recovery(recovery)
+    cat = load_catalog(catalog)
+    from workloads.goodput import Recovery, with_overrides
+
+    with_overrides(Recovery(), rec)  # reject a bad --recovery before building anything
+    fab = build_fabric(arch, gpus, param, cat, topology)
+    fixed = {"tp": tp, "pp": pp, "dp": dp, "ep": ep, "cp": cp, "micro_batch": micro_batch, "interleave": interleave}
+    data = goodput_summary(fab, model, trace=trace, catalog=cat, policy=policy, recovery=rec, seed=seed,
+                           trace_mapping=trace_mapping, trace_servers=trace_servers, search=do_search,
+                           global_batch=global_batch, comm=comm, series=not no_series,
+                           **{k: v for k, v in fixed.items() if v is not None})
+    if as_json:
+        emit_json(data)
+        return
+    _print(data)
+
+
+def _print(d: dict) -> None:
+    from rich.table import Table
+
+    from workloads.goodput import CAUSES
+
+    con = console()
+    fm = d["fault_model"]
+    con.print(f"{d['architecture']} ({d['gpus']:,} GPUs), {d['model']} {d['config']} on {d['job_gpus']:,} GPUs; "
+              f"trace {fm['trace']} ({fm['mapping']}, seed {fm['seed']}) over {d['span_days']:.1f} days; "
+              f"policy {d['policy']}")
+    t = Table(title="goodput", title_justify="left")
+    t.add_column("")
+    t.add_column("value", justify="right")
+    t.add_row("healthy throughput", f"{d['healthy_tokens_per_s']:,.0f} tokens/s (MFU {100 * d['healthy_mfu']:.1f} %)")
+    t.add_row("effective throughput", f"{d['effective_tokens_per_s']:,.0f} tokens/s, "
+                                      f"{d['effective_model_flops_per_s'] / 1e15:,.1f} model PFLOP/s")
+    t.add_row("goodput ratio", f"{100 * d['goodput_ratio']:.2f} %")
+    t.add_row("per $M of capex", f"{d['tokens_per_s_per_musd']:,.1f} tokens/s ({d['capex_usd'] / 1e6:,.1f} $M)")
+    t.add_row("per MW", f"{d['tokens_per_s_per_mw']:,.0f} tokens/s ({d['power_w'] / 1e6:,.2f} MW)")
+    t.add_row("interruptions / placements / regrows", f"{d['interruptions']} / {d['placements']} / {d['regrows']}")
+    con.print(t)
+    b = Table(title=f"GPU-hours lost by cause (of {d['gpu_hours_ideal']:,.0f} ideal)", title_justify="left")
+    b.add_column("cause")
+    b.add_column("GPU-hours", justify="right")
+    b.add_column("share of ideal", justify="right")
+    for c in CAUSES:
+        v = d["gpu_hours_lost"][c]
+        b.add_row(c.replace("_", " "), f"{v:,.0f}", f"{100 * v / d['gpu_hours_ideal']:.2f} %")
+    con.print(b)
+    for k, v in d["recovery"]["sources"].items():
+        con.print(f"{k} = {d['recovery'][k]:g} s: {v}")
+    for n in d["notes"]:
+        con.print(f"note: {n}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("goodput")(goodput_command)

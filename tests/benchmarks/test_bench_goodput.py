@@ -1,0 +1,42 @@
+"""Goodput speed: the StepFun year (348 days) on 4,608 GPUs, one architecture, < 60 s (2 cores).
+
+Run with ``.venv/bin/pytest -m bench -s tests/benchmarks/test_bench_goodput.py``.  Each architecture
+runs llama3-70b at the configuration ``fabric mfu --search`` finds for it (pinned: the search is
+timed by its own benchmark), with every collective timed by the flow simulator, under the default
+fixed-size policy; DGX also under elastic DP, which times every size the job shrinks to (TPUv4 elastic
+is left out: each of its sizes costs 15-90 s of simulation).  The fabric build is not timed.  The limit is checked on CPU time; wall time is
+printed too (on a shared machine it also measures the neighbours).
+"""
+
+import time
+
+import pytest
+
+from cli.goodput import goodput_summary
+from topologies import build
+
+GPUS = 4608
+LIMIT_S = 60.0
+# (label, architecture, params, pinned llama3-70b configuration)
+ARCHS = [
+    ("dgx-h100", "dgx", {}, dict(tp=4, pp=4, dp=128, cp=2, interleave=4), "fixed"),
+    ("dgx-h100", "dgx", {}, dict(tp=4, pp=4, dp=128, cp=2, interleave=4), "elastic"),
+    ("nvl-72", "nvl", {"size": 72}, dict(tp=4, pp=1, dp=256, cp=4, micro_batch=2), "fixed"),
+    ("tpuv4", "tpuv4", {}, dict(tp=8, pp=4, dp=64, cp=2, interleave=4), "fixed"),
+    ("khop-ring k=2", "khop-ring", {"k": 2}, dict(tp=8, pp=8, dp=32, cp=2, interleave=2), "fixed"),
+    ("khop-ring k=3", "khop-ring", {"k": 3}, dict(tp=8, pp=8, dp=32, cp=2, interleave=2), "fixed"),
+]
+
+
+@pytest.mark.bench
+@pytest.mark.parametrize("label,arch,params,config,policy", ARCHS, ids=[f"{a[0]}-{a[4]}" for a in ARCHS])
+def test_bench_goodput_year(label, arch, params, config, policy):
+    fab = build(arch, GPUS, params)
+    t0, c0 = time.perf_counter(), time.process_time()
+    d = goodput_summary(fab, "llama3-70b", trace="stepfun", policy=policy, search=False, comm="sim", **config)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    print(f"\n{label} ({policy}): {d['span_days']:.0f} days, {d['fault_model']['intervals']:,} intervals, "
+          f"{len(d['shapes'])} job sizes timed, {d['interruptions']} interruptions: goodput "
+          f"{100 * d['goodput_ratio']:.2f} %, wall {wall:.1f} s, CPU {cpu:.1f} s (limit {LIMIT_S:.0f} s)")
+    assert d["span_days"] > 340
+    assert cpu < LIMIT_S

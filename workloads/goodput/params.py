@@ -1,0 +1,122 @@
+"""Recovery parameters of a training job: checkpointing, restart and re-placement, each with its source.
+
+A fault that touches a job stops it; it restarts from its last checkpoint on
+a new placement.  What that costs is described by a :class:`Recovery`:
+
+* ``checkpoint_interval_s``: time between checkpoints while training;
+* ``checkpoint_stall_s``: training stopped per checkpoint (an asynchronous
+  checkpoint stalls only for the snapshot to host memory);
+* ``restart_s``: from the decision to restart to the first step (relaunch,
+  communicator set-up, checkpoint load);
+* ``replace_s``: re-placement by the orchestrator, which depends on the HBD
+  kind (:data:`REPLACE_SOURCE`): drain the tray / node and reschedule (NVL,
+  DGX), set up an OCS slice (TPUv4), re-wire OCS transceivers (k-hop).
+
+Every default is a published figure or the word ``assumed``; ``fabric goodput
+--recovery name=value`` overrides any of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from fabric.catalog import Catalog
+from fabric.errors import FabricError
+from fabric.units import parse_time
+
+# Published large-run figures these defaults are read from (FIGURES-style tags: P primary, S secondary).
+LLAMA3_INTERRUPTIONS = ("P: Llama 3 (arXiv 2407.21783) Sec. 3.3.4: 466 job interruptions in 54 days on 16,384 H100, "
+                        "419 unexpected; > 90 % effective training time with automated recovery")
+DEFAULT_SOURCES = {
+    "checkpoint_interval_s": "assumed: 30 min; Young's optimum sqrt(2 x stall x MTBF) for a 10 s stall and the "
+                             "Llama 3 run's ~3 h mean time between interruptions is ~ 8 min, production runs "
+                             "checkpoint less often to bound storage; see " + LLAMA3_INTERRUPTIONS,
+    "checkpoint_stall_s": "assumed: 10 s, an asynchronous checkpoint that blocks training only for the "
+                          "device-to-host snapshot (ByteCheckpoint, NSDI 2025 and PyTorch DCP async save report "
+                          "second-scale stalls at thousands of GPUs)",
+    "restart_s": "assumed: 10 min to relaunch, re-initialise communicators and load the checkpoint at "
+                 "thousands of GPUs (MegaScale, NSDI 2024, and Llama 3 report minute-scale restarts)",
+}
+# Re-placement time per HBD kind: software (drain, reschedule) plus the HBD's own reconfiguration.
+SCHEDULER_S = 120.0
+SCHEDULER_SOURCE = "assumed: 2 min for the scheduler to drain the faulty server and hand out the new placement"
+REPLACE_SOURCE = {
+    "switch_domain": "drain the tray / node and reschedule: " + SCHEDULER_SOURCE,
+    "none": "reschedule: " + SCHEDULER_SOURCE,
+    "ocs_cube": "reschedule plus one OCS reconfiguration to set up the slice (catalog ocs_palomar "
+                "reconfiguration_time): " + SCHEDULER_SOURCE,
+    "khop_line": "reschedule plus one OCS-transceiver path switch to re-wire the rings around the fault (catalog "
+                 "ocs_transceiver_switching): " + SCHEDULER_SOURCE,
+    "torus": "reschedule: " + SCHEDULER_SOURCE,
+}
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What stopping and restarting a job costs (seconds).
+
+    Attributes
+    ----------
+    checkpoint_interval_s : float
+        Training time between checkpoints; 0 means a checkpoint at every
+        step, so no work is ever recomputed.
+    checkpoint_stall_s : float
+        Training stopped per checkpoint.
+    restart_s : float
+        Restart from the last checkpoint.
+    replace_s : float
+        Re-placement of the job's TP and DP groups (depends on the HBD kind).
+    sources : dict
+        Source (or ``assumed``) of each value.
+    """
+
+    checkpoint_interval_s: float = 1800.0
+    checkpoint_stall_s: float = 10.0
+    restart_s: float = 600.0
+    replace_s: float = SCHEDULER_S
+    sources: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self):
+        for f in ("checkpoint_interval_s", "checkpoint_stall_s", "restart_s", "replace_s"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or v == float("inf"):
+                raise FabricError(f"--recovery {f.removesuffix('_s')}", f"{v!r} must be a finite time >= 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in asdict(self).items() if k != "sources"}
+        d["sources"] = dict(self.sources)
+        return d
+
+
+RECOVERY_FIELDS = ("checkpoint_interval", "checkpoint_stall", "restart", "replace")
+
+
+def replace_time(hbd_kind: str, catalog: Catalog) -> tuple[float, str]:
+    """Re-placement time (s) and its source for an HBD kind (scheduler plus the HBD's reconfiguration)."""
+    if hbd_kind == "ocs_cube":
+        return SCHEDULER_S + catalog.value("ocs_palomar", "reconfiguration_time"), REPLACE_SOURCE[hbd_kind]
+    if hbd_kind == "khop_line":
+        return SCHEDULER_S + catalog.value("ocs_transceiver_switching", "latency"), REPLACE_SOURCE[hbd_kind]
+    return SCHEDULER_S, REPLACE_SOURCE.get(hbd_kind, "reschedule: " + SCHEDULER_SOURCE)
+
+
+def default_recovery(hbd_kind: str, catalog: Catalog) -> Recovery:
+    """The default :class:`Recovery` of an HBD kind, with the source of every value."""
+    rep, rep_src = replace_time(hbd_kind, catalog)
+    srcs = {**DEFAULT_SOURCES, "replace_s": rep_src}
+    return Recovery(replace_s=rep, sources=tuple(sorted(srcs.items())))
+
+
+def with_overrides(base: Recovery, overrides: dict[str, Any]) -> Recovery:
+    """``base`` with some values replaced: keys are :data:`RECOVERY_FIELDS`, values seconds or ``30min``-style strings."""
+    known = {f.name for f in fields(Recovery)} - {"sources"}
+    out, srcs = {}, dict(base.sources)
+    for key, raw in overrides.items():
+        name = key if key.endswith("_s") else f"{key}_s"
+        if name not in known:
+            raise FabricError("--recovery", f"{key!r} unknown; use one of {', '.join(RECOVERY_FIELDS)}")
+        value = parse_time(raw, f"--recovery {key}") if isinstance(raw, str) else raw
+        out[name] = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        srcs[name] = "given by the user"
+    return replace(base, **out, sources=tuple(sorted(srcs.items())))
