@@ -585,7 +585,7 @@ def _rl(ctx: PointContext) -> dict[str, Any]:
         "trace_mapping": MetricOption(str, "tile", "trace servers -> nodes: tile or sample", _choice("tile", "sample")),
     })
 def _goodput(ctx: PointContext) -> dict[str, Any]:
-    from cli.goodput import goodput_summary
+    from workloads.goodput.summary import goodput_summary
     from workloads.goodput import SCALAR_KEYS
 
     p, opt = ctx.point, ctx.options

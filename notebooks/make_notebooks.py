@@ -435,7 +435,7 @@ from bokeh.models import ColumnDataSource
 from bokeh.palettes import Category10
 from bokeh.plotting import figure
 
-from cli.goodput import goodput_summary
+from workloads.goodput.summary import goodput_summary
 from topologies import build
 from workloads.goodput import CAUSES
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from cli.goodput import goodput_summary
+from workloads.goodput.summary import goodput_summary
 from topologies import build
 
 GPUS = 4608

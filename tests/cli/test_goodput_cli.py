@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from cli.goodput import goodput_summary
+from workloads.goodput.summary import goodput_summary
 from topologies import build
 
 ARGS = ("goodput", "nvl-72", "--gpus", 144, "--model", "llama3-8b", "--tp", 8, "--pp", 1, "--dp", 16,

@@ -42,6 +42,7 @@ EXAMPLES: dict[str, list[str]] = {
            "-p", "max_tokens=512", "-p", "prompt_len=128"],
     "orchestrate": ["khop-ring", "--gpus", "64", "--tp", "8", "--dp", "2", "--node-fault-ratio", "0.05",
                     "--time-limit", "10"],
+    "goodput": ["khop-ring", "--gpus", "256", "--model", "llama3-8b", "--tp", "8", "--comm", "analytic"],
     "orchestrate-table": ["--gpus", "128", "--max-ratio", "0.04", "--step", "0.04", "--samples", "1",
                           "--trace", ""],
 }

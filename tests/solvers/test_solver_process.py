@@ -57,7 +57,8 @@ def test_orchestrate_table_json_is_the_only_stdout():
 
 
 def test_rl_json_is_the_only_stdout_and_carries_the_circuit_termination():
-    d = _one_json_object(_fabric("rl", "--gpus", 128, "--model", "llama3-8b", *RL_SMALL, "--fabric", "rfabric",
+    # 256 GPUs at radix 16: more than one pod, so the rfabric's OCS is used (within one pod no OCS design pays)
+    d = _one_json_object(_fabric("rl", "--gpus", 256, "--model", "llama3-8b", *RL_SMALL, "--fabric", "rfabric",
                                  "--json"))
     epochs = d["rfabric"]["epochs"] if "epochs" in d["rfabric"] else None
     text = json.dumps(d)

@@ -94,7 +94,7 @@ def fault_timeline(fabric: Fabric, tp: int, trace: Trace | str, *, mapping: str 
     FaultTimeline
     """
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise FabricError("--seed", f"{seed!r} must be a whole number >= 0")
+        raise FabricError("seed", f"{seed!r} must be a whole number >= 0")
     pol = policy_for(fabric)
     tp = pol.check_tp(tp)
     tr = trace if isinstance(trace, Trace) else load_trace(str(trace), n_servers=trace_servers)
@@ -103,7 +103,7 @@ def fault_timeline(fabric: Fabric, tp: int, trace: Trace | str, *, mapping: str 
     down = replay.down.take(np.flatnonzero(keep))
     edges = np.concatenate([replay.times[:-1][keep], replay.times[-1:]])
     if edges.size < 2:
-        raise FabricError("--trace", f"{tr.name} spans no time (horizon {tr.horizon} days)")
+        raise FabricError("trace", f"{tr.name} spans no time (horizon {tr.horizon} days)")
     batch = FaultBatch.from_nodes(pol.nodes, down)
     usable = pol.count(tp, batch)
     return FaultTimeline(edges * SECONDS_PER_DAY, batch, np.asarray(usable, dtype=np.int64), tp, pol, tr.name)

@@ -47,7 +47,7 @@ from typing import Callable
 
 import numpy as np
 
-from fabric.errors import FabricError
+from fabric.errors import ComputeError, FabricError
 from workloads.goodput.events import FaultTimeline
 from workloads.goodput.params import Recovery
 
@@ -78,7 +78,7 @@ class JobShape:
         for f in ("tp", "groups_per_replica", "dp"):
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise FabricError(f"--{f.replace('_', '-')}", f"{v!r} must be a whole number >= 1")
+                raise FabricError(f, f"{v!r} must be a whole number >= 1")
 
     @property
     def gpus_per_replica(self) -> int:
@@ -113,7 +113,7 @@ class _Job:
         self.g_full = shape.gpus
         healthy = rate(shape.dp)
         if not healthy or healthy <= 0:
-            raise FabricError("rate", f"the healthy job ({shape.dp} replicas) must have a throughput > 0, got {healthy!r}")
+            raise ComputeError("goodput", f"the healthy job ({shape.dp} replicas) must have a throughput > 0, got {healthy!r}")
         self.eff0 = healthy / self.g_full  # tokens/s per GPU of the healthy job
         C, w = rec.checkpoint_interval_s, rec.checkpoint_stall_s
         self.train_share = 1.0 if C == 0 else C / (C + w)
@@ -246,7 +246,7 @@ def simulate(timeline: FaultTimeline, shape: JobShape, rate: Callable[[int], flo
     Ledger
     """
     if policy not in JOB_POLICIES:
-        raise FabricError("--policy", f"{policy!r} not allowed; use one of {', '.join(JOB_POLICIES)}")
+        raise FabricError("policy", f"{policy!r} not allowed; use one of {', '.join(JOB_POLICIES)}")
     if timeline.tp != shape.tp:
         raise FabricError("tp", f"timeline formed TP groups of {timeline.tp}, the job needs {shape.tp}")
     job = _Job(timeline, shape, rate, recovery, policy)

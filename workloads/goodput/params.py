@@ -81,7 +81,7 @@ class Recovery:
         for f in ("checkpoint_interval_s", "checkpoint_stall_s", "restart_s", "replace_s"):
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or v == float("inf"):
-                raise FabricError(f"--recovery {f.removesuffix('_s')}", f"{v!r} must be a finite time >= 0")
+                raise FabricError("recovery", f"{f.removesuffix('_s')}={v!r} must be a finite time >= 0")
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in asdict(self).items() if k != "sources"}
@@ -115,7 +115,7 @@ def with_overrides(base: Recovery, overrides: dict[str, Any]) -> Recovery:
     for key, raw in overrides.items():
         name = key if key.endswith("_s") else f"{key}_s"
         if name not in known:
-            raise FabricError("--recovery", f"{key!r} unknown; use one of {', '.join(RECOVERY_FIELDS)}")
+            raise FabricError("recovery", f"{key!r} unknown; use one of {', '.join(RECOVERY_FIELDS)}")
         value = parse_time(raw, f"--recovery {key}") if isinstance(raw, str) else raw
         out[name] = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
         srcs[name] = "given by the user"

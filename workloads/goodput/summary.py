@@ -1,0 +1,84 @@
+"""The goodput of one design point: the healthy job, the trace replayed on it, the summary (``fabric goodput``'s JSON).
+
+The healthy job is what :func:`workloads.mfu.mfu_summary` finds (searched, or pinned); the trace is
+replayed over its whole span as ``fabric faults --trace`` does (:mod:`workloads.goodput.events`);
+every fault that touches the job stops it; it restarts from its last checkpoint on a new placement,
+or waits (:mod:`workloads.goodput.job`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from fabric.catalog import Catalog, load_catalog
+from fabric.errors import FabricError
+
+NOTES = (
+    "each job size is timed by the MFU step model on its own placement on the healthy fabric; the cross-ToR "
+    "traffic of a re-placement around faults is not fed back into the step time",
+    "elastic DP keeps the global batch (more micro-batches per replica), so it shrinks only to sizes whose "
+    "replicas x micro-batch divide it",
+)
+
+
+def goodput_summary(fabric, model: Any, *, trace: Any = "stepfun", catalog: Catalog | None = None,
+                    policy: str = "fixed", recovery: dict[str, Any] | None = None, seed: int = 0,
+                    trace_mapping: str = "tile", trace_servers: int | None = None, search: bool = True,
+                    global_batch: Optional[int] = None, comm: str = "sim", confirm: int = 3,
+                    runtime: str = "megatron-core", series: bool = True,
+                    mfu_data: dict | None = None, **fixed: Any) -> dict:
+    """The JSON object of `fabric goodput` for a built Fabric (also the sweep metric).
+
+    Parameters
+    ----------
+    fabric : Fabric
+    model : str, Path or ModelSpec
+    trace : Trace, str or Path
+        ``stepfun`` or a trace file.
+    policy : {'fixed', 'elastic'}
+    recovery : dict, optional
+        Overrides of the recovery costs (:data:`workloads.goodput.RECOVERY_FIELDS`).
+    seed : int
+        Seed of the trace mapping.
+    search, global_batch, comm, confirm, runtime, fixed
+        As :func:`workloads.mfu.mfu_summary` (the healthy job).
+    series : bool
+        Include the daily time series.
+    mfu_data : dict, optional
+        A :func:`workloads.mfu.mfu_summary` result of the same inputs, reused.
+    """
+    from workloads.mfu import backend_named, mfu_summary, runtime_named
+    from fabric.cost import cost_of
+    from workloads.goodput import JobShape, default_recovery, fault_timeline, simulate, summarise, with_overrides
+    from workloads.goodput.model import ShapeRates
+    from workloads.models import load_model
+    from workloads.parallelism import Parallelism
+    from workloads.step import StepModel
+
+    from workloads.goodput.job import JOB_POLICIES
+
+    cat = catalog or load_catalog()
+    rec = with_overrides(default_recovery(fabric.hbd.kind, cat), recovery or {})
+    if policy not in JOB_POLICIES:
+        raise FabricError("policy", f"{policy!r} not allowed; use one of {', '.join(JOB_POLICIES)}")
+    d = mfu_data or mfu_summary(fabric, model, catalog=cat, search=search, global_batch=global_batch, comm=comm,
+                                confirm=confirm, runtime=runtime, **fixed)
+    par = Parallelism(**d["parallelism"])
+    tl = fault_timeline(fabric, par.tp, trace, mapping=trace_mapping, seed=seed, trace_servers=trace_servers)
+    spec = load_model(model)
+    if spec.seq_len != d["model_spec"]["seq_len"]:
+        spec = spec.with_seq_len(d["model_spec"]["seq_len"])
+    sm = StepModel(fabric, spec, catalog=cat, runtime=runtime_named(runtime, False), backend=backend_named(comm))
+    healthy = sm.evaluate(par)
+    rates = ShapeRates(sm, healthy)
+    shape = JobShape(par.tp, par.pp * par.cp, par.dp)
+    led = simulate(tl, shape, rates, rec, policy)
+    cost = cost_of(fabric, cat)
+    out = summarise(tl, shape, led, healthy_tokens_per_s=healthy.tokens_per_s, flops_per_token=rates.flops_per_token,
+                    capex_usd=cost.capex_usd, power_w=cost.power_w, recovery=rec, policy=policy, series=series)
+    head = {"architecture": fabric.architecture, "params": fabric.params, "gpus": fabric.n_gpus, "model": d["model"],
+            "config": d["config"], "healthy_mfu": healthy.mfu, "healthy_step_time_s": healthy.step_time_s,
+            "comm_backend": d["comm_backend"], "hbd_kind": fabric.hbd.kind,
+            "fault_model": {"trace": tl.trace_name, "mapping": trace_mapping, "seed": int(seed),
+                            "intervals": tl.n_intervals}}
+    return {**head, **out, "shapes": {str(k): v for k, v in rates.evaluated().items()}, "notes": list(NOTES)}
