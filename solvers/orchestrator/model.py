@@ -15,11 +15,13 @@ request; :func:`build_model` builds it.
 
 from __future__ import annotations
 
+from fabric.errors import FabricError
 from solvers.orchestrator.built import BuiltModel
 from solvers.orchestrator.jobs import Job
 from solvers.orchestrator.model_blocks import build_blocks_model
 from solvers.orchestrator.model_explicit import build_explicit_model, position_conflicts, unit_costs
 from solvers.orchestrator.rings import Blocks, block_structure, candidate_rings
+from solvers.orchestrator.run import UNLIMITED, Budget
 from solvers.orchestrator.space import Line
 
 MODELS = ("auto", "blocks", "explicit")
@@ -39,24 +41,37 @@ def choose_model(line: Line, jobs: list[Job], prefer: str = "auto") -> tuple[str
         if blocks is not None:
             return ("blocks-single" if jobs[0].count == 1 else "blocks"), blocks
     if prefer == "blocks":
-        from fabric.errors import FabricError
-
         raise FabricError("--model", "the block model needs ToR blocks of >= (m-1)k nodes, one job and PP = 1")
     return "explicit", None
 
 
-def build_model(line: Line, jobs: list[Job], prefer: str = "auto") -> BuiltModel | None:
+def build_model(line: Line, jobs: list[Job], prefer: str = "auto", budget: Budget = UNLIMITED) -> BuiltModel | None:
     """The chosen ILP, built but not solved (None when there is nothing to optimise)."""
     kind, blocks = choose_model(line, jobs, prefer)
     if kind == "none":
         return None
+    return build_chosen(line, jobs, kind, blocks, budget)
+
+
+def build_chosen(line: Line, jobs: list[Job], kind: str, blocks: Blocks | None,
+                 budget: Budget = UNLIMITED) -> BuiltModel:
+    """Build the formulation :func:`choose_model` picked, checking ``budget`` as it goes.
+
+    Raises
+    ------
+    solvers.orchestrator.run.BudgetSpent
+        The budget ran out during the build.
+    solvers.orchestrator.rings.TooManyCandidates
+        The explicit model would not fit in memory.
+    """
     g = line.space.g
     unit, _, _ = unit_costs(jobs, g)
     if kind.startswith("blocks"):
         job = jobs[0]
-        return build_blocks_model(blocks, job.dp, job.count, unit)
+        return build_blocks_model(blocks, job.dp, job.count, unit, budget=budget)
     m = jobs[0].tp // g
-    cands = candidate_rings(line, m)
+    cands = candidate_rings(line, m, budget=budget)
+    budget.check()
     model = build_explicit_model(cands, position_conflicts(cands, line.n), jobs, g)
     model.meta["tor"] = line.space.tor
     return model

@@ -41,6 +41,10 @@ from solvers.orchestrator.space import Line
 MAX_CANDIDATES = 400_000
 
 
+class TooManyCandidates(FabricError):
+    """More candidate rings than the explicit model can hold (the orchestration then keeps the greedy)."""
+
+
 @dataclass(frozen=True)
 class Candidate:
     """A possible ring.
@@ -61,12 +65,14 @@ class Candidate:
     sig: tuple[int, ...]
 
 
-def candidate_rings(line: Line, m: int, limit: int = MAX_CANDIDATES) -> list[Candidate]:
+def candidate_rings(line: Line, m: int, limit: int = MAX_CANDIDATES, budget=None) -> list[Candidate]:
     """All non-dominated rings of ``m`` nodes (module docstring).
+
+    ``budget`` (a :class:`solvers.orchestrator.run.Budget`) is checked at every start position.
 
     Raises
     ------
-    FabricError
+    TooManyCandidates
         More than ``limit`` candidates (the explicit model would not fit).
     """
     n, k, closed = line.n, line.k, line.closed
@@ -75,6 +81,8 @@ def candidate_rings(line: Line, m: int, limit: int = MAX_CANDIDATES) -> list[Can
     best: dict[tuple[int, tuple[int, ...]], Candidate] = {}
     visited = 0
     for start in np.flatnonzero(ok).tolist():
+        if budget is not None:
+            budget.check()
         stack = [(start, (start,))]
         while stack:
             last, path = stack.pop()
@@ -88,7 +96,7 @@ def candidate_rings(line: Line, m: int, limit: int = MAX_CANDIDATES) -> list[Can
                     best[key] = Candidate(slots, start, length, sig)
                 visited += 1
                 if visited > limit:
-                    raise FabricError("--tp", f"more than {limit} candidate rings: this line is too large for "
+                    raise TooManyCandidates("--tp", f"more than {limit} candidate rings: this line is too large for "
                                               "the explicit model; use --solver greedy or ToR blocks")
                 continue
             for nxt in range(last + 1, last + k + 1):
