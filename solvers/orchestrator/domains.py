@@ -123,7 +123,7 @@ def fixed_blocks(space: SlotSpace, rings: list[tuple[int, ...]], m: int) -> Fixe
                                      for r in straddle[b].values() for u in r if block_of_tor[int(space.tor[u])] == t}),
                              dtype=np.int64) for t in range(T))
     return FixedBlocks(m, T, False, 0, tuple(tors), members, left, right, tuple(straddle), tuple(cap),
-                       space.n_slots, 1, tuple(tuple(p) for p in pure))
+                       space.n_slots, 1, pure=tuple(tuple(p) for p in pure))
 
 
 def orchestrate_domains(fabric: Fabric, jobs: list[Job], faulty_nodes=(), *, solver: str = "ilp",

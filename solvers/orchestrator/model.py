@@ -11,6 +11,12 @@ request; :func:`build_model` builds it.
   with no more ToRs than D); size grows with candidate rings x instances,
   so it is for small and medium lines.
 * ``none``: nothing to optimise (D = 1 and PP = 1: no DCN bytes at all).
+
+When a ring *could* span three ToR blocks (short blocks, e.g. k = 3 or TP 64
+on 16-node ToRs) the block model is not exact; on lines of more than
+:data:`EXPLICIT_MAX_SLOTS` slots it is used anyway on the rings that stay
+within two blocks (``Blocks.exact`` False): its optimum is then a feasible
+placement, and the orchestration reports only the trivial bound for it.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from solvers.orchestrator.run import UNLIMITED, Budget
 from solvers.orchestrator.space import Line
 
 MODELS = ("auto", "blocks", "explicit")
+EXPLICIT_MAX_SLOTS = 128  # above this the explicit model ends near a 100 % gap (issue 18): blocks restricted instead
 
 
 def choose_model(line: Line, jobs: list[Job], prefer: str = "auto") -> tuple[str, Blocks | None]:
@@ -34,7 +41,7 @@ def choose_model(line: Line, jobs: list[Job], prefer: str = "auto") -> tuple[str
     m = jobs[0].tp // line.space.g
     blocks = None
     if len(jobs) == 1 and jobs[0].pp == 1 and prefer != "explicit":
-        blocks = block_structure(line, m)
+        blocks = block_structure(line, m, allow_short=line.n > EXPLICIT_MAX_SLOTS or prefer == "blocks")
         D = jobs[0].dp
         if blocks is not None and line.closed and 1 < blocks.T <= D and jobs[0].count > 1:
             blocks = None  # a chain of straddles could close around the circle: not modelled

@@ -144,6 +144,10 @@ class Blocks:
         Per boundary: split ``b`` -> the tight straddling ring (positions in rank order).
     cap : tuple of dict
         Per block: (left split, right split) -> most pure rings; absent pairs are incompatible.
+    exact : bool
+        No ring of the line can span three blocks, so the view holds every ring.  When False
+        (``allow_short``), rings that would span three blocks are left out: a model of this view
+        is exact for placements without such rings only.
     """
 
     m: int
@@ -158,6 +162,7 @@ class Blocks:
     cap: tuple[dict[tuple[int, int], int], ...]
     n: int
     k: int
+    exact: bool = True
 
     @property
     def n_boundaries(self) -> int:
@@ -189,8 +194,58 @@ def _runs(tor: np.ndarray) -> list[tuple[int, int, int]]:
     return [(int(tor[s]), int(s), int(e - s)) for s, e in zip(starts, ends)]
 
 
-def block_structure(line: Line, m: int) -> Blocks | None:
-    """The ToR-block view, or None when the line's ToRs are not blocks of at least ``(m - 1) k`` positions."""
+def spans_three_blocks(healthy: np.ndarray, runs: list[tuple[int, int, int]], m: int, k: int, closed: bool) -> bool:
+    """Whether some ring of ``m`` healthy nodes (hops of at most ``k`` positions) can cover a whole block.
+
+    A ring that spans three blocks covers the middle one: its nodes go from
+    a healthy node before the block to one after it, hop by hop.  The fewest
+    nodes such a chain needs is a shortest path over the block's healthy
+    nodes (``need``); a ring can do it only when ``need <= m``.  Faults make
+    this stricter than the fault-free rule ``length >= (m - 1) k``.
+
+    Parameters
+    ----------
+    healthy : ndarray of bool
+        Health of each position in line order (rotated so that no run wraps).
+    runs : list of (tor, start, length)
+        The blocks, in that order.
+    """
+    n = healthy.size
+    T = len(runs)
+    for t, (_, s, L) in enumerate(runs):
+        if not closed and (t == 0 or t == T - 1):
+            continue  # an end block has no block beyond it on one side
+        if L > (m - 1) * k:
+            continue  # even a fault-free chain needs more than m nodes
+        lo, hi = s - k, s + L + k  # the chain's first node lies in [s - k, s), its last in [s + L, s + L + k)
+        if not closed and (lo < 0 or hi > n):
+            lo, hi = max(lo, 0), min(hi, n)
+        pos = np.arange(lo, hi)
+        ok = healthy[pos % n]
+        need = np.full(pos.size, np.inf)
+        for i, p in enumerate(pos):
+            if not ok[i]:
+                continue
+            if p < s:
+                need[i] = 1
+            else:
+                prev = need[max(0, i - k):i]
+                if prev.size and np.isfinite(prev.min()):
+                    need[i] = prev.min() + 1
+            if p >= s + L and need[i] <= m:
+                return True
+    return False
+
+
+def block_structure(line: Line, m: int, allow_short: bool = False) -> Blocks | None:
+    """The ToR-block view, or None when the line's ToRs are not blocks that no ring can span (see below).
+
+    A line is a sequence of blocks when every ToR owns one stretch of
+    positions.  The view is exact when no ring can span three blocks
+    (:func:`spans_three_blocks`; on a fault-free line: blocks of at least
+    ``(m - 1) k`` positions).  ``allow_short`` returns the view anyway, with
+    ``exact=False``: it then holds only the rings within two blocks.
+    """
     n, k, closed = line.n, line.k, line.closed
     tor = line.space.tor
     rot = 0
@@ -204,7 +259,8 @@ def block_structure(line: Line, m: int) -> Blocks | None:
     if len(set(tors)) != len(tors):
         return None  # a ToR owns two stretches: not blocks
     T = len(runs)
-    if T > 1 and min(r[2] for r in runs) < (m - 1) * k:
+    exact = T == 1 or not spans_three_blocks(line.space.healthy[pos_all % n], runs, m, k, closed)
+    if not exact and not allow_short:
         return None  # a ring could span three ToRs
     healthy = []
     for _, s, L in runs:
@@ -247,4 +303,5 @@ def block_structure(line: Line, m: int) -> Blocks | None:
                 seg_starts = np.concatenate([[0], np.flatnonzero(gaps > k) + 1, [region.size]])
                 table[(bl, br)] = int(sum((e - s) // m for s, e in zip(seg_starts[:-1], seg_starts[1:])))
         cap.append(table)
-    return Blocks(m, T, closed, rot, tuple(tors), tuple(healthy), left, right, tuple(straddle), tuple(cap), n, k)
+    return Blocks(m, T, closed, rot, tuple(tors), tuple(healthy), left, right, tuple(straddle), tuple(cap), n, k,
+                  exact)
