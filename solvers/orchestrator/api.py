@@ -20,7 +20,7 @@ from fabric.model import Fabric
 from solvers.orchestrator.domains import orchestrate_domains
 from solvers.orchestrator.encode import encode_blocks, encode_explicit
 from solvers.orchestrator.extract import extract_blocks, extract_explicit
-from solvers.orchestrator.greedy import fault_unaware_placement, greedy_placement
+from solvers.orchestrator.greedy import fault_unaware_placement, greedy_placement, tor_aware_placement
 from solvers.orchestrator.jobs import Job
 from solvers.orchestrator.model import build_chosen, choose_model
 from solvers.orchestrator.placement import Placement
@@ -103,7 +103,15 @@ def orchestrate_line(line: Line, jobs: list[Job], *, solver: str = "ilp", option
                                   placement_traffic(greedy, line.space, resolved))
         res.seconds["total"] = time.perf_counter() - t0
         return res
-    return _ilp(line, resolved, greedy, options, model, t0)
+    return _ilp(line, resolved, _warm_start(line, resolved, greedy), options, model, t0)
+
+
+def _warm_start(line: Line, jobs: list[Job], greedy: Placement) -> Placement:
+    """The cheaper of the greedy and the ToR-aware grouping of the same rings (the ILP's start)."""
+    other = tor_aware_placement(line, jobs)
+    a = placement_traffic(greedy, line.space, jobs).cross_bytes
+    b = placement_traffic(other, line.space, jobs).cross_bytes
+    return other if b < a else greedy
 
 
 def _ilp(line: Line, jobs: list[Job], greedy: Placement, options: SolveOptions, prefer: str,

@@ -44,6 +44,31 @@ def greedy_placement(line: Line, jobs: list[Job]) -> Placement:
     return fill_instances(max_rings(line, m), jobs)
 
 
+def tor_aware_placement(line: Line, jobs: list[Job]) -> Placement:
+    """The greedy's rings, grouped ToR first: whole instances of one ToR's rings, then the rest in line order.
+
+    A warm start for the ILP (not a baseline): an instance whose rings all
+    lie in one ToR moves no cross-ToR bytes, and the leftover rings, taken
+    in line order, share ToRs with their neighbours.  Same rings and
+    instance count as :func:`greedy_placement`; one job only (several jobs:
+    the greedy).
+    """
+    rings = max_rings(line, jobs[0].tp // line.space.g)
+    if len(jobs) != 1:
+        return fill_instances(rings, jobs)
+    size = jobs[0].dp * jobs[0].pp
+    tor = line.space.tor
+    home = [int(tor[r[0]]) if all(tor[u] == tor[r[0]] for u in r) else -1 for r in rings]
+    by_tor: dict[int, list[int]] = {}
+    for i, t in enumerate(home):
+        if t >= 0:
+            by_tor.setdefault(t, []).append(i)
+    whole = [i for idx in by_tor.values() for i in idx[:len(idx) - len(idx) % size]]
+    taken = set(whole)
+    order = whole + [i for i in range(len(rings)) if i not in taken]
+    return fill_instances([rings[i] for i in order], jobs)
+
+
 def fault_unaware_placement(line: Line, jobs: list[Job], plan_jobs: list[Job] | None = None) -> Placement:
     """The greedy plan of the fault-free line, minus every ring and instance a fault touches.
 

@@ -5,7 +5,8 @@ the TP groups) has been read: the model build checks the budget between ToRs
 and candidate rings and gives up when it is spent; the solver gets what is
 left (minus :data:`HANDOVER_SHARE` of the build time for handing the model
 over and :data:`EXTRACT_RESERVE_S` for reading the solution); when
-nothing is left the greedy warm start is returned as the incumbent, with the
+nothing is left the warm start (the greedy, or its ToR-aware regrouping when
+cheaper) is returned as the incumbent, with the
 trivial bound (cross-ToR bytes >= 0) and a ``termination`` that says so.
 What may still run past the limit: one ToR's or one start position's worth
 of build work, a hand-over slower than estimated, the solver's own reaction
@@ -72,16 +73,16 @@ UNLIMITED = Budget(0.0, None)
 def warm_start_result(space: SlotSpace, jobs: list[Job], greedy: Placement, model: str, why: str,
                       t0: float, t_build: float, unit: str = "node", stats: dict | None = None
                       ) -> OrchestrationResult:
-    """The greedy warm start as the ILP's answer when the solver did not run or found no incumbent.
+    """The warm start as the ILP's answer when the solver did not run or found no incumbent.
 
     Its bound is the trivial one (0 cross-ToR bytes), so the status is
-    ``optimal`` only when the greedy moves no cross-ToR bytes.
+    ``optimal`` only when the warm start moves no cross-ToR bytes.
     """
     traffic = placement_traffic(greedy, space, jobs)
     status = "optimal" if traffic.cross_bytes <= 0 else "feasible"
     res = OrchestrationResult(status, "ilp", model, space, jobs, greedy, traffic, unit=unit, model_stats=stats,
                               termination=why, warm_start_unimproved=True)
-    res.notes.append(f"{why}: the greedy warm start is returned with the trivial bound 0")
+    res.notes.append(f"{why}: the warm start is returned with the trivial bound 0")
     res.seconds.update(build=t_build, total=time.perf_counter() - t0)
     return res
 
@@ -117,11 +118,13 @@ def run_ilp(space: SlotSpace, jobs: list[Job], greedy: Placement, options: Solve
         return warm_start_result(space, jobs, greedy, "-", f"no exact model fits this request ({exc.message})",
                                  budget.t0, time.perf_counter() - t1, unit)
     t_build = time.perf_counter() - t1
+    exact = getattr(built.data, "exact", True)
+    kind = built.kind if exact else built.kind + "-restricted"
     left = budget.remaining()
     if left is not None:
         left -= HANDOVER_SHARE * t_build
     if left is not None and left - EXTRACT_RESERVE_S < MIN_SOLVE_S:
-        return warm_start_result(space, jobs, greedy, built.kind, "time limit reached after the model build",
+        return warm_start_result(space, jobs, greedy, kind, "time limit reached after the model build",
                                  budget.t0, t_build, unit, built.stats())
     try:
         start = encode(built, greedy)
@@ -130,18 +133,16 @@ def run_ilp(space: SlotSpace, jobs: list[Job], greedy: Placement, options: Solve
     opts = options if left is None else replace(options, time_limit=max(left - EXTRACT_RESERVE_S, MIN_SOLVE_S))
     report = solve_model(built, opts, start)
     if not report.has_solution and report.status == "time_limit":
-        res = warm_start_result(space, jobs, greedy, built.kind, f"{report.raw_status} (no incumbent)", budget.t0,
+        res = warm_start_result(space, jobs, greedy, kind, f"{report.raw_status} (no incumbent)", budget.t0,
                                 t_build, unit, built.stats())
         res.report = None
         return res
-    exact = getattr(built.data, "exact", True)
     if not exact:
         if not report.has_solution:
-            return warm_start_result(space, jobs, greedy, built.kind + "-restricted",
+            return warm_start_result(space, jobs, greedy, kind,
                                      f"{report.raw_status} (model restricted to rings within two ToRs)", budget.t0,
                                      t_build, unit, built.stats())
         report = _restricted_report(report)
-    kind = built.kind if exact else built.kind + "-restricted"
     res = OrchestrationResult(report.status, "ilp", kind, space, jobs, None, None, report, built.unit_bytes,
                               built.stats(), unit=unit, termination=report.raw_status)
     if not exact:

@@ -143,11 +143,12 @@ def test_time_limit_is_honest():
 
 
 def test_time_limit_covers_the_model_build():
-    """A budget spent before the build ends: no solver run, the greedy warm start with the trivial bound 0.
+    """A budget spent before the build ends: no solver run, the warm start with the trivial bound 0.
 
     Exact because the build checks the budget at every ToR, and a budget of 1 ns is spent before the first.
+    The warm start is the cheaper of the greedy and its ToR-aware regrouping.
     """
-    from solvers.orchestrator.greedy import greedy_placement
+    from solvers.orchestrator.greedy import greedy_placement, tor_aware_placement
 
     rng = np.random.default_rng(3)
     line = line_of(256, 16, faults=rng.choice(256, size=12, replace=False), g=4)
@@ -156,22 +157,24 @@ def test_time_limit_covers_the_model_build():
     d = res.summary()
     assert res.report is None and d["termination"].startswith("time limit reached")
     assert d["warm_start_unimproved"] is True and d["solver"] == "ilp"
-    greedy = placement_traffic(greedy_placement(line, jobs), line.space, jobs)
-    assert d["objective"] == greedy.cross_bytes > 0
+    warm = min(placement_traffic(p(line, jobs), line.space, jobs).cross_bytes
+               for p in (greedy_placement, tor_aware_placement))
+    assert d["objective"] == warm > 0
     assert d["bound"] == 0.0 and d["gap"] == 1.0 and d["status"] == "feasible"
 
 
 def test_solver_termination_and_warm_start_flag_are_reported():
     """An unlimited solve: the solver's own status word, and whether it improved on the greedy (compared exactly)."""
-    from solvers.orchestrator.greedy import greedy_placement
+    from solvers.orchestrator.greedy import greedy_placement, tor_aware_placement
 
     line = line_of(40, 8, faults=[3, 17, 22], g=1)
     jobs = resolved(line, Job(tp=2, dp=3, dp_bytes=1.0))
     res = orchestrate_line(line, [Job(tp=2, dp=3, dp_bytes=1.0)], options=SolveOptions(time_limit=30))
     d = res.summary()
     assert d["status"] == "optimal" and d["termination"] == res.report.raw_status
-    greedy = placement_traffic(greedy_placement(line, jobs), line.space, jobs).cross_bytes
-    assert d["warm_start_unimproved"] == (d["cross_tor_bytes"] >= greedy)
+    warm = min(placement_traffic(p(line, jobs), line.space, jobs).cross_bytes
+               for p in (greedy_placement, tor_aware_placement))
+    assert d["warm_start_unimproved"] == (d["cross_tor_bytes"] >= warm)
 
 
 @pytest.mark.parametrize("objective, bound, want", [
@@ -185,3 +188,18 @@ def test_bound_is_clamped_to_the_trivial_bound_and_gap_to_unit_interval(objectiv
     from solvers.orchestrator.result import clamp_bound
 
     assert clamp_bound(objective, bound) == want
+
+
+def test_tor_aware_warm_start_forms_the_same_rings_and_never_costs_more_on_whole_tors():
+    """Same rings and GPUs as the greedy; a ToR holding D whole rings gives a zero-cost group (exact: phi(1) = 0)."""
+    from solvers.orchestrator.greedy import greedy_placement, tor_aware_placement
+
+    line = line_of(48, 8, faults=[1, 10, 30], g=1)
+    jobs = resolved(line, Job(tp=2, dp=3, dp_bytes=1.0))
+    a, b = greedy_placement(line, jobs), tor_aware_placement(line, jobs)
+    b.check(line.space)
+    assert sorted(a.rings) == sorted(b.rings) and len(a.used_rings) == len(b.used_rings)
+    tor = line.space.tor
+    for inst in b.instances[:2]:  # the first instances are whole ToRs: every ring of one ToR
+        assert len({int(tor[u]) for r in inst.rings for u in b.rings[r]}) == 1
+    assert placement_traffic(b, line.space, jobs).cross_bytes <= placement_traffic(a, line.space, jobs).cross_bytes
