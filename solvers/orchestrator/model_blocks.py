@@ -190,7 +190,11 @@ def build_blocks_model(blocks: Blocks, D: int, C: int, unit_bytes: float, budget
     m, T = blocks.m, blocks.T
     prob = pulp.LpProblem("orchestrate_blocks", pulp.LpMinimize)
     V: dict[str, dict] = {k: {} for k in ("pair", "opt", "p", "e", "F")}
-    opts = [tor_options(blocks, t, D) for t in range(T)]
+    opts = []
+    for t in range(T):
+        if budget is not None:
+            budget.check()
+        opts.append(tor_options(blocks, t, D))
     emitted: dict[int, list] = {v: [] for v in range(1, D)}
     alone, cost, ps = [], [], []
     sout_of: list[dict] = []
