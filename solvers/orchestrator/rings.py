@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fabric.errors import FabricError
-from solvers.allocation.segments import line_blocks
+from solvers.allocation.segments import count_line_blocks, line_blocks
 from solvers.orchestrator.space import Line
 
 MAX_CANDIDATES = 400_000
@@ -163,6 +163,7 @@ class Blocks:
     n: int
     k: int
     exact: bool = True
+    spanned: tuple[tuple[int, int], ...] = ()
 
     @property
     def n_boundaries(self) -> int:
@@ -195,7 +196,13 @@ def _runs(tor: np.ndarray) -> list[tuple[int, int, int]]:
 
 
 def spans_three_blocks(healthy: np.ndarray, runs: list[tuple[int, int, int]], m: int, k: int, closed: bool) -> bool:
-    """Whether some ring of ``m`` healthy nodes (hops of at most ``k`` positions) can cover a whole block.
+    """Whether some ring of ``m`` healthy nodes (hops of at most ``k`` positions) can cover a whole block."""
+    return bool(spannable_blocks(healthy, runs, m, k, closed))
+
+
+def spannable_blocks(healthy: np.ndarray, runs: list[tuple[int, int, int]], m: int, k: int,
+                     closed: bool) -> list[int]:
+    """The blocks (indices into ``runs``) that some ring of ``m`` healthy nodes can cover whole.
 
     A ring that spans three blocks covers the middle one: its nodes go from
     a healthy node before the block to one after it, hop by hop.  The fewest
@@ -212,6 +219,7 @@ def spans_three_blocks(healthy: np.ndarray, runs: list[tuple[int, int, int]], m:
     """
     n = healthy.size
     T = len(runs)
+    out = []
     for t, (_, s, L) in enumerate(runs):
         if not closed and (t == 0 or t == T - 1):
             continue  # an end block has no block beyond it on one side
@@ -233,8 +241,40 @@ def spans_three_blocks(healthy: np.ndarray, runs: list[tuple[int, int, int]], m:
                 if prev.size and np.isfinite(prev.min()):
                     need[i] = prev.min() + 1
             if p >= s + L and need[i] <= m:
-                return True
-    return False
+                out.append(t)
+                break
+    return out
+
+
+def three_block_rings_excluded(line: Line, m: int, spanned: tuple[tuple[int, int], ...], need: int) -> bool:
+    """Whether no placement of ``need`` rings can hold a ring that covers a whole block (a counting proof).
+
+    A ring covering block ``t`` leaves every other ring outside its span,
+    hence outside block ``t``: they are rings of the line with block ``t``
+    down, at most ``count_t`` of them (the maximum ring count,
+    :func:`solvers.allocation.segments.count_line_blocks`).  If
+    ``count_t + 1 < need`` for every coverable block, every placement with
+    ``need`` rings keeps its rings within two blocks, and the block view is
+    exact for it.
+
+    Parameters
+    ----------
+    spanned : tuple of (start, length)
+        Coverable blocks: first position (unwrapped) and length.
+    need : int
+        Rings the placement uses (instances x DP x PP, stage 1).
+    """
+    if not spanned:
+        return True
+    n = line.n
+    bad = np.flatnonzero(~line.space.healthy)
+    rows, pos = [], []
+    for i, (s, L) in enumerate(spanned):
+        down = np.union1d(bad, np.arange(s, s + L) % n)
+        rows.append(np.full(down.size, i, dtype=np.int64))
+        pos.append(down)
+    counts = count_line_blocks(np.concatenate(rows), np.concatenate(pos), len(spanned), n, line.k, m, line.closed)
+    return bool(np.all(counts + 1 < need))
 
 
 def block_structure(line: Line, m: int, allow_short: bool = False) -> Blocks | None:
@@ -259,7 +299,9 @@ def block_structure(line: Line, m: int, allow_short: bool = False) -> Blocks | N
     if len(set(tors)) != len(tors):
         return None  # a ToR owns two stretches: not blocks
     T = len(runs)
-    exact = T == 1 or not spans_three_blocks(line.space.healthy[pos_all % n], runs, m, k, closed)
+    spanned = () if T == 1 else tuple(
+        (rot + runs[t][1], runs[t][2]) for t in spannable_blocks(line.space.healthy[pos_all % n], runs, m, k, closed))
+    exact = not spanned
     if not exact and not allow_short:
         return None  # a ring could span three ToRs
     healthy = []
@@ -304,4 +346,4 @@ def block_structure(line: Line, m: int, allow_short: bool = False) -> Blocks | N
                 table[(bl, br)] = int(sum((e - s) // m for s, e in zip(seg_starts[:-1], seg_starts[1:])))
         cap.append(table)
     return Blocks(m, T, closed, rot, tuple(tors), tuple(healthy), left, right, tuple(straddle), tuple(cap), n, k,
-                  exact)
+                  exact, spanned)

@@ -172,3 +172,33 @@ def test_restricted_block_model_is_feasible_and_claims_only_the_trivial_bound():
     assert res.traffic.cross_bytes >= best - 1e-9
     assert d["status"] == ("optimal" if res.traffic.cross_bytes == 0 else "feasible")
     assert d["gap"] == (0.0 if res.traffic.cross_bytes == 0 else 1.0)
+
+
+def test_counting_proof_that_no_placement_holds_a_ring_spanning_three_blocks():
+    """three_block_rings_excluded == True implies no set of `need` non-crossing rings has one covering a block.
+
+    Brute force: every ring set of that size (solvers.orchestrator.brute.ring_sets), every ring checked.
+    """
+    from solvers.orchestrator.brute import ring_sets
+    from solvers.orchestrator.rings import block_structure, three_block_rings_excluded
+
+    rng = random.Random(11)
+    proved = 0
+    for npt, k, m in [(3, 2, 3), (4, 2, 4), (4, 3, 3)]:
+        n = 4 * npt
+        for _ in range(30):
+            f = tuple(sorted(rng.sample(range(n), rng.randint(0, 4))))
+            line = make_line(n, npt, k, f)
+            b = block_structure(line, m, allow_short=True)
+            R = len(max_rings(line, m))
+            if b is None or b.exact or R < 2:
+                continue
+            for need in (R - 1, R):
+                if not three_block_rings_excluded(line, m, b.spanned, need):
+                    continue
+                proved += 1
+                tor = line.space.tor
+                for rs in ring_sets(line, m, need):
+                    for r in rs:
+                        assert len({int(tor[u]) for u in r}) <= 2, (npt, k, m, f, r)
+    assert proved > 0
