@@ -249,9 +249,11 @@ def spannable_blocks(healthy: np.ndarray, runs: list[tuple[int, int, int]], m: i
 def three_block_rings_excluded(line: Line, m: int, spanned: tuple[tuple[int, int], ...], need: int) -> bool:
     """Whether no placement of ``need`` rings can hold a ring that covers a whole block (a counting proof).
 
-    A ring covering block ``t`` leaves every other ring outside its span,
-    hence outside block ``t``: they are rings of the line with block ``t``
-    down, at most ``count_t`` of them (the maximum ring count,
+    A ring covering block ``t`` has a node before the block and one after
+    it, so its span covers the block and at least the nearest healthy node
+    on each side.  Every other ring lies outside that span: they are rings
+    of the line with those positions down, at most ``count_t`` of them (the
+    maximum ring count,
     :func:`solvers.allocation.segments.count_line_blocks`).  If
     ``count_t + 1 < need`` for every coverable block, every placement with
     ``need`` rings keeps its rings within two blocks, and the block view is
@@ -267,10 +269,16 @@ def three_block_rings_excluded(line: Line, m: int, spanned: tuple[tuple[int, int
     if not spanned:
         return True
     n = line.n
-    bad = np.flatnonzero(~line.space.healthy)
+    ok = line.space.healthy
+    bad = np.flatnonzero(~ok)
     rows, pos = [], []
     for i, (s, L) in enumerate(spanned):
-        down = np.union1d(bad, np.arange(s, s + L) % n)
+        lo, hi = s - 1, s + L  # the nearest healthy node before the block and after it (the chain has one each)
+        while not ok[lo % n] and s - lo < n:
+            lo -= 1
+        while not ok[hi % n] and hi - s < 2 * n:
+            hi += 1
+        down = np.union1d(bad, np.arange(lo, hi + 1) % n)
         rows.append(np.full(down.size, i, dtype=np.int64))
         pos.append(down)
     counts = count_line_blocks(np.concatenate(rows), np.concatenate(pos), len(spanned), n, line.k, m, line.closed)
