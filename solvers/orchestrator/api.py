@@ -3,9 +3,11 @@
 Pipeline for a k-hop line: read the line and its faults -> stage 1, the
 most GPUs in complete instances (a closed form: the maximum ring count of
 :mod:`solvers.allocation.segments`, then whole instances) -> build the ILP
-with that instance count fixed -> warm-start it from the greedy -> solve
--> extract the placement -> account its traffic exactly.  Other
-architectures go through :mod:`solvers.orchestrator.domains`.
+with that instance count fixed -> warm-start it from the cheaper of the
+greedy and its ToR-aware regrouping -> solve, all inside the time budget
+(:mod:`solvers.orchestrator.run`) -> extract the placement -> account its
+traffic exactly.  Other architectures go through
+:mod:`solvers.orchestrator.domains`.
 """
 
 from __future__ import annotations
