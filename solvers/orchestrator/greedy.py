@@ -45,28 +45,31 @@ def greedy_placement(line: Line, jobs: list[Job]) -> Placement:
 
 
 def tor_aware_placement(line: Line, jobs: list[Job]) -> Placement:
-    """The greedy's rings, grouped ToR first: whole instances of one ToR's rings, then the rest in line order.
+    """The greedy's rings, grouped by ToR signature: whole instances of identical rings first, then the rest.
 
-    A warm start for the ILP (not a baseline): an instance whose rings all
-    lie in one ToR moves no cross-ToR bytes, and the leftover rings, taken
-    in line order, share ToRs with their neighbours.  Same rings and
-    instance count as :func:`greedy_placement`; one job only (several jobs:
-    the greedy).
+    A warm start for the ILP (not a baseline).  A ring's *signature* is the
+    ToR of each of its slots; an instance whose rings all share one
+    signature moves no cross-ToR bytes (every TP rank's DP peers, and its PP
+    peers, sit under one ToR).  On contiguous wiring those are the rings of
+    one ToR; on interleaved wiring, rings whose starts differ by a multiple
+    of the ToR count.  The leftover rings follow sorted by signature (on
+    contiguous wiring: line order), so that neighbours share ToRs.  Same
+    rings and instance count as :func:`greedy_placement`; one job only
+    (several jobs: the greedy).
     """
     rings = max_rings(line, jobs[0].tp // line.space.g)
     if len(jobs) != 1:
         return fill_instances(rings, jobs)
     size = jobs[0].dp * jobs[0].pp
     tor = line.space.tor
-    home = [int(tor[r[0]]) if all(tor[u] == tor[r[0]] for u in r) else -1 for r in rings]
-    by_tor: dict[int, list[int]] = {}
-    for i, t in enumerate(home):
-        if t >= 0:
-            by_tor.setdefault(t, []).append(i)
-    whole = [i for idx in by_tor.values() for i in idx[:len(idx) - len(idx) % size]]
+    sigs = [tuple(int(tor[u]) for u in r) for r in rings]
+    by_sig: dict[tuple[int, ...], list[int]] = {}
+    for i, sg in enumerate(sigs):
+        by_sig.setdefault(sg, []).append(i)
+    whole = [i for idx in by_sig.values() for i in idx[:len(idx) - len(idx) % size]]
     taken = set(whole)
-    order = whole + [i for i in range(len(rings)) if i not in taken]
-    return fill_instances([rings[i] for i in order], jobs)
+    rest = sorted((i for i in range(len(rings)) if i not in taken), key=lambda i: (sigs[i], i))
+    return fill_instances([rings[i] for i in whole + rest], jobs)
 
 
 def fault_unaware_placement(line: Line, jobs: list[Job], plan_jobs: list[Job] | None = None) -> Placement:
