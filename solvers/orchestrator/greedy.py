@@ -45,12 +45,13 @@ def greedy_placement(line: Line, jobs: list[Job]) -> Placement:
 
 
 def tor_aware_placement(line: Line, jobs: list[Job]) -> Placement:
-    """The greedy's rings, grouped by ToR signature: whole instances of identical rings first, then the rest.
+    """The greedy's rings, grouped by ToR signature: whole DP groups of identical rings first, then the rest.
 
     A warm start for the ILP (not a baseline).  A ring's *signature* is the
-    ToR of each of its slots; an instance whose rings all share one
-    signature moves no cross-ToR bytes (every TP rank's DP peers, and its PP
-    peers, sit under one ToR).  On contiguous wiring those are the rings of
+    ToR of each of its slots; a DP group (one stage of an instance) whose
+    rings all share one signature moves no cross-ToR DP bytes (every TP
+    rank's DP peers sit under one ToR), and consecutive such groups make the
+    stages of an instance (with PP 1, whole instances).  On contiguous wiring those are the rings of
     one ToR; on interleaved wiring, rings whose starts differ by a multiple
     of the ToR count.  The leftover rings follow sorted by signature (on
     contiguous wiring: line order), so that neighbours share ToRs.  Same
@@ -60,7 +61,7 @@ def tor_aware_placement(line: Line, jobs: list[Job]) -> Placement:
     rings = max_rings(line, jobs[0].tp // line.space.g)
     if len(jobs) != 1:
         return fill_instances(rings, jobs)
-    size = jobs[0].dp * jobs[0].pp
+    size = jobs[0].dp  # whole DP groups (stages) of identical rings; with PP 1 whole instances
     tor = line.space.tor
     sigs = [tuple(int(tor[u]) for u in r) for r in rings]
     by_sig: dict[tuple[int, ...], list[int]] = {}
