@@ -79,7 +79,13 @@ def orchestrate_command(
     trace_time: Optional[float] = typer.Option(None, "--trace-time",
                                                help="trace day to read (default: the most nodes down)"),
     solver: str = typer.Option("ilp", "--solver", help="ilp, greedy or fault-unaware"),
-    time_limit: float = typer.Option(60.0, "--time-limit", help="ILP time limit, seconds"),
+    time_limit: float = typer.Option(
+        60.0, "--time-limit",
+        help="seconds for the whole ILP orchestration after the fabric is built and the faults drawn: reading the "
+             "line, model build (reported as build_seconds), hand-over and solve (solve_seconds); the answer comes "
+             "within the limit plus about 1 s (extraction, accounting, the solver's reaction time; a few seconds "
+             "more on the largest models, whose presolve checks the limit between passes); a budget spent before "
+             "the solver finds anything returns the greedy warm start with the trivial bound 0"),
     gap: float = typer.Option(0.0, "--gap", help="stop the ILP at this relative gap (0: prove optimality)"),
     mip_solver: str = typer.Option("auto", "--mip-solver", help="auto (HiGHS, else CBC), highs or cbc"),
     tor_map: Optional[str] = typer.Option(None, "--tor-map", help="k-hop: ToR of each line position (list or file)"),

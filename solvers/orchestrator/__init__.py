@@ -9,7 +9,9 @@ baseline) and :func:`orchestrate_summary` returns the JSON object of
 :mod:`~solvers.orchestrator.traffic`.
 """
 
-from solvers.orchestrator.api import OrchestrationResult, orchestrate, orchestrate_summary, resolve_jobs
+from solvers.orchestrator.api import orchestrate, orchestrate_summary
+from solvers.orchestrator.result import OrchestrationResult
+from solvers.orchestrator.stage1 import resolve_jobs
 from solvers.orchestrator.jobs import Job
 from solvers.orchestrator.placement import PlacedInstance, Placement
 from solvers.orchestrator.traffic import TrafficReport, placement_traffic

@@ -26,11 +26,18 @@ import numpy as np
 from fabric.errors import FabricError
 from fabric.faults import NodeIndex
 from fabric.model import Fabric
+from solvers.orchestrator.encode import encode_blocks, encode_explicit
+from solvers.orchestrator.extract import extract_blocks, extract_explicit
 from solvers.orchestrator.greedy import fill_instances
 from solvers.orchestrator.jobs import Job
+from solvers.orchestrator.model_blocks import build_blocks_model
+from solvers.orchestrator.model_explicit import build_explicit_model, unit_costs
 from solvers.orchestrator.placement import PlacedInstance, Placement
+from solvers.orchestrator.result import OrchestrationResult
 from solvers.orchestrator.rings import Blocks, Candidate, _runs
+from solvers.orchestrator.run import Budget, run_ilp
 from solvers.orchestrator.space import SlotSpace, check_faulty_nodes
+from solvers.orchestrator.stage1 import resolve_jobs
 from solvers.orchestrator.traffic import placement_traffic
 from solvers.pulp_adapter import SolveOptions
 
@@ -116,14 +123,12 @@ def fixed_blocks(space: SlotSpace, rings: list[tuple[int, ...]], m: int) -> Fixe
                                      for r in straddle[b].values() for u in r if block_of_tor[int(space.tor[u])] == t}),
                              dtype=np.int64) for t in range(T))
     return FixedBlocks(m, T, False, 0, tuple(tors), members, left, right, tuple(straddle), tuple(cap),
-                       space.n_slots, 1, tuple(tuple(p) for p in pure))
+                       space.n_slots, 1, pure=tuple(tuple(p) for p in pure))
 
 
 def orchestrate_domains(fabric: Fabric, jobs: list[Job], faulty_nodes=(), *, solver: str = "ilp",
                         options: SolveOptions | None = None):
     """:func:`solvers.orchestrator.api.orchestrate` for switch-domain and OCS-cube fabrics (module docstring)."""
-    from solvers.orchestrator.api import OrchestrationResult, resolve_jobs
-
     t0 = time.perf_counter()
     if len(jobs) != 1:
         raise FabricError("jobs", "other architectures take one job")
@@ -175,43 +180,32 @@ def _drop_dead(placement: Placement, alive: list[bool]) -> Placement:
 
 
 def _ilp_fixed(space: SlotSpace, rings, jobs: list[Job], greedy: Placement, options: SolveOptions, t0: float):
-    from solvers.orchestrator.api import OrchestrationResult
-    from solvers.orchestrator.encode import encode_blocks, encode_explicit
-    from solvers.orchestrator.extract import extract_blocks, extract_explicit
-    from solvers.orchestrator.model_blocks import build_blocks_model
-    from solvers.orchestrator.model_explicit import build_explicit_model, unit_costs
-    from solvers.orchestrator.solve import solve_model
-
     job = jobs[0]
-    t1 = time.perf_counter()
-    unit, _, _ = unit_costs(jobs, 1)
     if job.dp == 1 and job.pp == 1:
         res = OrchestrationResult("optimal", "ilp", "none", space, jobs, greedy,
                                   placement_traffic(greedy, space, jobs), unit="gpu")
         res.notes.append("D = 1 and PP = 1: no DP or PP traffic, any placement with the most GPUs is optimal")
         return res
+    unit, _, _ = unit_costs(jobs, 1)
     blocks = fixed_blocks(space, rings, job.tp) if job.pp == 1 else None
-    if blocks is not None:
-        built = build_blocks_model(blocks, job.dp, job.count, unit)
-        start = encode_blocks(built, greedy)
-    else:
+
+    def build(budget: Budget):
+        if blocks is not None:
+            return build_blocks_model(blocks, job.dp, job.count, unit, budget=budget)
         cands = [Candidate(r, i, 1, tuple(int(space.tor[u]) for u in r)) for i, r in enumerate(rings)]
         built = build_explicit_model(cands, [], jobs, 1, fixed=True)
         built.meta["tor"] = space.tor
-        start = encode_explicit(built, greedy)
-    t_build = time.perf_counter() - t1
-    report = solve_model(built, options, start)
-    res = OrchestrationResult(report.status, "ilp", built.kind, space, jobs, None, None, report, built.unit_bytes,
-                              built.stats(), unit="gpu")
-    if report.has_solution:
+        return built
+
+    def encode(built, placement):
+        return encode_blocks(built, placement) if blocks is not None else encode_explicit(built, placement)
+
+    def extract(built):
         placement = extract_blocks(built) if blocks is not None else extract_explicit(built)
         # TP groups the model left out are formed anyway (spares)
         formed = set(placement.rings)
         extra = [r for r in rings if r not in formed]
-        placement = Placement(placement.rings + tuple(extra), placement.instances,
-                              placement.spare + tuple(range(len(placement.rings), len(placement.rings) + len(extra))))
-        placement.check(space)
-        res.placement = placement
-        res.traffic = placement_traffic(placement, space, jobs)
-    res.seconds.update(build=t_build, total=time.perf_counter() - t0)
-    return res
+        return Placement(placement.rings + tuple(extra), placement.instances,
+                         placement.spare + tuple(range(len(placement.rings), len(placement.rings) + len(extra))))
+
+    return run_ilp(space, jobs, greedy, options, Budget(t0, options.time_limit), build, encode, extract, unit="gpu")

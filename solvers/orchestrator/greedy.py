@@ -44,6 +44,35 @@ def greedy_placement(line: Line, jobs: list[Job]) -> Placement:
     return fill_instances(max_rings(line, m), jobs)
 
 
+def tor_aware_placement(line: Line, jobs: list[Job]) -> Placement:
+    """The greedy's rings, grouped by ToR signature: whole DP groups of identical rings first, then the rest.
+
+    A warm start for the ILP (not a baseline).  A ring's *signature* is the
+    ToR of each of its slots; a DP group (one stage of an instance) whose
+    rings all share one signature moves no cross-ToR DP bytes (every TP
+    rank's DP peers sit under one ToR), and consecutive such groups make the
+    stages of an instance (with PP 1, whole instances).  On contiguous wiring those are the rings of
+    one ToR; on interleaved wiring, rings whose starts differ by a multiple
+    of the ToR count.  The leftover rings follow sorted by signature (on
+    contiguous wiring: line order), so that neighbours share ToRs.  Same
+    rings and instance count as :func:`greedy_placement`; one job only
+    (several jobs: the greedy).
+    """
+    rings = max_rings(line, jobs[0].tp // line.space.g)
+    if len(jobs) != 1:
+        return fill_instances(rings, jobs)
+    size = jobs[0].dp  # whole DP groups (stages) of identical rings; with PP 1 whole instances
+    tor = line.space.tor
+    sigs = [tuple(int(tor[u]) for u in r) for r in rings]
+    by_sig: dict[tuple[int, ...], list[int]] = {}
+    for i, sg in enumerate(sigs):
+        by_sig.setdefault(sg, []).append(i)
+    whole = [i for idx in by_sig.values() for i in idx[:len(idx) - len(idx) % size]]
+    taken = set(whole)
+    rest = sorted((i for i in range(len(rings)) if i not in taken), key=lambda i: (sigs[i], i))
+    return fill_instances([rings[i] for i in whole + rest], jobs)
+
+
 def fault_unaware_placement(line: Line, jobs: list[Job], plan_jobs: list[Job] | None = None) -> Placement:
     """The greedy plan of the fault-free line, minus every ring and instance a fault touches.
 

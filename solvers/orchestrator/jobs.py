@@ -114,11 +114,6 @@ class Job:
         object.__setattr__(out, "count", int(count))  # resolved, not user input: 0 instances is a valid answer
         return out
 
-    def rings_per_instance(self) -> int:
-        if self.dp is None:
-            raise ValueError("dp not resolved")
-        return self.dp * self.pp
-
     def to_dict(self) -> dict:
         return {"name": self.name, "tp": self.tp, "dp": self.dp, "pp": self.pp, "count": self.count,
                 "dp_bytes": self.bytes_dp, "pp_bytes": self.bytes_pp,

@@ -11,18 +11,33 @@ request; :func:`build_model` builds it.
   with no more ToRs than D); size grows with candidate rings x instances,
   so it is for small and medium lines.
 * ``none``: nothing to optimise (D = 1 and PP = 1: no DCN bytes at all).
+
+When a ring *could* span three ToR blocks (short blocks, e.g. k = 3 or TP 64
+on 16-node ToRs) the block model is not exact; on lines of more than
+:data:`EXPLICIT_MAX_SLOTS` slots it is used anyway on the rings that stay
+within two blocks (``Blocks.exact`` False): its optimum is then a feasible
+placement, and the orchestration reports only the trivial bound for it.
+Before that, :func:`~solvers.orchestrator.rings.three_block_rings_excluded`
+tries to prove that no placement with the stage-1 ring count can hold a
+ring spanning three blocks (a counting argument); when it succeeds the
+block model is exact after all.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from fabric.errors import FabricError
 from solvers.orchestrator.built import BuiltModel
 from solvers.orchestrator.jobs import Job
 from solvers.orchestrator.model_blocks import build_blocks_model
 from solvers.orchestrator.model_explicit import build_explicit_model, position_conflicts, unit_costs
-from solvers.orchestrator.rings import Blocks, block_structure, candidate_rings
+from solvers.orchestrator.rings import Blocks, block_structure, candidate_rings, three_block_rings_excluded
+from solvers.orchestrator.run import UNLIMITED, Budget
 from solvers.orchestrator.space import Line
 
 MODELS = ("auto", "blocks", "explicit")
+EXPLICIT_MAX_SLOTS = 128  # above this the explicit model ends near a 100 % gap (issue 18): blocks restricted instead
 
 
 def choose_model(line: Line, jobs: list[Job], prefer: str = "auto") -> tuple[str, Blocks | None]:
@@ -32,31 +47,49 @@ def choose_model(line: Line, jobs: list[Job], prefer: str = "auto") -> tuple[str
     m = jobs[0].tp // line.space.g
     blocks = None
     if len(jobs) == 1 and jobs[0].pp == 1 and prefer != "explicit":
-        blocks = block_structure(line, m)
+        blocks = block_structure(line, m, allow_short=True)
+        if blocks is not None and not blocks.exact:
+            if three_block_rings_excluded(line, m, blocks.spanned, jobs[0].dp * jobs[0].count):
+                blocks = replace(blocks, exact=True)  # no placement of this many rings can hold such a ring
+            elif line.n <= EXPLICIT_MAX_SLOTS and prefer != "blocks":
+                blocks = None
         D = jobs[0].dp
         if blocks is not None and line.closed and 1 < blocks.T <= D and jobs[0].count > 1:
             blocks = None  # a chain of straddles could close around the circle: not modelled
         if blocks is not None:
             return ("blocks-single" if jobs[0].count == 1 else "blocks"), blocks
     if prefer == "blocks":
-        from fabric.errors import FabricError
-
         raise FabricError("model", "the block model needs ToR blocks of >= (m-1)k nodes, one job and PP = 1")
     return "explicit", None
 
 
-def build_model(line: Line, jobs: list[Job], prefer: str = "auto") -> BuiltModel | None:
+def build_model(line: Line, jobs: list[Job], prefer: str = "auto", budget: Budget = UNLIMITED) -> BuiltModel | None:
     """The chosen ILP, built but not solved (None when there is nothing to optimise)."""
     kind, blocks = choose_model(line, jobs, prefer)
     if kind == "none":
         return None
+    return build_chosen(line, jobs, kind, blocks, budget)
+
+
+def build_chosen(line: Line, jobs: list[Job], kind: str, blocks: Blocks | None,
+                 budget: Budget = UNLIMITED) -> BuiltModel:
+    """Build the formulation :func:`choose_model` picked, checking ``budget`` as it goes.
+
+    Raises
+    ------
+    solvers.orchestrator.run.BudgetSpent
+        The budget ran out during the build.
+    solvers.orchestrator.rings.TooManyCandidates
+        The explicit model would not fit in memory.
+    """
     g = line.space.g
     unit, _, _ = unit_costs(jobs, g)
     if kind.startswith("blocks"):
         job = jobs[0]
-        return build_blocks_model(blocks, job.dp, job.count, unit)
+        return build_blocks_model(blocks, job.dp, job.count, unit, budget=budget)
     m = jobs[0].tp // g
-    cands = candidate_rings(line, m)
+    cands = candidate_rings(line, m, budget=budget)
+    budget.check()
     model = build_explicit_model(cands, position_conflicts(cands, line.n), jobs, g)
     model.meta["tor"] = line.space.tor
     return model

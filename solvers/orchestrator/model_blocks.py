@@ -180,19 +180,28 @@ def con(prob: pulp.LpProblem, terms, sense: str, rhs: float, name: str) -> None:
     prob.addConstraint(pulp.LpConstraint(lin(terms), s, name, rhs))
 
 
-def build_blocks_model(blocks: Blocks, D: int, C: int, unit_bytes: float) -> BuiltModel:
-    """The block ILP for ``C`` DP groups of ``D`` rings (module docstring).  ``C == 1`` uses the single-group form."""
+def build_blocks_model(blocks: Blocks, D: int, C: int, unit_bytes: float, budget=None) -> BuiltModel:
+    """The block ILP for ``C`` DP groups of ``D`` rings (module docstring).  ``C == 1`` uses the single-group form.
+
+    ``budget`` (a :class:`solvers.orchestrator.run.Budget`) is checked at every ToR.
+    """
     if C == 1:
-        return build_single_group_model(blocks, D, unit_bytes)
+        return build_single_group_model(blocks, D, unit_bytes, budget)
     m, T = blocks.m, blocks.T
     prob = pulp.LpProblem("orchestrate_blocks", pulp.LpMinimize)
     V: dict[str, dict] = {k: {} for k in ("pair", "opt", "p", "e", "F")}
-    opts = [tor_options(blocks, t, D) for t in range(T)]
+    opts = []
+    for t in range(T):
+        if budget is not None:
+            budget.check()
+        opts.append(tor_options(blocks, t, D))
     emitted: dict[int, list] = {v: [] for v in range(1, D)}
     alone, cost, ps = [], [], []
     sout_of: list[dict] = []
     sin_of: list[dict] = []
     for t in range(T):
+        if budget is not None:
+            budget.check()
         ov = [pulp.LpVariable(f"opt_{t}_{i}", 0, 1, pulp.LpBinary) for i in range(len(opts[t]))]
         for i, v in enumerate(ov):
             V["opt"][(t, i)] = v
@@ -278,7 +287,7 @@ def build_blocks_model(blocks: Blocks, D: int, C: int, unit_bytes: float) -> Bui
     return BuiltModel("blocks", prob, V, unit_bytes, 1.0, blocks, {"D": D, "C": C, "options": opts})
 
 
-def build_single_group_model(blocks: Blocks, D: int, unit_bytes: float) -> BuiltModel:
+def build_single_group_model(blocks: Blocks, D: int, unit_bytes: float, budget=None) -> BuiltModel:
     """One DP group of ``D`` rings (``--dp max``): pick rings to minimise its ToR slot incidences.
 
     ``act[t, j]`` is 1 when ToR t holds slot j of some ring of the group;
@@ -307,6 +316,8 @@ def build_single_group_model(blocks: Blocks, D: int, unit_bytes: float) -> Built
         return 1 - S[b] if x == 0 else s[b, x]
 
     for t in range(T):
+        if budget is not None:
+            budget.check()
         fmax = blocks.cap[t].get((0, 0), 0)
         r = var("r", t, 0, fmax, pulp.LpInteger)
         rho = var("rho", t, 0, 1, pulp.LpBinary)

@@ -35,10 +35,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from fabric.errors import FabricError
-from solvers.allocation.segments import line_blocks
+from solvers.allocation.segments import count_line_blocks, line_blocks
 from solvers.orchestrator.space import Line
 
 MAX_CANDIDATES = 400_000
+
+
+class TooManyCandidates(FabricError):
+    """More candidate rings than the explicit model can hold (the orchestration then keeps the greedy)."""
 
 
 @dataclass(frozen=True)
@@ -61,12 +65,14 @@ class Candidate:
     sig: tuple[int, ...]
 
 
-def candidate_rings(line: Line, m: int, limit: int = MAX_CANDIDATES) -> list[Candidate]:
+def candidate_rings(line: Line, m: int, limit: int = MAX_CANDIDATES, budget=None) -> list[Candidate]:
     """All non-dominated rings of ``m`` nodes (module docstring).
+
+    ``budget`` (a :class:`solvers.orchestrator.run.Budget`) is checked at every start position.
 
     Raises
     ------
-    FabricError
+    TooManyCandidates
         More than ``limit`` candidates (the explicit model would not fit).
     """
     n, k, closed = line.n, line.k, line.closed
@@ -75,6 +81,8 @@ def candidate_rings(line: Line, m: int, limit: int = MAX_CANDIDATES) -> list[Can
     best: dict[tuple[int, tuple[int, ...]], Candidate] = {}
     visited = 0
     for start in np.flatnonzero(ok).tolist():
+        if budget is not None:
+            budget.check()
         stack = [(start, (start,))]
         while stack:
             last, path = stack.pop()
@@ -88,7 +96,7 @@ def candidate_rings(line: Line, m: int, limit: int = MAX_CANDIDATES) -> list[Can
                     best[key] = Candidate(slots, start, length, sig)
                 visited += 1
                 if visited > limit:
-                    raise FabricError("tp", f"more than {limit} candidate rings: this line is too large for "
+                    raise TooManyCandidates("tp", f"more than {limit} candidate rings: this line is too large for "
                                               "the explicit model; use --solver greedy or ToR blocks")
                 continue
             for nxt in range(last + 1, last + k + 1):
@@ -136,6 +144,10 @@ class Blocks:
         Per boundary: split ``b`` -> the tight straddling ring (positions in rank order).
     cap : tuple of dict
         Per block: (left split, right split) -> most pure rings; absent pairs are incompatible.
+    exact : bool
+        No ring of the line can span three blocks, so the view holds every ring.  When False
+        (``allow_short``), rings that would span three blocks are left out: a model of this view
+        is exact for placements without such rings only.
     """
 
     m: int
@@ -150,6 +162,8 @@ class Blocks:
     cap: tuple[dict[tuple[int, int], int], ...]
     n: int
     k: int
+    exact: bool = True
+    spanned: tuple[tuple[int, int], ...] = ()
 
     @property
     def n_boundaries(self) -> int:
@@ -181,8 +195,105 @@ def _runs(tor: np.ndarray) -> list[tuple[int, int, int]]:
     return [(int(tor[s]), int(s), int(e - s)) for s, e in zip(starts, ends)]
 
 
-def block_structure(line: Line, m: int) -> Blocks | None:
-    """The ToR-block view, or None when the line's ToRs are not blocks of at least ``(m - 1) k`` positions."""
+def spans_three_blocks(healthy: np.ndarray, runs: list[tuple[int, int, int]], m: int, k: int, closed: bool) -> bool:
+    """Whether some ring of ``m`` healthy nodes (hops of at most ``k`` positions) can cover a whole block."""
+    return bool(spannable_blocks(healthy, runs, m, k, closed))
+
+
+def spannable_blocks(healthy: np.ndarray, runs: list[tuple[int, int, int]], m: int, k: int,
+                     closed: bool) -> list[int]:
+    """The blocks (indices into ``runs``) that some ring of ``m`` healthy nodes can cover whole.
+
+    A ring that spans three blocks covers the middle one: its nodes go from
+    a healthy node before the block to one after it, hop by hop.  The fewest
+    nodes such a chain needs is a shortest path over the block's healthy
+    nodes (``need``); a ring can do it only when ``need <= m``.  Faults make
+    this stricter than the fault-free rule ``length >= (m - 1) k``.
+
+    Parameters
+    ----------
+    healthy : ndarray of bool
+        Health of each position in line order (rotated so that no run wraps).
+    runs : list of (tor, start, length)
+        The blocks, in that order.
+    """
+    n = healthy.size
+    T = len(runs)
+    out = []
+    for t, (_, s, L) in enumerate(runs):
+        if not closed and (t == 0 or t == T - 1):
+            continue  # an end block has no block beyond it on one side
+        if L > (m - 1) * k:
+            continue  # even a fault-free chain needs more than m nodes
+        lo, hi = s - k, s + L + k  # the chain's first node lies in [s - k, s), its last in [s + L, s + L + k)
+        if not closed and (lo < 0 or hi > n):
+            lo, hi = max(lo, 0), min(hi, n)
+        pos = np.arange(lo, hi)
+        ok = healthy[pos % n]
+        need = np.full(pos.size, np.inf)
+        for i, p in enumerate(pos):
+            if not ok[i]:
+                continue
+            if p < s:
+                need[i] = 1
+            else:
+                prev = need[max(0, i - k):i]
+                if prev.size and np.isfinite(prev.min()):
+                    need[i] = prev.min() + 1
+            if p >= s + L and need[i] <= m:
+                out.append(t)
+                break
+    return out
+
+
+def three_block_rings_excluded(line: Line, m: int, spanned: tuple[tuple[int, int], ...], need: int) -> bool:
+    """Whether no placement of ``need`` rings can hold a ring that covers a whole block (a counting proof).
+
+    A ring covering block ``t`` has a node before the block and one after
+    it, so its span covers the block and at least the nearest healthy node
+    on each side.  Every other ring lies outside that span: they are rings
+    of the line with those positions down, at most ``count_t`` of them (the
+    maximum ring count,
+    :func:`solvers.allocation.segments.count_line_blocks`).  If
+    ``count_t + 1 < need`` for every coverable block, every placement with
+    ``need`` rings keeps its rings within two blocks, and the block view is
+    exact for it.
+
+    Parameters
+    ----------
+    spanned : tuple of (start, length)
+        Coverable blocks: first position (unwrapped) and length.
+    need : int
+        Rings the placement uses (instances x DP x PP, stage 1).
+    """
+    if not spanned:
+        return True
+    n = line.n
+    ok = line.space.healthy
+    bad = np.flatnonzero(~ok)
+    rows, pos = [], []
+    for i, (s, L) in enumerate(spanned):
+        lo, hi = s - 1, s + L  # the nearest healthy node before the block and after it (the chain has one each)
+        while not ok[lo % n] and s - lo < n:
+            lo -= 1
+        while not ok[hi % n] and hi - s < 2 * n:
+            hi += 1
+        down = np.union1d(bad, np.arange(lo, hi + 1) % n)
+        rows.append(np.full(down.size, i, dtype=np.int64))
+        pos.append(down)
+    counts = count_line_blocks(np.concatenate(rows), np.concatenate(pos), len(spanned), n, line.k, m, line.closed)
+    return bool(np.all(counts + 1 < need))
+
+
+def block_structure(line: Line, m: int, allow_short: bool = False) -> Blocks | None:
+    """The ToR-block view, or None when the line's ToRs are not blocks that no ring can span (see below).
+
+    A line is a sequence of blocks when every ToR owns one stretch of
+    positions.  The view is exact when no ring can span three blocks
+    (:func:`spans_three_blocks`; on a fault-free line: blocks of at least
+    ``(m - 1) k`` positions).  ``allow_short`` returns the view anyway, with
+    ``exact=False``: it then holds only the rings within two blocks.
+    """
     n, k, closed = line.n, line.k, line.closed
     tor = line.space.tor
     rot = 0
@@ -196,7 +307,10 @@ def block_structure(line: Line, m: int) -> Blocks | None:
     if len(set(tors)) != len(tors):
         return None  # a ToR owns two stretches: not blocks
     T = len(runs)
-    if T > 1 and min(r[2] for r in runs) < (m - 1) * k:
+    spanned = () if T == 1 else tuple(
+        (rot + runs[t][1], runs[t][2]) for t in spannable_blocks(line.space.healthy[pos_all % n], runs, m, k, closed))
+    exact = not spanned
+    if not exact and not allow_short:
         return None  # a ring could span three ToRs
     healthy = []
     for _, s, L in runs:
@@ -239,4 +353,5 @@ def block_structure(line: Line, m: int) -> Blocks | None:
                 seg_starts = np.concatenate([[0], np.flatnonzero(gaps > k) + 1, [region.size]])
                 table[(bl, br)] = int(sum((e - s) // m for s, e in zip(seg_starts[:-1], seg_starts[1:])))
         cap.append(table)
-    return Blocks(m, T, closed, rot, tuple(tors), tuple(healthy), left, right, tuple(straddle), tuple(cap), n, k)
+    return Blocks(m, T, closed, rot, tuple(tors), tuple(healthy), left, right, tuple(straddle), tuple(cap), n, k,
+                  exact, spanned)

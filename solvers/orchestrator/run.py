@@ -1,0 +1,166 @@
+"""Run one placement ILP inside a wall-clock budget that covers the model build as well as the solve.
+
+``--time-limit`` bounds the whole orchestration from the moment the line (or
+the TP groups) has been read: the model build checks the budget between ToRs
+and candidate rings and gives up when it is spent; the solver gets what is
+left (minus :data:`HANDOVER_SHARE` of the build time for handing the model
+over and :data:`EXTRACT_RESERVE_S` for reading the solution); when
+nothing is left the warm start (the greedy, or its ToR-aware regrouping when
+cheaper) is returned as the incumbent, with the
+trivial bound (cross-ToR bytes >= 0) and a ``termination`` that says so.
+What may still run past the limit: one ToR's or one start position's worth
+of build work, a hand-over slower than estimated, the solver's own reaction
+time to its limit (HiGHS checks it between presolve passes: up to a few
+seconds on the largest block models of the benchmarks), and the extraction
+and exact accounting of the result.  :data:`STATED_OVERHEAD_S` is the
+overrun on models of up to ~20k columns; the benchmarks print every overrun.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from solvers.orchestrator.jobs import Job
+from solvers.orchestrator.placement import Placement
+from solvers.orchestrator.result import OrchestrationResult
+from solvers.orchestrator.rings import TooManyCandidates
+from solvers.orchestrator.solve import solve_model
+from solvers.orchestrator.space import SlotSpace
+from solvers.orchestrator.traffic import placement_traffic
+from solvers.pulp_adapter import SolveOptions
+
+EXTRACT_RESERVE_S = 0.05  # kept back from the solver for extraction and accounting (small models: ms)
+# Handing the PuLP model to the solver walks the same rows and columns as the build: measured at 0.43 x the
+# build time on the 52k-column TP 16 x DP 16 model of 1,024 nodes; kept back from the solver's limit.
+HANDOVER_SHARE = 0.5
+MIN_SOLVE_S = 0.01  # below this the solver is not started: it could not even read the model
+STATED_OVERHEAD_S = 1.0  # what a run may exceed its limit by (module docstring; measured in the benchmarks)
+
+
+class BudgetSpent(Exception):
+    """The time budget ran out while the model was being built."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A wall-clock deadline: ``limit`` seconds from ``t0`` (``time.perf_counter``), or none.
+
+    Attributes
+    ----------
+    t0 : float
+    limit : float or None
+    """
+
+    t0: float
+    limit: float | None
+
+    def remaining(self) -> float | None:
+        """Seconds left (may be negative), None when unlimited."""
+        return None if self.limit is None else self.t0 + self.limit - time.perf_counter()
+
+    def check(self) -> None:
+        """Raise :class:`BudgetSpent` when the deadline has passed (the build calls it between steps)."""
+        left = self.remaining()
+        if left is not None and left <= 0:
+            raise BudgetSpent()
+
+
+UNLIMITED = Budget(0.0, None)
+
+
+def warm_start_result(space: SlotSpace, jobs: list[Job], greedy: Placement, model: str, why: str,
+                      t0: float, t_build: float, unit: str = "node", stats: dict | None = None
+                      ) -> OrchestrationResult:
+    """The warm start as the ILP's answer when the solver did not run or found no incumbent.
+
+    Its bound is the trivial one (0 cross-ToR bytes), so the status is
+    ``optimal`` only when the warm start moves no cross-ToR bytes.
+    """
+    traffic = placement_traffic(greedy, space, jobs)
+    status = "optimal" if traffic.cross_bytes <= 0 else "feasible"
+    res = OrchestrationResult(status, "ilp", model, space, jobs, greedy, traffic, unit=unit, model_stats=stats,
+                              termination=why, warm_start_unimproved=True)
+    res.notes.append(f"{why}: the warm start is returned with the trivial bound 0")
+    res.seconds.update(build=t_build, total=time.perf_counter() - t0)
+    return res
+
+
+def run_ilp(space: SlotSpace, jobs: list[Job], greedy: Placement, options: SolveOptions, budget: Budget,
+            build: Callable[[Budget], object], encode: Callable, extract: Callable, *, unit: str = "node"
+            ) -> OrchestrationResult:
+    """Build (inside ``budget``), warm-start from ``greedy``, solve with what is left, extract, account.
+
+    Parameters
+    ----------
+    space : SlotSpace
+    jobs : list of Job
+        Resolved (stage 1).
+    greedy : Placement
+        The warm start (and the answer when the budget is spent before the solver runs).
+    options : SolveOptions
+        Its ``time_limit`` is replaced by what the budget leaves.
+    budget : Budget
+    build : callable
+        ``build(budget) -> BuiltModel``; may raise :class:`BudgetSpent`.
+    encode, extract : callable
+        ``encode(built, placement) -> start``, ``extract(built) -> Placement``.
+    unit : {'node', 'gpu'}
+    """
+    t1 = time.perf_counter()
+    try:
+        built = build(budget)
+    except BudgetSpent:
+        return warm_start_result(space, jobs, greedy, "-", "time limit reached during the model build", budget.t0,
+                                 time.perf_counter() - t1, unit)
+    except TooManyCandidates as exc:
+        return warm_start_result(space, jobs, greedy, "-", f"no exact model fits this request ({exc.message})",
+                                 budget.t0, time.perf_counter() - t1, unit)
+    t_build = time.perf_counter() - t1
+    exact = getattr(built.data, "exact", True)
+    kind = built.kind if exact else built.kind + "-restricted"
+    left = budget.remaining()
+    if left is not None:
+        left -= HANDOVER_SHARE * t_build
+    if left is not None and left - EXTRACT_RESERVE_S < MIN_SOLVE_S:
+        return warm_start_result(space, jobs, greedy, kind, "time limit reached after the model build",
+                                 budget.t0, t_build, unit, built.stats())
+    try:
+        start = encode(built, greedy)
+    except (KeyError, ValueError, StopIteration):
+        start = {}  # the greedy uses a ring the (restricted) model cannot express: solve without a start
+    opts = options if left is None else replace(options, time_limit=max(left - EXTRACT_RESERVE_S, MIN_SOLVE_S))
+    report = solve_model(built, opts, start)
+    if not report.has_solution and report.status == "time_limit":
+        res = warm_start_result(space, jobs, greedy, kind, f"{report.raw_status} (no incumbent)", budget.t0,
+                                t_build, unit, built.stats())
+        res.report = None
+        return res
+    if not exact:
+        if not report.has_solution:
+            return warm_start_result(space, jobs, greedy, kind,
+                                     f"{report.raw_status} (model restricted to rings within two ToRs)", budget.t0,
+                                     t_build, unit, built.stats())
+        report = _restricted_report(report)
+    res = OrchestrationResult(report.status, "ilp", kind, space, jobs, None, None, report, built.unit_bytes,
+                              built.stats(), unit=unit, termination=report.raw_status)
+    if not exact:
+        res.notes.append("rings that could span three ToR blocks were left out of the model: its optimum is a "
+                         "feasible placement and only the trivial bound 0 is proven")
+    if report.has_solution:
+        placement = extract(built)
+        placement.check(space)
+        res.placement = placement
+        res.traffic = placement_traffic(placement, space, jobs)
+        warm = placement_traffic(greedy, space, jobs).cross_bytes
+        res.warm_start_unimproved = bool(res.traffic.cross_bytes >= warm * (1 - 1e-12))
+    res.seconds.update(build=t_build, total=time.perf_counter() - budget.t0)
+    return res
+
+
+def _restricted_report(report):
+    """A restricted model's report: its incumbent stands, its bound does not (the true optimum may be lower)."""
+    obj = report.objective
+    status = "optimal" if obj is not None and obj <= 0 else "feasible"
+    return replace(report, status=status, bound=0.0, gap=0.0 if status == "optimal" else 1.0)

@@ -1,0 +1,80 @@
+"""Stage 1 of the orchestration: the most GPUs in complete instances (instance counts per job).
+
+Shared by the k-hop pipeline (:mod:`solvers.orchestrator.api`) and the other
+architectures (:mod:`solvers.orchestrator.domains`); it depends on neither.
+"""
+
+from __future__ import annotations
+
+from fabric.errors import FabricError
+from solvers.orchestrator.jobs import Job
+
+
+def check_jobs(jobs: list[Job], g: int, gpus: int) -> None:
+    """Raise :class:`FabricError` unless every job's TP is a whole number of ``g``-GPU slots, fits, and all TPs agree."""
+    if not jobs:
+        raise FabricError("jobs", "give at least one job")
+    for j in jobs:
+        if j.tp % g:
+            raise FabricError("tp", f"{j.tp} must be a multiple of gpus_per_node={g}: a ring takes whole nodes")
+        if j.tp > gpus:
+            raise FabricError("tp", f"{j.tp} exceeds the {gpus} GPUs of the fabric")
+    if len({j.tp for j in jobs}) > 1:
+        raise FabricError("jobs", "all jobs must have the same TP size (mixed ring sizes are not supported)")
+
+
+def resolve_jobs(jobs: list[Job], rings: int, healthy_gpus: int) -> list[Job] | None:
+    """Stage 1: the most GPUs in complete instances, given ``rings`` rings of one size.
+
+    ``dp=None`` takes every ring it can (``rings // pp`` replicas); fixed
+    counts are served first (None when they do not fit: infeasible); jobs
+    with ``count=None`` then share the rest so that the most rings are used
+    (an unbounded knapsack over instance sizes; ties go to earlier jobs).
+
+    Raises
+    ------
+    FabricError
+        A single job of which not even one instance fits.
+    """
+    out = list(jobs)
+    for i, j in enumerate(out):
+        if j.dp is None:
+            D = rings // j.pp
+            if D < 1:
+                raise FabricError("dp", f"not one DP replica fits: {rings} rings of TP {j.tp} on "
+                                          f"{healthy_gpus} healthy GPUs, PP {j.pp} needs {j.pp} rings")
+            out[i] = j.with_layout(D, 1)
+    need = sum(j.dp * j.pp * j.count for j in out if j.count is not None)
+    if need > rings:
+        return None
+    free = rings - need
+    flex = [i for i, j in enumerate(out) if j.count is None]
+    counts = _knapsack([out[i].dp * out[i].pp for i in flex], free)
+    for i, c in zip(flex, counts):
+        out[i] = out[i].with_layout(out[i].dp, c)
+    if len(out) == 1 and out[0].count == 0:
+        j = out[0]
+        raise FabricError("dp", f"DP x TP x PP = {j.dp} x {j.tp} x {j.pp} = {j.dp * j.tp * j.pp} GPUs does not "
+                                  f"fit: the {healthy_gpus} healthy GPUs form {rings} TP groups of {j.tp}")
+    return out
+
+
+def _knapsack(sizes: list[int], cap: int) -> list[int]:
+    """Counts maximising sum(count * size) <= cap; among optima the lexicographically largest counts."""
+    if not sizes:
+        return []
+    best = [0] * (cap + 1)  # best[c]: most rings usable with capacity c
+    for c in range(1, cap + 1):
+        best[c] = max([best[c - s] + s for s in sizes if s <= c] + [0])
+    counts, c = [0] * len(sizes), cap
+    target = best[cap]
+    while target > 0:
+        for i, s in enumerate(sizes):
+            if s <= c and best[c - s] + s == target and best[c - s] == target - s:
+                counts[i] += 1
+                c -= s
+                target -= s
+                break
+        else:  # pragma: no cover - best[] guarantees a predecessor
+            break
+    return counts

@@ -1,0 +1,31 @@
+"""Start-up: the CLI imports its heavy libraries where they are used, not when ``cli.app`` loads.
+
+Checked in a fresh interpreter (a subprocess), because this test process has
+imported everything already.  Exact: ``sys.modules`` lists every module the
+interpreter has imported.
+"""
+
+import json
+import subprocess
+import sys
+
+HEAVY = ("bokeh", "pandas", "pyarrow", "pulp", "scipy", "networkx", "highspy", "dask", "rich")
+
+
+def _imported_after(code: str) -> list[str]:
+    probe = (f"import sys\n{code}\n"
+             f"print(__import__('json').dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_importing_the_app_imports_no_heavy_library():
+    assert _imported_after("import cli.app") == []
+
+
+def test_fabric_help_imports_no_heavy_library():
+    """``fabric --help`` and ``fabric orchestrate --help`` print plain help (no rich) and load no solver or viewer."""
+    code = ("import contextlib, io\nfrom cli.app import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    assert main(['--help']) == 0 and main(['orchestrate', '--help']) == 0")
+    assert _imported_after(code) == []
