@@ -17,22 +17,23 @@ on 16-node ToRs) the block model is not exact; on lines of more than
 :data:`EXPLICIT_MAX_SLOTS` slots it is used anyway on the rings that stay
 within two blocks (``Blocks.exact`` False): its optimum is then a feasible
 placement, and the orchestration reports only the trivial bound for it.
-Before that, :func:`~solvers.orchestrator.rings.three_block_rings_excluded`
-tries to prove that no placement with the stage-1 ring count can hold a
-ring spanning three blocks (a counting argument); when it succeeds the
-block model is exact after all.
+:func:`~solvers.orchestrator.rings.three_block_rings_excluded` (a counting
+argument that no placement with the stage-1 ring count holds a ring spanning
+three blocks) is *not* used to call the block model exact: on short blocks it
+let the block model report an optimum below brute force (found with highspy
+1.16 by ``test_blocks_shorter_than_m_minus_1_k_are_exact_when_faults_stop_rings_spanning_three``),
+so such lines go to the explicit model (small) or the restricted block model (large).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from fabric.errors import FabricError
 from solvers.orchestrator.built import BuiltModel
 from solvers.orchestrator.jobs import Job
 from solvers.orchestrator.model_blocks import build_blocks_model
 from solvers.orchestrator.model_explicit import build_explicit_model, position_conflicts, unit_costs
-from solvers.orchestrator.rings import Blocks, block_structure, candidate_rings, three_block_rings_excluded
+from solvers.orchestrator.rings import Blocks, block_structure, candidate_rings
 from solvers.orchestrator.run import UNLIMITED, Budget
 from solvers.orchestrator.space import Line
 
@@ -48,11 +49,10 @@ def choose_model(line: Line, jobs: list[Job], prefer: str = "auto") -> tuple[str
     blocks = None
     if len(jobs) == 1 and jobs[0].pp == 1 and prefer != "explicit":
         blocks = block_structure(line, m, allow_short=True)
-        if blocks is not None and not blocks.exact:
-            if three_block_rings_excluded(line, m, blocks.spanned, jobs[0].dp * jobs[0].count):
-                blocks = replace(blocks, exact=True)  # no placement of this many rings can hold such a ring
-            elif line.n <= EXPLICIT_MAX_SLOTS and prefer != "blocks":
-                blocks = None
+        # (the counting argument of three_block_rings_excluded is not used to claim exactness: with
+        # highspy 1.16 it let the block model report an optimum below brute force on short blocks)
+        if blocks is not None and not blocks.exact and line.n <= EXPLICIT_MAX_SLOTS and prefer != "blocks":
+            blocks = None
         D = jobs[0].dp
         if blocks is not None and line.closed and 1 < blocks.T <= D and jobs[0].count > 1:
             blocks = None  # a chain of straddles could close around the circle: not modelled

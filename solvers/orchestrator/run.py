@@ -71,17 +71,18 @@ UNLIMITED = Budget(0.0, None)
 
 
 def warm_start_result(space: SlotSpace, jobs: list[Job], greedy: Placement, model: str, why: str,
-                      t0: float, t_build: float, unit: str = "node", stats: dict | None = None
-                      ) -> OrchestrationResult:
+                      t0: float, t_build: float, unit: str = "node", stats: dict | None = None,
+                      termination: str = "time_limit") -> OrchestrationResult:
     """The warm start as the ILP's answer when the solver did not run or found no incumbent.
 
     Its bound is the trivial one (0 cross-ToR bytes), so the status is
-    ``optimal`` only when the warm start moves no cross-ToR bytes.
+    ``optimal`` only when the warm start moves no cross-ToR bytes.  ``termination`` is in
+    :data:`solvers.pulp_adapter.TERMINATIONS` terms; ``why`` says it in words (in the notes).
     """
     traffic = placement_traffic(greedy, space, jobs)
     status = "optimal" if traffic.cross_bytes <= 0 else "feasible"
     res = OrchestrationResult(status, "ilp", model, space, jobs, greedy, traffic, unit=unit, model_stats=stats,
-                              termination=why, warm_start_unimproved=True)
+                              termination=termination, warm_start_unimproved=True)
     res.notes.append(f"{why}: the warm start is returned with the trivial bound 0")
     res.seconds.update(build=t_build, total=time.perf_counter() - t0)
     return res
@@ -116,7 +117,7 @@ def run_ilp(space: SlotSpace, jobs: list[Job], greedy: Placement, options: Solve
                                  time.perf_counter() - t1, unit)
     except TooManyCandidates as exc:
         return warm_start_result(space, jobs, greedy, "-", f"no exact model fits this request ({exc.message})",
-                                 budget.t0, time.perf_counter() - t1, unit)
+                                 budget.t0, time.perf_counter() - t1, unit, termination="other_limit")
     t_build = time.perf_counter() - t1
     exact = getattr(built.data, "exact", True)
     kind = built.kind if exact else built.kind + "-restricted"
@@ -134,17 +135,17 @@ def run_ilp(space: SlotSpace, jobs: list[Job], greedy: Placement, options: Solve
     report = solve_model(built, opts, start)
     if not report.has_solution and report.status == "time_limit":
         res = warm_start_result(space, jobs, greedy, kind, f"{report.raw_status} (no incumbent)", budget.t0,
-                                t_build, unit, built.stats())
+                                t_build, unit, built.stats(), termination=report.termination)
         res.report = None
         return res
     if not exact:
         if not report.has_solution:
             return warm_start_result(space, jobs, greedy, kind,
                                      f"{report.raw_status} (model restricted to rings within two ToRs)", budget.t0,
-                                     t_build, unit, built.stats())
+                                     t_build, unit, built.stats(), termination=report.termination)
         report = _restricted_report(report)
     res = OrchestrationResult(report.status, "ilp", kind, space, jobs, None, None, report, built.unit_bytes,
-                              built.stats(), unit=unit, termination=report.raw_status)
+                              built.stats(), unit=unit, termination=report.termination)
     if not exact:
         res.notes.append("rings that could span three ToR blocks were left out of the model: its optimum is a "
                          "feasible placement and only the trivial bound 0 is proven")
