@@ -64,6 +64,16 @@ def goodput_summary(fabric, model: Any, *, trace: Any = "stepfun", catalog: Cata
     d = mfu_data or mfu_summary(fabric, model, catalog=cat, search=search, global_batch=global_batch, comm=comm,
                                 confirm=confirm, runtime=runtime, **fixed)
     par = Parallelism(**d["parallelism"])
+    notes = list(NOTES)
+    unit = max(int(fabric.hbd.tp_multiple_of or 1), 1)
+    if search and fixed.get("tp") is None and par.tp % unit:
+        # the fault replay allocates whole HBD units (a k-hop node): a searched TP below the unit is
+        # searched again pinned to the unit, and the output says so
+        notes.append(f"the searched TP {par.tp} is not a whole number of {unit}-GPU HBD units, which the fault "
+                     f"replay allocates; the job was searched again at TP {unit}")
+        d = mfu_summary(fabric, model, catalog=cat, search=True, global_batch=global_batch, comm=comm,
+                        confirm=confirm, runtime=runtime, **{**fixed, "tp": unit})
+        par = Parallelism(**d["parallelism"])
     tl = fault_timeline(fabric, par.tp, trace, mapping=trace_mapping, seed=seed, trace_servers=trace_servers)
     spec = load_model(model)
     if spec.seq_len != d["model_spec"]["seq_len"]:
@@ -81,4 +91,4 @@ def goodput_summary(fabric, model: Any, *, trace: Any = "stepfun", catalog: Cata
             "comm_backend": d["comm_backend"], "hbd_kind": fabric.hbd.kind,
             "fault_model": {"trace": tl.trace_name, "mapping": trace_mapping, "seed": int(seed),
                             "intervals": tl.n_intervals}}
-    return {**head, **out, "shapes": {str(k): v for k, v in rates.evaluated().items()}, "notes": list(NOTES)}
+    return {**head, **out, "shapes": {str(k): v for k, v in rates.evaluated().items()}, "notes": notes}
