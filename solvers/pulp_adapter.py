@@ -29,8 +29,8 @@ Statuses (:data:`STATUSES`)
 ``error``
     The solver failed; ``raw_status`` says how.
 
-Solver output never reaches stdout: file descriptor 1 points at stderr for the
-whole solve, whether or not ``msg`` asks for the log (highspy 1.16 prints its
+Solver output never reaches stdout: file descriptor 1 points at stderr (log on,
+``msg``) or /dev/null (log off) for the whole solve (highspy 1.16 prints its
 banner on stdout even with the log off, and stdout belongs to the JSON a
 command prints).
 
@@ -190,20 +190,25 @@ def choose_solver(name: str = "auto") -> str:
 
 
 @contextlib.contextmanager
-def stdout_to_stderr() -> Iterator[None]:
-    """Send file descriptor 1 to stderr while a C solver may print (its output must not pollute stdout).
+def stdout_to_stderr(quiet: bool = False) -> Iterator[None]:
+    """Send file descriptor 1 to stderr (or, ``quiet``, to /dev/null) while a C solver may print.
 
-    At the descriptor level, not ``sys.stdout``: HiGHS and CBC write from C.
+    At the descriptor level, not ``sys.stdout``: HiGHS and CBC write from C, and stdout belongs
+    to the JSON a command prints.  With the log off (``quiet``) even the banner highspy 1.16
+    prints on every process's first solve is dropped, so it does not clutter a sweep's stderr.
     """
     sys.stdout.flush()
     saved = os.dup(1)
+    target = os.open(os.devnull, os.O_WRONLY) if quiet else None
     try:
-        os.dup2(2, 1)
+        os.dup2(2 if target is None else target, 1)
         yield
     finally:
         sys.stdout.flush()
         os.dup2(saved, 1)
         os.close(saved)
+        if target is not None:
+            os.close(target)
 
 
 def solve(problem: pulp.LpProblem, options: SolveOptions = SolveOptions(),
@@ -224,7 +229,7 @@ def solve(problem: pulp.LpProblem, options: SolveOptions = SolveOptions(),
     name = choose_solver(options.solver)
     if options.time_limit is not None and not options.time_limit > 0:
         raise FabricError("time_limit", f"{options.time_limit} must be > 0 seconds")
-    with stdout_to_stderr():
+    with stdout_to_stderr(quiet=not options.msg):
         if name == "highs":
             report = _solve_highs(problem, options, start)
         else:

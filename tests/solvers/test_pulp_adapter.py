@@ -200,3 +200,11 @@ def test_warm_start_unimproved_is_reported(name):
     p, x = knapsack()
     r = solve(p, SolveOptions(solver=name), start={x[0]: 1})
     assert r.start_objective is None  # a partial start has no known objective
+
+
+def test_with_the_log_off_nothing_reaches_stderr_either(capfd):
+    """msg=False: the solver's banner and log go nowhere (a sweep's stderr carries progress, not banners)."""
+    p, _ = knapsack()
+    solve(p, SolveOptions(solver="highs", msg=False))
+    out, err = capfd.readouterr()
+    assert out == "" and "HiGHS" not in err
