@@ -32,12 +32,28 @@ def _register_all() -> None:
         importlib.import_module(name).register(app)
 
 
+@app.callback()
+def _root(limit: list[str] = typer.Option(
+        [], "--limit", metavar="NAME=N",
+        help="raise a resource limit for this run (repeatable): gpus, devices, links, flows, samples, memory "
+             "(e.g. --limit links=50000000 --limit memory=64GB); also FABRIC_LIMITS=links=5e7,...")) -> None:
+    from fabric import limits
+
+    if limit:
+        limits.set_limits(limits.parse_limits(limit, base=limits.current()))
+
+
 _register_all()
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit status (0 ok, 2 bad input)."""
+    from cli.validate import install
+    from fabric import limits
+
     command = typer.main.get_command(app)
+    install(command)
+    token = limits.set_limits(limits.current())
     try:
         rv = command.main(args=argv, prog_name="fabric", standalone_mode=False)
     except FabricError as exc:
@@ -54,6 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Abort:
         sys.stderr.write("error: aborted\n")
         return 1
+    except (MemoryError, RecursionError) as exc:
+        # a request the estimates let through: one line, never a traceback, and not blamed on the user's flag
+        sys.stderr.write(f"error: out of {'memory' if isinstance(exc, MemoryError) else 'stack'} "
+                         f"({type(exc).__name__}); try a smaller --gpus or lower `fabric --limit`\n")
+        return 2
+    finally:
+        limits.reset(token)
     return rv if isinstance(rv, int) else 0
 
 

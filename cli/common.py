@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -44,8 +45,12 @@ def build_fabric(arch: Optional[str], gpus: Optional[int], params: list[str], ca
 
 
 def parse_int_list(text: str, field: str, bad: str, *, ranges: bool = False, empty: str | None = None,
-                   whitespace: bool = False) -> list[int]:
-    """Integers from a flag: ``3,7,12`` (with ``ranges`` also ``0-7``; with ``whitespace`` also spaces and lines).
+                   whitespace: bool = False, unique: bool = False) -> list[int]:
+    """Integers >= 0 from a flag: ``3,7,12`` (with ``ranges`` also ``0-7``; with ``whitespace`` also spaces and lines).
+
+    Strict: an empty item (``1,,2``, a trailing ``,``), a negative number, a
+    range whose end is below its start or longer than the ``gpus`` limit, and
+    (with ``unique``) a repeated value are errors naming ``field``.
 
     Parameters
     ----------
@@ -59,29 +64,43 @@ def parse_int_list(text: str, field: str, bad: str, *, ranges: bool = False, emp
     empty : str, optional
         Error message when no integer is given; None allows an empty list.
     whitespace : bool
-        Spaces and newlines separate items too.
+        Spaces and newlines separate items too (runs of them count as one).
+    unique : bool
+        Refuse repeated values.
     """
+    from fabric.limits import check
+
+    text = str(text)
     if whitespace:
-        text = text.replace("\n", ",").replace(" ", ",")
+        text = re.sub(r"[\s,]+", ",", text.strip())
+    if not text.strip():
+        if empty is not None:
+            raise FabricError(field, empty)
+        return []
     out: list[int] = []
-    for part in str(text).split(","):
+    for part in text.split(","):
         part = part.strip()
         if not part:
-            continue
-        try:
-            lo, sep, hi = part.partition("-") if ranges else (part, "", "")
-            if sep:
-                a, b = int(lo), int(hi)
-                if b < a:
-                    raise ValueError
-                out.extend(range(a, b + 1))
-            else:
-                out.append(int(part))
-        except ValueError:
-            raise FabricError(field, bad.format(part=part)) from None
-    if not out and empty is not None:
-        raise FabricError(field, empty)
+            raise FabricError(field, f"empty item in {text!r}; give comma-separated values without blanks")
+        lo, sep, hi = part.partition("-") if ranges else (part, "", "")
+        if not (_DIGITS.match(lo) and (not sep or _DIGITS.match(hi))):
+            raise FabricError(field, bad.format(part=part))
+        if sep:
+            a, b = int(lo), int(hi)
+            if b < a:
+                raise FabricError(field, f"range {part!r} ends before it starts")
+            check("gpus", len(out) + b - a + 1, field, f"range {part}")
+            out.extend(range(a, b + 1))
+        else:
+            out.append(int(part))
+    if unique and len(set(out)) != len(out):
+        seen: set[int] = set()
+        dup = next(v for v in out if v in seen or seen.add(v))
+        raise FabricError(field, f"{dup} is given twice; give each value once")
     return out
+
+
+_DIGITS = re.compile(r"^\d{1,18}$")
 
 
 def parse_versus(text: str) -> tuple[str, dict[str, str]]:

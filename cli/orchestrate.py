@@ -97,7 +97,8 @@ def orchestrate_command(
     if not 0 <= gap < 1:
         raise FabricError("--gap", f"{gap} must be in [0, 1)")
     nodes = None if faulty_nodes is None else parse_int_list(
-        faulty_nodes, "--faulty-nodes", "{part!r} is not a node id (give comma-separated integers)")
+        faulty_nodes, "--faulty-nodes", "{part!r} is not a node id (give comma-separated integers >= 0)",
+        empty="no node ids given; leave --faulty-nodes out for none", unique=True)
     fab = build_fabric(arch if topology is None else None, gpus, param, load_catalog(catalog), topology)
     data = orchestrate_summary(
         fab, tp=tp, dp=parse_dp(dp), pp=pp, count=count, faulty_nodes=nodes, node_fault_ratio=node_fault_ratio,

@@ -29,7 +29,7 @@ BOTTLENECKS = 5
 def parse_ranks(text: str) -> list[int]:
     """``0,1,2`` or ranges ``0-7,16-23`` -> list of GPU indices."""
     return parse_int_list(text, "--ranks", "cannot read {part!r}; give GPU indices like 0,1,2 or 0-7", ranges=True,
-                          empty="no GPU indices given")
+                          empty="no GPU indices given", unique=True)
 
 
 def rank_groups(n_gpus: int, ranks: Optional[str], group_size: Optional[int], groups: Optional[int]) -> list[list[int]]:
