@@ -103,6 +103,20 @@ def parse_int_list(text: str, field: str, bad: str, *, ranges: bool = False, emp
 _DIGITS = re.compile(r"^\d{1,18}$")
 
 
+def check_writable_file(path: Path, field: str) -> None:
+    """Refuse, before any work, an output file that cannot be written: a folder, a missing or read-only folder."""
+    import os
+
+    path = Path(path)
+    if path.is_dir():
+        raise FabricError(field, f"{str(path)!r} is a folder; give a file name")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise FabricError(field, f"folder {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise FabricError(field, f"cannot write {str(path)!r} (permission denied)")
+
+
 def parse_versus(text: str) -> tuple[str, dict[str, str]]:
     """``--versus nvl:size=72,gpu=gb200`` -> (``nvl``, {size: 72, ...})."""
     from topologies.params import parse_assignments

@@ -13,7 +13,6 @@ architectures at equal GPU count, i.i.d. and with the production trace.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Optional
@@ -48,15 +47,14 @@ def parse_tor_map(text: str) -> list[int]:
     raw = text
     p = Path(text)
     if p.suffix or p.exists():
-        if not p.is_file():
-            raise FabricError("--tor-map", f"{text!r} is not a file")
-        raw = p.read_text()
-        try:
-            data = json.loads(raw)
-            if isinstance(data, list):
-                raw = ",".join(str(x) for x in data)
-        except json.JSONDecodeError:
-            pass
+        from fabric.files import parse_json, read_text
+
+        raw = read_text(p, "--tor-map")
+        if raw.lstrip().startswith("["):
+            data = parse_json(raw, p.name, "--tor-map")
+            if not isinstance(data, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in data):
+                raise FabricError("--tor-map", f"{p.name} must be a JSON list of ToR ids (whole numbers >= 0)")
+            raw = ",".join(str(x) for x in data)
     return parse_int_list(raw, "--tor-map", "{part!r} is not a ToR id (whole numbers >= 0)", whitespace=True,
                           empty="no ToR ids given")
 

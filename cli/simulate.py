@@ -11,7 +11,6 @@ ids of flows that must finish first; ``id`` defaults to the position.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -58,12 +57,9 @@ def read_flows(path: Path, fabric) -> list:
     from fabric.sim import Flow
 
     where = path.name
-    if not path.is_file():
-        raise FabricError("--flows", f"no such file: {path}")
-    try:
-        doc = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise FabricError("--flows", f"{where} is not valid JSON ({exc})") from None
+    from fabric.files import load_json
+
+    doc = load_json(path, "--flows")
     if not isinstance(doc, list):
         raise FabricError(f"{where}", "must be a JSON list of flows {id, src, dst, bytes, start_s, after}")
     names = {str(n): i for i, n in enumerate(fabric.device_names())}

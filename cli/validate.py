@@ -27,8 +27,10 @@ def _int_in(lo: int, hi: int | None = None, what: str = "") -> Rule:
         if isinstance(v, bool) or not isinstance(v, int):
             return None
         top = MAX_COUNT if hi is None else hi
-        if not lo <= v <= top:
-            return f"{v} must be a whole number in [{lo}, {top}]{what}"
+        if v < lo:
+            return f"{v} must be >= {lo}{what}"
+        if v > top:
+            return f"{v} must be <= {top}{what}"
         return None
     return rule
 
@@ -39,7 +41,7 @@ def _limited(name: str, lo: int = 1) -> Rule:
         if isinstance(v, bool) or not isinstance(v, int):
             return None
         if v < lo:
-            return f"{v} must be a whole number >= {lo}"
+            return f"{v} must be >= {lo}"
         limits.check(name, v, "", "")  # raises with the flag filled in by the caller
         return None
     return rule
