@@ -542,6 +542,7 @@ def _architectures(value: Any, where: _Where, top_gpus: list[int] | None) -> lis
                 raise FabricError(f, exc.message) from None
             vlabel = " ".join([label] + [f"{k}={given[k]}" for k in varying])
             for n in gpus:
+                _check_size(name, n, {**preset, **given}, f"{f}.gpus" if "gpus" in entry else where("gpus"))
                 key = (arch.name, json.dumps(resolved, sort_keys=True), n)
                 if key in seen:
                     raise FabricError(f, f"{vlabel} at {n} GPUs repeats a design of architectures[{seen[key]}]")
@@ -549,6 +550,14 @@ def _architectures(value: Any, where: _Where, top_gpus: list[int] | None) -> lis
                 out.append({"architecture": name, "family": arch.name, "label": vlabel, "gpus": n,
                             "given": tuple(sorted(given.items())), "resolved": resolved, "workloads": workloads})
     return out
+
+
+def _check_size(name: str, gpus: int, given: dict, field: str) -> None:
+    """The resource guard of the CLI, before any work starts (the estimate names the spec's field)."""
+    from cli.common import check_fabric_estimate
+    from fabric.catalog import load_catalog as _shipped
+
+    check_fabric_estimate(name, gpus, given, _shipped(), field)
 
 
 # ---------------------------------------------------------------------------------------------- entry
