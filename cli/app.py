@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(exc.ctx.get_help() + "\n" if exc.ctx else "")
         return 2
     except click_exc.UsageError as exc:
-        sys.stderr.write(f"error: {exc.format_message()}\n")
+        sys.stderr.write(f"error: {_usage_line(exc)}\n")
         return 2
     except typer.Exit as exc:
         return getattr(exc, "exit_code", 0)
@@ -78,6 +78,18 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         limits.reset(token)
     return rv if isinstance(rv, int) else 0
+
+
+def _usage_line(exc) -> str:
+    """Click's usage message on one line; an extra argument is quoted so that an empty one shows as ''."""
+    import re
+
+    msg = " ".join(exc.format_message().split())
+    m = re.match(r"Got unexpected extra argument(?:\(s\)|s)? \((.*)\)$", msg)
+    if m:
+        cmd = exc.ctx.command_path if exc.ctx else "fabric"
+        return f"unexpected extra argument(s) {m.group(1)!r}; see `{cmd} --help`"
+    return msg
 
 
 def entry() -> None:

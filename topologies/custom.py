@@ -129,7 +129,10 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
         if line["count"] < 0:
             raise FabricError(f"{f}.count", f"{line['count']} must be >= 0")
         if catalog is not None:
-            catalog.get(line["item"])
+            try:
+                catalog.get(line["item"])
+            except FabricError as exc:
+                raise FabricError(f"{f}.item", exc.message) from None
         b.add_bom(line["item"], line["scope"], line["count"])
     n_gpu = int(np.count_nonzero(kinds_arr == KIND_BY_LABEL["gpu"]))
     if n_gpu == 0:
