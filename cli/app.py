@@ -70,6 +70,15 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Abort:
         sys.stderr.write("error: aborted\n")
         return 1
+    except OSError as exc:
+        # a path the user gave that the OS refuses (name too long, a loop of links, ...): blame its flag
+        flag = _flag_of_value(argv if argv is not None else sys.argv[1:], exc.filename)
+        if flag is None:
+            raise
+        shown = str(exc.filename)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        sys.stderr.write(f"error: {flag}: cannot use {shown!r} ({exc.strerror or exc})\n")
+        return 2
     except (MemoryError, RecursionError) as exc:
         # a request the estimates let through: one line, never a traceback, and not blamed on the user's flag
         sys.stderr.write(f"error: out of {'memory' if isinstance(exc, MemoryError) else 'stack'} "
@@ -78,6 +87,22 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         limits.reset(token)
     return rv if isinstance(rv, int) else 0
+
+
+def _flag_of_value(argv: list[str], value) -> str | None:
+    """The flag (or ARG for a positional) whose value on the command line is ``value``, if any."""
+    if value is None:
+        return None
+    value = str(value)
+    for i, tok in enumerate(argv):
+        if tok.startswith("--") and "=" in tok and tok.split("=", 1)[1] == value:
+            return tok.split("=", 1)[0]
+        if tok == value:
+            prev = argv[i - 1] if i > 0 else ""
+            if prev.startswith("-"):
+                return prev
+            return {"sweep": "SPEC", "results": "DIR"}.get(argv[0] if argv else "", "ARCH")
+    return None
 
 
 def _usage_line(exc) -> str:

@@ -273,6 +273,9 @@ def table_command(
     if load is not None and not 0 < load <= 1:
         raise FabricError("--load", f"{load} must be in (0, 1]")
     n = int(round(max_ratio / step))
+    if n > MAX_TABLE_POINTS:
+        raise FabricError("--step", f"{step:g} gives {n + 1:,} fault ratios up to {max_ratio:g}; "
+                                    f"at most {MAX_TABLE_POINTS + 1:,} (each is a set of ILP solves)")
     ratios = tuple(round(i * step, 6) for i in range(n + 1))
     rows = cross_tor_table(ratios=ratios, samples=samples, seed=seed, gpus=gpus, tp=tp, dp=dp, load=load,
                            trace=trace or None, trace_points=trace_points, time_limit=time_limit)
@@ -280,6 +283,10 @@ def table_command(
         emit_json({"rows": rows})
     else:
         console().print(table_markdown(rows), markup=False)
+
+
+#: Most fault-ratio steps of orchestrate-table: each one solves samples x architectures ILPs.
+MAX_TABLE_POINTS = 1000
 
 
 def register(app: typer.Typer) -> None:

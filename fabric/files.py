@@ -24,9 +24,13 @@ MAX_DEPTH = 64
 def read_text(path: str | Path, field: str) -> str:
     """The text of ``path``, or a FabricError naming ``field`` (missing, a folder, unreadable, binary)."""
     p = Path(path)
-    if p.is_dir():
+    try:
+        is_dir, is_file = p.is_dir(), p.is_file()
+    except OSError as exc:  # e.g. a name too long for the file system
+        raise FabricError(field, f"cannot use {str(p)[:60]!r} ({exc.strerror or exc})") from None
+    if is_dir:
         raise FabricError(field, f"{str(p)!r} is a folder; give a file")
-    if not p.is_file():
+    if not is_file:
         raise FabricError(field, f"no such file: {p}")
     try:
         if p.stat().st_size > MAX_FILE_BYTES:

@@ -185,6 +185,7 @@ def mutate_argv(draw, argv: list[str], named: set[str]) -> list[str]:
         argv[i] = draw(st.sampled_from(BAD_VALUES))
     elif kind == "drop" and len(argv) > 1:
         i = draw(st.integers(1, len(argv) - 1))
+        named.update(argv[i: i + 1])  # a missing required flag is named as such
         del argv[i: i + (2 if i in [v - 1 for v in values] else 1)]
     elif kind == "repeat" and values:
         i = draw(st.sampled_from(values))
