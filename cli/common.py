@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -34,12 +35,47 @@ def build_fabric(arch: Optional[str], gpus: Optional[int], params: list[str], ca
         return load_topology(topology, catalog)
     if arch is None:
         raise FabricError("ARCH", "missing; give an architecture (see `fabric list`) or --topology FILE")
-    return build(arch, gpus, parse_assignments(params), catalog)
+    given = parse_assignments(params)
+    check_fabric_estimate(arch, gpus, given, catalog, "--gpus")
+    return build(arch, gpus, given, catalog)
+
+
+#: GPUs of the small fabric built to estimate a large one (about 0.1 s).
+PROBE_GPUS = 1024
+
+
+def check_fabric_estimate(arch: str, gpus: Optional[int], params: dict, catalog: Catalog, field: str) -> None:
+    """Refuse, before building, a fabric whose devices, links or memory would pass the limits.
+
+    The estimate builds the same architecture and parameters at ``PROBE_GPUS``
+    and scales its devices and links per GPU to ``gpus``: every family grows
+    linearly in GPUs at fixed parameters (nodes, their NICs and links, and the
+    Clos above them), so this is exact to within the rounding to whole units.
+    The builder checks the same limits as it goes, for what this misses.
+    """
+    from fabric import limits
+    from topologies import build
+
+    if gpus is None or gpus <= PROBE_GPUS:
+        return
+    limits.check("gpus", gpus, field)
+    try:
+        probe = build(arch, PROBE_GPUS, params, catalog)
+    except FabricError:
+        return  # the parameters do not fit a small fabric (a fixed size): the real build says why
+    scale = gpus / max(probe.n_gpus, 1)
+    limits.check_fabric_size(probe.n_devices * scale, len(probe.links) * scale, field,
+                             f"{probe.n_devices / probe.n_gpus:.2f} devices and {len(probe.links) / probe.n_gpus:.2f} "
+                             f"links per GPU at {probe.n_gpus} GPUs, scaled to {gpus}")
 
 
 def parse_int_list(text: str, field: str, bad: str, *, ranges: bool = False, empty: str | None = None,
-                   whitespace: bool = False) -> list[int]:
-    """Integers from a flag: ``3,7,12`` (with ``ranges`` also ``0-7``; with ``whitespace`` also spaces and lines).
+                   whitespace: bool = False, unique: bool = False) -> list[int]:
+    """Integers >= 0 from a flag: ``3,7,12`` (with ``ranges`` also ``0-7``; with ``whitespace`` also spaces and lines).
+
+    Strict: an empty item (``1,,2``, a trailing ``,``), a negative number, a
+    range whose end is below its start or longer than the ``gpus`` limit, and
+    (with ``unique``) a repeated value are errors naming ``field``.
 
     Parameters
     ----------
@@ -53,29 +89,57 @@ def parse_int_list(text: str, field: str, bad: str, *, ranges: bool = False, emp
     empty : str, optional
         Error message when no integer is given; None allows an empty list.
     whitespace : bool
-        Spaces and newlines separate items too.
+        Spaces and newlines separate items too (runs of them count as one).
+    unique : bool
+        Refuse repeated values.
     """
+    from fabric.limits import check
+
+    text = str(text)
     if whitespace:
-        text = text.replace("\n", ",").replace(" ", ",")
+        text = re.sub(r"[\s,]+", ",", text.strip())
+    if not text.strip():
+        if empty is not None:
+            raise FabricError(field, empty)
+        return []
     out: list[int] = []
-    for part in str(text).split(","):
+    for part in text.split(","):
         part = part.strip()
         if not part:
-            continue
-        try:
-            lo, sep, hi = part.partition("-") if ranges else (part, "", "")
-            if sep:
-                a, b = int(lo), int(hi)
-                if b < a:
-                    raise ValueError
-                out.extend(range(a, b + 1))
-            else:
-                out.append(int(part))
-        except ValueError:
-            raise FabricError(field, bad.format(part=part)) from None
-    if not out and empty is not None:
-        raise FabricError(field, empty)
+            raise FabricError(field, f"empty item in {text!r}; give comma-separated values without blanks")
+        lo, sep, hi = part.partition("-") if ranges else (part, "", "")
+        if not (_DIGITS.match(lo) and (not sep or _DIGITS.match(hi))):
+            raise FabricError(field, bad.format(part=part))
+        if sep:
+            a, b = int(lo), int(hi)
+            if b < a:
+                raise FabricError(field, f"range {part!r} ends before it starts")
+            check("gpus", len(out) + b - a + 1, field, f"range {part}")
+            out.extend(range(a, b + 1))
+        else:
+            out.append(int(part))
+    if unique and len(set(out)) != len(out):
+        seen: set[int] = set()
+        dup = next(v for v in out if v in seen or seen.add(v))
+        raise FabricError(field, f"{dup} is given twice; give each value once")
     return out
+
+
+_DIGITS = re.compile(r"^\d{1,18}$")
+
+
+def check_writable_file(path: Path, field: str) -> None:
+    """Refuse, before any work, an output file that cannot be written: a folder, a missing or read-only folder."""
+    import os
+
+    path = Path(path)
+    if path.is_dir():
+        raise FabricError(field, f"{str(path)!r} is a folder; give a file name")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise FabricError(field, f"folder {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise FabricError(field, f"cannot write {str(path)!r} (permission denied)")
 
 
 def parse_versus(text: str) -> tuple[str, dict[str, str]]:

@@ -286,9 +286,10 @@ def evaluate_point(point: DesignPoint, metrics: tuple[MetricRequest, ...], catal
                    cache: FabricCache | None = None) -> dict[str, Any]:
     """One row: the point's input columns, each metric's columns, status and provenance.
 
-    A metric that raises does not stop the study: the row gets ``status =
-    "failed"`` and ``error = "<metric>: <message>"``; the metrics before it keep
-    their columns.
+    A metric that raises does not stop the study, nor the point's other
+    metrics: its columns stay blank, the row gets ``status = "failed"`` and
+    ``error = "<metric>: <message>"`` (joined by ``; `` when several failed).
+    A topology that cannot be built fails every metric at once.
 
     Parameters
     ----------
@@ -307,30 +308,33 @@ def evaluate_point(point: DesignPoint, metrics: tuple[MetricRequest, ...], catal
     cache = cache or FabricCache(catalog)
     ctx = PointContext(point, catalog, cache, metrics)
     row = point.input_columns()
-    status, error = "ok", None
+    status, errors = "ok", []
     for req in metrics:
         spec = METRICS[req.name]
-        ctx.options = {**{k: o.default for k, o in spec.options.items()}, **dict(req.options)}
+        # a workload's params set the options of the metrics that have them (validated with the spec)
+        from_workload = {k: v for k, v in point.workload.params if k in spec.options}
+        ctx.options = {**{k: o.default for k, o in spec.options.items()}, **dict(req.options), **from_workload}
         try:
             if spec.fabric_only:
                 done = cache.entry(point)["metrics"]
-                if req not in done:
+                key = (req, tuple(sorted(from_workload.items())))
+                if key not in done:
                     values: dict[str, Any] = {}
                     _flatten(req.name, spec.fn(ctx), values)
-                    done[req] = values
-                row.update(done[req])
+                    done[key] = values
+                row.update(done[key])
             else:
                 values = {}
                 _flatten(req.name, spec.fn(ctx), values)
                 row.update(values)
         except TopologyError as exc:
-            status, error = "failed", f"topology: {exc}"
+            status, errors = "failed", [f"topology: {exc}"]
             break
-        except Exception as exc:  # one bad point must not end a long study; the row says why
-            status, error = "failed", f"{req.name}: {_one_line(exc)}"
-            break
+        except Exception as exc:  # one bad metric must end neither a long study nor the point's other metrics
+            status = "failed"
+            errors.append(f"{req.name}: {_one_line(exc)}")
     row["status"] = status
-    row["error"] = error
+    row["error"] = "; ".join(errors) if errors else None
     row["tool_version"] = fabric.__version__
     row["schema_version"] = SCHEMA_VERSION
     row["evaluated_at"] = _dt.datetime.now(_dt.timezone.utc)

@@ -17,7 +17,7 @@ from typing import Optional
 
 import typer
 
-from cli.common import (CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json,
+from cli.common import (CATALOG_OPT, check_writable_file, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json,
                         parse_versus)
 from fabric.catalog import Catalog, load_catalog
 from fabric.errors import FabricError
@@ -132,10 +132,12 @@ def mfu_command(
     cat = load_catalog(catalog)
     if confirm < 1:
         raise FabricError("--confirm", f"{confirm} must be >= 1")
+    if comm_cache is not None:
+        check_writable_file(comm_cache, "--comm-cache")
     if comm_cache is not None and comm_cache.is_file():
         try:
             comm_mod.load_fits(comm_cache)
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
             raise FabricError("--comm-cache", f"{comm_cache.name} is not a cache written by fabric mfu") from None
     fixed = {"tp": tp, "pp": pp, "dp": dp, "ep": ep, "cp": cp, "micro_batch": micro_batch, "interleave": interleave,
              "recompute": recompute, "sequence_parallel": sequence_parallel, "zero_stage": zero,

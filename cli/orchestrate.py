@@ -14,6 +14,7 @@ architectures at equal GPU count, i.i.d. and with the production trace.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Optional
 
@@ -49,15 +50,14 @@ def parse_tor_map(text: str) -> list[int]:
     raw = text
     p = Path(text)
     if p.suffix or p.exists():
-        if not p.is_file():
-            raise FabricError("--tor-map", f"{text!r} is not a file")
-        raw = p.read_text()
-        try:
-            data = json.loads(raw)
-            if isinstance(data, list):
-                raw = ",".join(str(x) for x in data)
-        except json.JSONDecodeError:
-            pass
+        from fabric.files import parse_json, read_text
+
+        raw = read_text(p, "--tor-map")
+        if raw.lstrip().startswith("["):
+            data = parse_json(raw, p.name, "--tor-map")
+            if not isinstance(data, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in data):
+                raise FabricError("--tor-map", f"{p.name} must be a JSON list of ToR ids (whole numbers >= 0)")
+            raw = ",".join(str(x) for x in data)
     return parse_int_list(raw, "--tor-map", "{part!r} is not a ToR id (whole numbers >= 0)", whitespace=True,
                           empty="no ToR ids given")
 
@@ -103,7 +103,8 @@ def orchestrate_command(
     if not 0 <= gap < 1:
         raise FabricError("--gap", f"{gap} must be in [0, 1)")
     nodes = None if faulty_nodes is None else parse_int_list(
-        faulty_nodes, "--faulty-nodes", "{part!r} is not a node id (give comma-separated integers)")
+        faulty_nodes, "--faulty-nodes", "{part!r} is not a node id (give comma-separated integers >= 0)",
+        empty="no node ids given; leave --faulty-nodes out for none", unique=True)
     fab = build_fabric(arch if topology is None else None, gpus, param, load_catalog(catalog), topology)
     data = orchestrate_summary(
         fab, tp=tp, dp=parse_dp(dp), pp=pp, count=count, faulty_nodes=nodes, node_fault_ratio=node_fault_ratio,
@@ -180,6 +181,9 @@ def table_command(
     if load is not None and not 0 < load <= 1:
         raise FabricError("--load", f"{load} must be in (0, 1]")
     n = int(round(max_ratio / step))
+    if n > MAX_TABLE_POINTS:
+        raise FabricError("--step", f"{step:g} gives {n + 1:,} fault ratios up to {max_ratio:g}; "
+                                    f"at most {MAX_TABLE_POINTS + 1:,} (each is a set of ILP solves)")
     ratios = tuple(round(i * step, 6) for i in range(n + 1))
     from solvers.orchestrator.table import cross_tor_table, table_markdown  # lazily: the solvers import PuLP
 
@@ -190,6 +194,10 @@ def table_command(
         emit_json({"rows": rows})
     else:
         console().print(table_markdown(rows), markup=False)
+
+
+#: Most fault-ratio steps of orchestrate-table: each one solves samples x architectures ILPs.
+MAX_TABLE_POINTS = 1000
 
 
 def register(app: typer.Typer) -> None:

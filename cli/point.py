@@ -20,7 +20,9 @@ from fabric.faults import FaultModel
 class Workload:
     """What runs on the cluster.  ``tp`` is the tensor-parallel size (faults needs it).
 
-    ``params`` (sorted pairs) are passed to workload metrics (MFU, RL) as they land.
+    ``params`` (sorted pairs) set the options of the study's metrics that have
+    them (``model`` of MFU and RL, ...), over the metric's own options; each
+    must be an option of a requested metric, checked like one.
     """
 
     name: str = "none"

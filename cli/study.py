@@ -204,6 +204,8 @@ def _metrics(value: Any, where: _Where) -> tuple[MetricRequest, ...]:
                 options[key] = Param(key, opt.type, opt.default, opt.help, check=opt.check).parse(raw, f"metric {name}")
             except FabricError as exc:
                 raise FabricError(f"{f}.{name}.{key}", exc.message) from None
+            if key == "model":
+                _check_model(options[key], f"{f}.{name}.{key}")
         out.append(MetricRequest(name, tuple(sorted(options.items()))))
     return tuple(out)
 
@@ -229,6 +231,37 @@ def _workloads(value: Any, where: _Where, prefix: tuple = ()) -> list[tuple[Work
                 raise FabricError(f, f"repeats an earlier workload ({name}, tp={tp})")
             out.append((w, f"{f}.tp"))
     return out
+
+
+def _check_model(value: Any, field: str) -> None:
+    """A model preset name or a model file (read as the metric will read it), before any work starts."""
+    from workloads.models import load_model
+
+    try:
+        load_model(str(value))
+    except FabricError as exc:
+        raise FabricError(field, exc.message) from None
+
+
+def _check_workload_params(w: Workload, field: str, metrics: tuple[MetricRequest, ...]) -> None:
+    """Each workload param is an option of a requested metric, with a value that option accepts."""
+    from topologies.params import Param
+
+    for key, raw in w.params:
+        f = f"{field}.params.{key}"
+        specs = [METRICS[r.name] for r in metrics if key in METRICS[r.name].options]
+        if not specs:
+            allowed = sorted({k for r in metrics for k in METRICS[r.name].options}) or ["(none)"]
+            raise FabricError(f, f"is not an option of the study's metrics ({', '.join(r.name for r in metrics)});"
+                                 f" allowed: {', '.join(allowed)}")
+        for spec in specs:
+            opt = spec.options[key]
+            try:
+                Param(key, opt.type, opt.default, opt.help, check=opt.check).parse(raw, "workload")
+            except FabricError as exc:
+                raise FabricError(f, exc.message) from None
+        if key == "model":
+            _check_model(raw, f)
 
 
 def _check_scalars(params: Any, field: str) -> None:
@@ -387,6 +420,7 @@ def _architectures(value: Any, where: _Where, top_gpus: list[int] | None) -> lis
                 raise FabricError(f, exc.message) from None
             vlabel = " ".join([label] + [f"{k}={given[k]}" for k in varying])
             for n in gpus:
+                _check_size(name, n, {**preset, **given}, f"{f}.gpus" if "gpus" in entry else where("gpus"))
                 key = (arch.name, json.dumps(resolved, sort_keys=True), n)
                 if key in seen:
                     raise FabricError(f, f"{vlabel} at {n} GPUs repeats a design of architectures[{seen[key]}]")
@@ -394,6 +428,14 @@ def _architectures(value: Any, where: _Where, top_gpus: list[int] | None) -> lis
                 out.append({"architecture": name, "family": arch.name, "label": vlabel, "gpus": n,
                             "given": tuple(sorted(given.items())), "resolved": resolved, "workloads": workloads})
     return out
+
+
+def _check_size(name: str, gpus: int, given: dict, field: str) -> None:
+    """The resource guard of the CLI, before any work starts (the estimate names the spec's field)."""
+    from cli.common import check_fabric_estimate
+    from fabric.catalog import load_catalog as _shipped
+
+    check_fabric_estimate(name, gpus, given, _shipped(), field)
 
 
 # ---------------------------------------------------------------------------------------------- entry
@@ -456,6 +498,9 @@ def parse_study(doc: Any, source: str = "study.yaml", base_dir: Path | str = "."
                                           f"got {_type_name(seeds_raw)} {seeds_raw!r}")
     seeds = _int_list(seeds_raw, where("seeds"), 0, "seeds (whole numbers >= 0)")
     batch_size = _int(doc.get("batch_size", DEFAULT_BATCH_SIZE), where("batch_size"), 1)
+    for d in designs:
+        for w, f in d["workloads"]:
+            _check_workload_params(w, f.rsplit(".tp", 1)[0], metrics)
     for req in metrics:
         if "tp" in METRICS[req.name].requires:
             for d in designs:

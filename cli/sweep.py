@@ -43,7 +43,8 @@ from cli.study import Study, load_study
 from cli.sweep_progress import make_progress
 from cli.sweep_report import comparison, comparison_table, rows_table
 from cli.sweep_run import DaskRunner, LocalRunner, make_batches
-from cli.sweep_store import check_out_dir, prepare_out_dir, present_point_ids, read_results, write_batch
+from cli.sweep_store import (FolderLock, check_out_dir, prepare_out_dir, present_point_ids, read_results,
+                             write_batch)
 from fabric.errors import FabricError
 
 ROWS_SHOWN = 200
@@ -88,14 +89,30 @@ def run_study(study: Study, out: Path, workers: int | None = None, scheduler: st
         raise FabricError("--workers", "give --workers (local) or --scheduler (Dask), not both")
     fingerprint = study.fingerprint()
     check_out_dir(out, resume, overwrite, fingerprint)
-    present: set[str] = set()
-    next_no = 0
-    if resume and out.is_dir():
-        present, next_no = present_point_ids(out)
+    runner = DaskRunner(scheduler) if scheduler is not None else LocalRunner(workers)  # checks its options
+    with FolderLock(out) as lock:  # one writer per folder: a second sweep into it is refused here
+        try:
+            check_out_dir(out, resume, overwrite, fingerprint)  # again: another sweep may have finished meanwhile
+            present: set[str] = set()
+            next_no = 0
+            if resume:
+                present, next_no = present_point_ids(out, warn=_say)
+        except BaseException:
+            lock.discard_if_unused()
+            raise
+        try:
+            return _run_locked(study, out, runner, overwrite, fingerprint, present, next_no, progress, t0)
+        except FabricError:  # e.g. the Dask scheduler cannot be reached: leave no empty folder behind
+            lock.discard_if_unused()
+            raise
+
+
+def _run_locked(study: Study, out: Path, runner, overwrite: bool, fingerprint: str, present: set[str],
+                next_no: int, progress: bool, t0: float) -> dict[str, Any]:
+    """The part of :func:`run_study` that writes, under the folder's lock."""
     todo = [p for p in study.points if p.point_id not in present]
     counts = {"done": 0, "failed": 0}
     errors: Counter = Counter()
-    runner = DaskRunner(scheduler) if scheduler is not None else LocalRunner(workers)
     with runner:
         manifest = {"study": study.name, "spec": study.source, "fingerprint": fingerprint,
                     "metrics": [m.to_dict() for m in study.metrics], "catalog": study.catalog_path or "shipped",

@@ -16,6 +16,17 @@ A batch file appears complete or not at all: it is written under a temporary
 name in the same folder, fsynced, then renamed with :func:`os.replace`.  Only
 the driver writes (workers return rows), so a killed sweep leaves at worst a
 temporary file, which the next run removes.
+
+One writer per folder: a sweep holds an exclusive ``flock`` on ``OUT/.lock``
+from its checks to its last batch, and a second sweep into the same folder is
+refused (exit 2) rather than racing it for batch numbers.  The kernel drops
+the lock when the holder dies, so ``--resume`` after a kill is not blocked.
+
+Every batch file carries a key in its Parquet metadata (``fabric.sweep``), and
+``--overwrite`` deletes only those files, the manifest and the spec copy: a
+user's own files in the folder survive.  A batch that cannot be read (a
+truncated copy, a disk error) is named by :func:`read_results`; ``--resume``
+moves it aside as ``.batch-N.parquet.corrupt`` and recomputes its points.
 """
 
 from __future__ import annotations
@@ -36,6 +47,9 @@ REPORT = "_report.html"
 """`fabric report DIR` writes here by default; ``--overwrite`` deletes it with the rows it showed."""
 PARTITION = "architecture"
 _BATCH_RE = re.compile(r"^batch-(\d+)\.parquet$")
+LOCK = ".lock"
+#: Parquet key-value metadata that marks a file as written by ``fabric sweep``.
+STAMP_KEY = b"fabric.sweep"
 
 
 def _fsync_dir(path: Path) -> None:
@@ -118,6 +132,7 @@ def write_batch(out: Path, architecture: str, number: int, rows: list[dict[str, 
     import pyarrow.parquet as pq
 
     table = rows_to_table(rows)
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), STAMP_KEY: b"1"})
     folder = partition_dir(out, architecture)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"batch-{number:06d}.parquet"
@@ -139,14 +154,13 @@ def read_results(out: Path):
         If ``out`` holds no batch files, or rows of a newer schema version.
     """
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     files = batch_files(out)
     if not files:
         raise FabricError("DIR", f"no sweep results in {out} (expected {PARTITION}=*/batch-*.parquet)")
     tables = []
     for f in files:
-        t = pq.read_table(f)
+        t = _read_batch(f)
         arch = f.parent.name.split("=", 1)[1]
         where = t.schema.get_field_index("label")  # inputs first: ..., study, architecture, label, ...
         t = t.add_column(max(where, 0), PARTITION, pa.array([arch] * t.num_rows, pa.string()))
@@ -161,22 +175,132 @@ def read_results(out: Path):
     return df
 
 
-def present_point_ids(out: Path) -> tuple[set[str], int]:
-    """Point ids already written, and the next free batch number."""
+def _read_batch(path: Path, columns: list[str] | None = None):
+    """One batch file as an Arrow table; a file that cannot be read is named in a FabricError."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
+    try:
+        t = pq.read_table(path, columns=columns)
+        if "point_id" not in t.column_names:
+            raise pa.ArrowInvalid("no point_id column")
+        return t
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise FabricError("DIR", f"batch {path} is corrupt or truncated ({_first_line(exc)}); "
+                                 f"`fabric sweep SPEC --out DIR --resume` recomputes its points") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def present_point_ids(out: Path, warn=None) -> tuple[set[str], int]:
+    """Point ids already written, and the next free batch number.
+
+    A batch that cannot be read is moved aside (``.batch-N.parquet.corrupt``,
+    which readers skip) and reported through ``warn(message)``; its points
+    then count as missing, so ``--resume`` recomputes them.
+    """
     ids: set[str] = set()
     next_no = 0
     for f in batch_files(out):
-        ids.update(pq.read_table(f, columns=["point_id"]).column("point_id").to_pylist())
         next_no = max(next_no, int(_BATCH_RE.match(f.name).group(1)) + 1)
+        try:
+            ids.update(_read_batch(f, columns=["point_id"]).column("point_id").to_pylist())
+        except FabricError as exc:
+            aside = f.with_name(f".{f.name}.corrupt")
+            os.replace(f, aside)
+            if warn is not None:
+                warn(f"warning: {exc.message.split(';')[0]}; moved aside as {aside.name}, its points are recomputed")
+    for f in out.glob(f"{PARTITION}=*/.batch-*.parquet.corrupt"):  # keep numbering past files moved aside
+        m = _BATCH_RE.match(f.name[1:-len(".corrupt")])
+        if m:
+            next_no = max(next_no, int(m.group(1)) + 1)
     return ids, next_no
+
+
+# ---------------------------------------------------------------------------------------------- one writer
+class FolderLock:
+    """An exclusive, non-blocking ``flock`` on ``OUT/.lock`` for the life of a sweep.
+
+    Raises
+    ------
+    FabricError
+        ``--out`` when another sweep holds the folder, or when the folder or
+        its lock file cannot be created.
+    """
+
+    def __init__(self, out: Path):
+        self.out = out
+        self._fd: int | None = None
+        self.created = False
+
+    def __enter__(self) -> "FolderLock":
+        import fcntl
+
+        try:
+            self.created = not self.out.exists()
+            self.out.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.out / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise FabricError("--out", f"cannot create {self.out}: {exc.strerror or exc}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise FabricError("--out", f"{self.out} is being written by another sweep (pid {holder}); wait for it "
+                                       f"to finish, then --resume, or pick another --out") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing drops the flock; the file stays (removing it would race a waiter)
+            self._fd = None
+
+    def discard_if_unused(self) -> None:
+        """Remove a folder this lock created when nothing else was written in it."""
+        if self.created and {e.name for e in self.out.iterdir()} <= {LOCK}:
+            shutil.rmtree(self.out, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------------------------- folder checks
 def _is_ours(entry: Path) -> bool:
-    return (entry.name in (MANIFEST, SPEC_COPY, REPORT) or entry.name.startswith(f"{PARTITION}=")
+    return (entry.name in (MANIFEST, SPEC_COPY, REPORT, LOCK) or entry.name.startswith(f"{PARTITION}=")
             or (entry.name.startswith(".") and entry.name.endswith(".tmp")))
+
+
+def _stamped(path: Path) -> bool:
+    """Whether a batch file carries the sweep's metadata key (a user's own file does not)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return STAMP_KEY in (pq.read_schema(path).metadata or {})
+    except (pa.ArrowException, OSError, ValueError):
+        return False
+
+
+def _remove_sweep_files(out: Path) -> None:
+    """``--overwrite``: delete what sweeps wrote (stamped batches, manifest, spec copy, temporaries), nothing else."""
+    for name in (MANIFEST, SPEC_COPY):
+        (out / name).unlink(missing_ok=True)
+    for folder in out.glob(f"{PARTITION}=*"):
+        if not folder.is_dir():
+            continue
+        for f in folder.iterdir():
+            corrupt = f.name.startswith(".batch-") and f.name.endswith(".parquet.corrupt")
+            tmp = f.name.startswith(".") and f.name.endswith(".tmp")
+            if (f.is_file() and _BATCH_RE.match(f.name) and _stamped(f)) or corrupt or tmp:
+                f.unlink(missing_ok=True)
+        try:
+            folder.rmdir()  # only when nothing of the user's is left in it
+        except OSError:
+            pass
 
 
 def check_out_dir(out: Path, resume: bool, overwrite: bool, fingerprint: str) -> None:
@@ -205,7 +329,7 @@ def check_out_dir(out: Path, resume: bool, overwrite: bool, fingerprint: str) ->
         raise FabricError("--out", f"cannot write to {probe} (permission denied)")
     if not out.exists():
         return
-    entries = sorted(out.iterdir())
+    entries = sorted(e for e in out.iterdir() if e.name != LOCK)
     if not entries:
         return
     foreign = [e.name for e in entries if not _is_ours(e)]
@@ -236,9 +360,8 @@ def prepare_out_dir(out: Path, overwrite: bool, manifest: dict[str, Any], spec_t
     Call only after :func:`check_out_dir` passed.
     """
     out.mkdir(parents=True, exist_ok=True)
-    for entry in list(out.iterdir()):
-        if overwrite and _is_ours(entry):
-            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    if overwrite:
+        _remove_sweep_files(out)
     for tmp in out.glob(f"{PARTITION}=*/.*.tmp"):  # left by a killed run: never renamed, so never counted
         tmp.unlink(missing_ok=True)
     doc = {**manifest, "written_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}

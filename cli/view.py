@@ -12,7 +12,6 @@ widgets on 127.0.0.1.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -29,7 +28,7 @@ from solvers.allocation import allocate_lit
 from topologies import ALIASES, ARCHITECTURES, resolve_architecture
 
 # ---------------------------------------------------------------- link loads
-def _from_records(records: list, n_links: int) -> tuple[np.ndarray, np.ndarray]:
+def _from_records(records: list, n_links: int, where: str = "--link-loads") -> tuple[np.ndarray, np.ndarray]:
     """Per-link arrays from ``fabric simulate --links --json`` records.
 
     The records list every link that carried bytes; the others were idle (0).
@@ -37,14 +36,24 @@ def _from_records(records: list, n_links: int) -> tuple[np.ndarray, np.ndarray]:
     """
     util = np.zeros(n_links)
     nbytes = np.zeros(n_links)
-    for rec in records:
-        ids = [rec["link"]] if rec.get("link") is not None else list(rec.get("circuit_links", ()))
+    for i, rec in enumerate(records):
+        f = f"{where}:links[{i}]"
+        if not isinstance(rec, dict):
+            raise FabricError(f, "must be a link record of `fabric simulate --links --json`")
+        ids = [rec["link"]] if rec.get("link") is not None else rec.get("circuit_links")
+        if not isinstance(ids, list) or not ids:
+            raise FabricError(f"{f}.link", "missing; give the physical link id ('link' or 'circuit_links') "
+                                           "as `fabric simulate --links --json` writes it")
+        values = {k: rec.get(k) for k in ("utilisation", "bytes_fwd", "bytes_rev")}
+        for k, v in values.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf"):
+                raise FabricError(f"{f}.{k}", f"{v!r} must be a finite number >= 0")
         for j in ids:
-            if not 0 <= int(j) < n_links:
-                raise FabricError("--link-loads", f"link id {j} is not a physical link of this fabric "
-                                                  f"(0..{n_links - 1}); was it simulated on another one?")
-            util[j] = max(util[j], float(rec["utilisation"]))
-            nbytes[j] = max(nbytes[j], float(rec["bytes_fwd"]) + float(rec["bytes_rev"]))
+            if isinstance(j, bool) or not isinstance(j, int) or not 0 <= j < n_links:
+                raise FabricError(f"{f}.link", f"link id {j!r} is not a physical link of this fabric "
+                                               f"(0..{n_links - 1}); was it simulated on another one?")
+            util[j] = max(util[j], float(values["utilisation"]))
+            nbytes[j] = max(nbytes[j], float(values["bytes_fwd"]) + float(values["bytes_rev"]))
     return util, nbytes
 
 
@@ -55,18 +64,37 @@ def read_link_loads(path: Path, n_links: int) -> tuple[Optional[np.ndarray], Opt
     ``links`` records), or a JSON object / NPZ file with ``utilisation``
     and/or ``bytes`` arrays of one value per physical link id.
     """
+    from fabric.files import load_json
+
     field = "--link-loads"
-    try:
-        if path.suffix == ".npz":
-            with np.load(path) as data:
+    path = Path(path)
+    if path.suffix == ".npz":
+        if not path.is_file():
+            raise FabricError(field, f"no such file: {path}")
+        try:
+            with np.load(path, allow_pickle=False) as data:
                 cols = {k: np.asarray(data[k], dtype=float) for k in data.files if k in ("utilisation", "bytes")}
-        else:
-            doc = json.loads(path.read_text())
-            if isinstance(doc, dict) and isinstance(doc.get("links"), list):
-                return _from_records(doc["links"], n_links)
-            cols = {k: np.asarray(v, dtype=float) for k, v in doc.items() if k in ("utilisation", "bytes")}
-    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise FabricError(field, f"cannot read {str(path)!r}: {exc}") from None
+        except (OSError, ValueError, TypeError, KeyError, AttributeError, EOFError) as exc:
+            raise FabricError(field, f"cannot read {path.name}: {exc}") from None
+    else:
+        doc = load_json(path, field)
+        if not isinstance(doc, dict):
+            raise FabricError(field, f"{path.name} must be a JSON object")
+        if "links" in doc and "nodes" in doc:
+            raise FabricError(field, f"{path.name} is a topology file, not link loads; give the output of "
+                                     "`fabric simulate --links --json`")
+        if isinstance(doc.get("links"), list):
+            return _from_records(doc["links"], n_links, path.name)
+        cols = {}
+        for k in ("utilisation", "bytes"):
+            if k in doc:
+                try:
+                    cols[k] = np.asarray(doc[k], dtype=float)
+                except (ValueError, TypeError):
+                    raise FabricError(f"{path.name}:{k}", "must be a list of numbers, one per physical link") \
+                        from None
+                if not np.all(np.isfinite(cols[k])) or np.any(cols[k] < 0):
+                    raise FabricError(f"{path.name}:{k}", "must be finite numbers >= 0")
     if not cols:
         raise FabricError(field, "needs the 'links' of `fabric simulate --links --json`, or 'utilisation' "
                                  "and/or 'bytes' arrays (one value per physical link)")

@@ -147,6 +147,9 @@ def _parse_entry(item: str, raw: Any, where: str, base: Component | None) -> Com
         except FabricError as exc:
             raise FabricError(fname, exc.message) from None
         values[name] = parser(q["value"], f"{fname}.value")
+        if (name.endswith("bandwidth") or name.endswith("_flops")) and not values[name] > 0:
+            # a rate of zero would divide every time computed from it
+            raise FabricError(f"{fname}.value", f"{q['value']!r} must be > 0")
         sources[name] = source.strip()
     return Component(item, category, str(description), values, sources)
 
@@ -196,11 +199,8 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
         _SHIPPED = _parse_document(yaml.safe_load(text), "catalog.yaml", None)
     if path is None:
         return Catalog(dict(_SHIPPED))
+    from fabric.files import load_yaml
+
     p = Path(path)
-    if not p.is_file():
-        raise FabricError("catalog", f"no such file: {p}")
-    try:
-        doc = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise FabricError("catalog", f"{p.name} is not valid YAML ({str(exc).splitlines()[0]})") from None
+    doc = load_yaml(p, "catalog")
     return Catalog(_parse_document(doc, p.name, _SHIPPED), origin=str(p))

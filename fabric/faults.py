@@ -339,13 +339,15 @@ def _sample_bernoulli(rng: np.random.Generator, n: int, p: float, rows: int) -> 
     """Bernoulli(p) on n positions per row, as cumulative sums of Geometric(p) gaps."""
     mean = n * p
     width = int(np.ceil(mean + 8.0 * np.sqrt(mean * (1 - p)) + 16))  # draws per row; rows that need more get more
-    pos = np.cumsum(rng.geometric(p, size=(rows, width)), axis=1, dtype=np.int64) - 1
+    # a gap past n ends the row whatever its length: clipping it to n + 1 keeps every result bit for bit and
+    # stops the int64 overflow of tiny p (geometric(1e-300) saturates at 2**63 - 1, whose cumsum wraps negative)
+    pos = np.cumsum(np.minimum(rng.geometric(p, size=(rows, width)), n + 1), axis=1, dtype=np.int64) - 1
     short = np.flatnonzero(pos[:, -1] < n)  # rows whose draws did not pass the last position yet
     if short.size:  # rare: a row with far more failures than mean + 8 sigma
         parts = [pos]
         last = pos[:, -1:].copy()
         while np.any(last[:, 0] < n):
-            nxt = last + np.cumsum(rng.geometric(p, size=(rows, width)), axis=1, dtype=np.int64)
+            nxt = last + np.cumsum(np.minimum(rng.geometric(p, size=(rows, width)), n + 1), axis=1, dtype=np.int64)
             parts.append(nxt)
             last = nxt[:, -1:]
         pos = np.concatenate(parts, axis=1)

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from fabric.limits import check_fabric_size
 from fabric.errors import FabricError
 
 
@@ -439,6 +440,10 @@ class Fabric:
         return g
 
 
+#: The inputs that size a fabric, blamed when a build outgrows the limits.
+LIMIT_FIELD = "--gpus/-p"
+
+
 class FabricBuilder:
     """Accumulates devices, links and BOM lines in vectorised batches, then builds a :class:`Fabric`.
 
@@ -489,6 +494,8 @@ class FabricBuilder:
         Returns the new device ids.
         """
         count = int(count)
+        # backstop of the resource guard: the CLI estimates first, this stops a family that grows past it
+        check_fabric_size(self._n + count, self._n_links, LIMIT_FIELD, "devices being built")
         ids = np.arange(self._n, self._n + count, dtype=np.int64)
         if names is not None and self._names is None:
             # name the devices added so far before this batch joins them
@@ -544,6 +551,7 @@ class FabricBuilder:
         dst = np.asarray(dst, dtype=np.int64)
         src, dst = np.broadcast_arrays(src, dst)
         n = src.size
+        check_fabric_size(self._n, self._n_links + n, LIMIT_FIELD, "links being built")
         src, dst = src.ravel(), dst.ravel()
         cols = self._links
         cols["src"].append(src.copy())

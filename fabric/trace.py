@@ -54,7 +54,6 @@ cluster, and the reason ``tile`` keeps copies in different blocks.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -340,10 +339,9 @@ def load_trace(spec: str | Path, n_servers: int | None = None, horizon: float | 
         if not path.is_file():
             raise FabricError("trace", f"{spec_s!r} is neither a shipped trace ({', '.join(SHIPPED)}) nor a file")
         name, source = path.name, str(path)
-    try:
-        doc = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise FabricError("trace", f"{name} is not valid JSON ({exc})") from None
+    from fabric.files import load_json
+
+    doc = load_json(path, "trace")
     return trace_from_events(doc, name, n_servers=n_servers, horizon=horizon, source=source)
 
 

@@ -19,7 +19,6 @@ Format (what ``networkx.node_link_data`` writes, with these attributes)::
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -40,13 +39,10 @@ def load_topology(path: str | Path, catalog: Catalog | None = None):
     FabricError
         Naming ``FILE:nodes[i].field`` or ``FILE:links[j].field`` and what is allowed.
     """
+    from fabric.files import load_json
+
     p = Path(path)
-    if not p.is_file():
-        raise FabricError("topology", f"no such file: {p}")
-    try:
-        doc = json.loads(p.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise FabricError("topology", f"{p.name} is not valid JSON ({exc})") from None
+    doc = load_json(p, "topology")
     return topology_from_dict(doc, p.name, catalog)
 
 
@@ -122,20 +118,48 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
             if sel:
                 b.add_links(np.array(src)[sel], np.array(dst)[sel], capacity=np.array(cap)[sel],
                             latency=np.array(lat)[sel], medium=medium, layer=layer)
-    for t, line in enumerate(graph.get("bom", []) or []):
+    bom = graph.get("bom", []) or []
+    if not isinstance(bom, list):
+        raise FabricError(f"{where}:graph.bom", "must be a list of {item, scope, count}")
+    for t, line in enumerate(bom):
         f = f"{where}:graph.bom[{t}]"
-        if not isinstance(line, dict) or line.get("scope") not in SCOPES or not isinstance(line.get("count"), int):
+        if not isinstance(line, dict) or line.get("scope") not in SCOPES or not isinstance(line.get("count"), int) \
+                or isinstance(line.get("count"), bool) or not isinstance(line.get("item"), str):
             raise FabricError(f, f"must be {{item, scope ({'/'.join(SCOPES)}), count (integer)}}")
+        if line["count"] < 0:
+            raise FabricError(f"{f}.count", f"{line['count']} must be >= 0")
         if catalog is not None:
-            catalog.get(line["item"])
+            try:
+                catalog.get(line["item"])
+            except FabricError as exc:
+                raise FabricError(f"{f}.item", exc.message) from None
         b.add_bom(line["item"], line["scope"], line["count"])
     n_gpu = int(np.count_nonzero(kinds_arr == KIND_BY_LABEL["gpu"]))
+    if n_gpu == 0:
+        raise FabricError(f"{where}:nodes", "has no GPU; give at least one node with kind 'gpu'")
     hbd_doc = graph.get("hbd") or {"kind": "none", "gpus_per_node": 1, "domain_gpus": max(n_gpu, 1)}
     try:
-        if hbd_doc.get("kind") not in HBD_KINDS:
+        if not isinstance(hbd_doc, dict) or hbd_doc.get("kind") not in HBD_KINDS:
             raise TypeError
         hbd = HBDSpec(**{k: tuple(v) if k == "dims" else v for k, v in hbd_doc.items()})
+        _check_hbd(hbd, f"{where}:graph.hbd", n_gpu)
     except TypeError:
         raise FabricError(f"{where}:graph.hbd", f"must be {{kind ({', '.join(HBD_KINDS)}), gpus_per_node, "
                                                 "domain_gpus, ...}") from None
     return b.build(hbd)
+
+
+def _check_hbd(hbd: HBDSpec, field: str, n_gpu: int) -> None:
+    """Whole numbers where the solvers divide by them: a size of 0 or 'abc' must stop here."""
+    for name in ("gpus_per_node", "domain_gpus", "tp_multiple_of"):
+        v = getattr(hbd, name)
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= max(n_gpu, 1):
+            raise FabricError(f"{field}.{name}", f"{v!r} must be a whole number in [1, {max(n_gpu, 1)}] (the GPUs)")
+    for name in ("max_tp", "k", "cube_gpus"):
+        v = getattr(hbd, name)
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= max(n_gpu, 1):
+            raise FabricError(f"{field}.{name}", f"{v!r} must be a whole number in [0, {max(n_gpu, 1)}]")
+    if not isinstance(hbd.closed, bool):
+        raise FabricError(f"{field}.closed", f"{hbd.closed!r} must be true or false")
+    if not all(isinstance(d, int) and not isinstance(d, bool) and 1 <= d <= max(n_gpu, 1) for d in hbd.dims):
+        raise FabricError(f"{field}.dims", f"{list(hbd.dims)!r} must be whole numbers >= 1")

@@ -15,6 +15,12 @@ def add_gpu_nodes(b: FabricBuilder, n_nodes: int, gpus_per_node: int, *, nodes_p
 
     Returns the GPU ids, node-major (GPU ``g`` of node ``i`` is ``ids[i*gpus_per_node + g]``).
     """
+    from fabric.limits import check_fabric_size
+    from fabric.model import LIMIT_FIELD
+
+    # before the per-GPU arrays exist: each GPU brings at least a NIC or a link
+    check_fabric_size(b.n_devices + n_nodes * gpus_per_node, b.n_links + n_nodes * gpus_per_node, LIMIT_FIELD,
+                      f"{n_nodes} nodes x {gpus_per_node} GPUs")
     node = np.repeat(np.arange(n_nodes, dtype=np.int64), gpus_per_node)
     groups = {"node": node, "rack": node // max(nodes_per_rack, 1)}
     if domain_of_node is not None:

@@ -38,7 +38,6 @@ q_lora_rank, kv_lora_rank, rope_head_dim : int
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -260,13 +259,12 @@ def load_model(ref: str | Path | ModelSpec) -> ModelSpec:
     text = str(ref)
     path = Path(text)
     if path.suffix.lower() in (".yaml", ".yml", ".json"):
-        if not path.is_file():
-            raise FabricError("model", f"no such file: {path}")
-        raw_text = path.read_text()
-        try:
-            raw = json.loads(raw_text) if path.suffix.lower() == ".json" else yaml.safe_load(raw_text)
-        except (json.JSONDecodeError, yaml.YAMLError) as exc:
-            first = str(exc).splitlines()[0]
-            raise FabricError("model", f"{path.name} is not valid {path.suffix[1:].upper()} ({first})") from None
+        from fabric.files import load_json, load_yaml
+
+        raw = (load_json if path.suffix.lower() == ".json" else load_yaml)(path, "model")
         return ModelSpec.from_dict(raw, path.name)
+    if text not in preset_names() and (path.exists() or "/" in text or path.suffix.lower() in (".txt", ".toml")):
+        # a path, not a preset name: say what the file should be
+        raise FabricError("model", f"{text!r} is not a model file (.yaml, .yml or .json) nor a preset; "
+                                     f"presets: {', '.join(preset_names())}")
     return load_preset(text)

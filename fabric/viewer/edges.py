@@ -125,7 +125,8 @@ def merge(links: LinkSet, end_a: np.ndarray, end_b: np.ndarray, n_anchors: int):
     np.fmax.at(util, inv, links.util[keep])
     raw = links.bytes[keep]
     known = ~np.isnan(raw)
-    nbytes = np.bincount(inv, weights=np.where(known, raw, 0.0), minlength=m)
+    # float even with no link at all (numpy's bincount of an empty array is integer)
+    nbytes = np.bincount(inv, weights=np.where(known, raw, 0.0), minlength=m).astype(float)
     nbytes[np.bincount(inv, weights=known, minlength=m) == 0] = np.nan
     return (lo[first], hi[first], cls[first], med[first], np.bincount(inv, minlength=m),
             np.bincount(inv, weights=links.capacity[keep], minlength=m), util, nbytes)

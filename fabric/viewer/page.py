@@ -35,7 +35,10 @@ def write_html(layout, path: str | os.PathLike, title: str = "fabric view", fiel
     target = Path(path)
     check_writable(target, field)
     text = page_html(layout, title)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    except OSError as exc:  # a read-only or special folder that the access check let through
+        raise FabricError(field, f"cannot write in {str(target.parent)!r}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)

@@ -5,14 +5,16 @@ imports nothing above it), so :class:`ViewerApp` takes a ``compose``
 callback: settings in, ``(Fabric, Overlay, title)`` out.  ``cli.view``
 provides it.
 
-A bad widget value (a ``k`` beyond the ring, a TP size the HBD cannot form)
-never takes the session down: :meth:`ViewerApp.update` shows the error in a
-Div and keeps the previous view and settings.
+A bad widget value (a ``k`` beyond the ring, a TP size the HBD cannot form,
+``abc`` as a GPU count, a fabric over the resource limits) never takes the
+session down: :meth:`ViewerApp.update` shows the error in a Div, keeps the
+previous view and settings, and puts every widget back to the value in force.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 from typing import Any, Callable
 
@@ -22,6 +24,7 @@ from bokeh.document import Document
 from bokeh.layouts import column, row
 from bokeh.models import Button, Div, Select, Slider, Spinner
 
+from fabric import limits
 from fabric.errors import FabricError
 from fabric.model import Fabric
 from fabric.viewer import style
@@ -51,9 +54,11 @@ def check_settings(settings: dict[str, Any], architectures: list[str]) -> dict[s
         v = out[name]
         if v is None and name == "gpus":
             continue  # the architecture's default size
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v or v < lo:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or int(v) != v or v < lo:
             raise FabricError(name, f"{v!r} must be a whole number >= {lo}")
         out[name] = int(v)
+    if out["gpus"] is not None:
+        limits.check("gpus", out["gpus"], "gpus")  # before the fabric's own estimate, which builds a probe
     r = out["fault_ratio"]
     if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0.0 <= r <= 1.0:
         raise FabricError("fault ratio", f"{r!r} must be in [0, 1]")
@@ -136,10 +141,14 @@ class ViewerApp:
             True if the view was rebuilt.
         """
         try:
+            if "gpus" in changes and changes["gpus"] is None:  # an empty or unreadable spinner, not "the default"
+                raise FabricError("gpus", "give a whole number >= 1")
             settings = check_settings({**self.settings, **changes}, self.architectures)
             view = self._build(settings)
-        except FabricError as exc:
-            self.error.text = f"Not applied: {exc}"
+        except (FabricError, MemoryError) as exc:
+            why = str(exc) if isinstance(exc, FabricError) else "out of memory; try fewer GPUs"
+            self.error.text = f"Not applied: {_html_escape(why)}"
+            self._sync_widgets()  # every widget shows the value in force again
             return False
         self.settings = settings
         self.error.text = ""
@@ -162,6 +171,12 @@ class ViewerApp:
         """Put this session's layout into ``doc``."""
         doc.title = "fabric view"
         doc.add_root(self.root)
+
+
+def _html_escape(text: str) -> str:
+    import html
+
+    return html.escape(text, quote=False)
 
 
 def application(make_app: Callable[[], ViewerApp]) -> Application:

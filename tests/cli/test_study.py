@@ -51,7 +51,7 @@ def test_point_ids_are_stable_distinct_and_alias_aware():
 
 def test_input_columns():
     s = parse_study(spec(workloads=[{"name": "llm", "tp": [8, 16], "params": {"model": "gpt3-175b"}}],
-                         faults={"ratios": [0.03]}, seeds=[7]))
+                         faults={"ratios": [0.03]}, seeds=[7], metrics=["cost", "mfu"]))
     row = s.points[-1].input_columns()
     assert row["architecture"] == "dgx" and row["gpus"] == 256 and row["p_gpu"] == "h100"
     assert (row["workload"], row["tp"], row["w_model"]) == ("llm", 16, "gpt3-175b")
@@ -165,3 +165,15 @@ def test_an_architecture_may_override_the_workloads():
     assert [(p.label, p.workload.tp) for p in s.points] == [("dgx", 8), ("khop-ring", 16), ("khop-ring", 32)]
     err = error_of(spec(architectures=[{"name": "dgx", "workloads": [{"name": "x", "tp": []}]}]))
     assert err.field == "study.yaml:architectures[0].workloads[0].tp" and "empty list" in err.message
+
+
+def test_workload_params_are_metric_options_checked_before_work():
+    """Issue 15: `model: bogus` used to run llama3-70b silently while the row said bogus."""
+    bad = error_of(spec(workloads=[{"name": "llm", "params": {"model": "bogus"}}], metrics=["mfu"]))
+    assert bad.field == "study.yaml:workloads[0].params.model" and "bogus" in bad.message
+    unused = error_of(spec(workloads=[{"name": "llm", "params": {"model": "llama3-8b"}}], metrics=["cost"]))
+    assert unused.field == "study.yaml:workloads[0].params.model" and "not an option" in unused.message
+    wrong_type = error_of(spec(workloads=[{"name": "llm", "params": {"samples": "many"}}], metrics=["rl"]))
+    assert wrong_type.field == "study.yaml:workloads[0].params.samples"
+    option = error_of(spec(metrics=[{"mfu": {"model": "bogus"}}]))
+    assert option.field == "study.yaml:metrics[0].mfu.model"

@@ -118,3 +118,26 @@ def test_server_starts_on_localhost_and_stops_cleanly():
 def test_server_refuses_a_bad_port():
     with pytest.raises(FabricError, match="port"):
         ViewerServer(lambda: None, port=70000)
+
+
+def test_a_rejected_widget_value_reverts_the_widget_and_says_why(app):
+    """Issue 15: choosing dgx while TP was 4 used to leave `dgx` in the box over a k-hop plot."""
+    assert app.update(tp=4)                     # whole 4-GPU k-hop nodes
+    app.widgets["architecture"].value = "dgx"   # 4 is not whole 8-GPU DGX nodes: compose refuses it
+    assert "--tp" in app.error.text
+    assert app.settings["architecture"] == "khop-ring" and app.widgets["architecture"].value == "khop-ring"
+    app.widgets["tp"].value = 6
+    assert app.widgets["tp"].value == 4 and app.settings["tp"] == 4
+
+
+def test_an_unreadable_gpu_count_is_refused_not_read_as_the_default(app):
+    """Typing `abc` in the GPU spinner sends None: it used to mean the default size silently."""
+    app.widgets["gpus"].value = None
+    assert "gpus" in app.error.text and app.widgets["gpus"].value == app.settings["gpus"] == DEFAULTS["gpus"]
+
+
+def test_a_huge_request_is_refused_before_any_allocation(app):
+    """100,000 GPUs x k=1000 used to grow the server to 14 GB; the limit refuses it with the estimate."""
+    assert app.update(gpus=10**12) is False
+    assert "gpus" in app.error.text and "limit" in app.error.text
+    assert app.widgets["gpus"].value == app.settings["gpus"]

@@ -1,0 +1,140 @@
+"""One rule per flag name, checked by click as it parses, for every command at once.
+
+Typer gives each option a type (int, float, str) but no range: ``--seed -1``,
+``--tp 0``, ``--samples 99999999999`` or ``--oversubscription inf`` would
+otherwise reach the library.  :func:`install` attaches these rules to every
+option of the click command tree, so a flag means the same thing in every
+command that has it and its error names it.  Library-level checks stay where
+they are; these are the edge's.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+from fabric.errors import FabricError
+from fabric import limits
+
+Rule = Callable[[Any], "str | None"]
+
+#: Largest value of a plain count flag: beyond it numpy's int64 arithmetic is no longer safe.
+MAX_COUNT = 1 << 40
+
+
+def _int_in(lo: int, hi: int | None = None, what: str = "") -> Rule:
+    def rule(v):
+        if isinstance(v, bool) or not isinstance(v, int):
+            return None
+        top = MAX_COUNT if hi is None else hi
+        if v < lo:
+            return f"{v} must be >= {lo}{what}"
+        if v > top:
+            return f"{v} must be <= {top}{what}"
+        return None
+    return rule
+
+
+def _limited(name: str, lo: int = 1) -> Rule:
+    """A count bounded below by ``lo`` and above by resource limit ``name``."""
+    def rule(v):
+        if isinstance(v, bool) or not isinstance(v, int):
+            return None
+        if v < lo:
+            return f"{v} must be >= {lo}"
+        limits.check(name, v, "", "")  # raises with the flag filled in by the caller
+        return None
+    return rule
+
+
+def _float_in(lo: float, hi: float, lo_open: bool = False, hi_open: bool = False) -> Rule:
+    def rule(v):
+        if not isinstance(v, float):
+            return None
+        ok = (lo < v if lo_open else lo <= v) and (v < hi if hi_open else v <= hi)
+        if not ok:
+            return f"{v} must be in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+        return None
+    return rule
+
+
+RULES: dict[str, Rule] = {
+    "--seed": _int_in(0, 2**32 - 1),
+    "--gpus": _limited("gpus"),
+    "--samples": _limited("samples"),
+    "--tp": _limited("gpus"),
+    "--pp": _limited("gpus"),
+    "--dp": _limited("gpus"),
+    "--ep": _limited("gpus"),
+    "--cp": _limited("gpus"),
+    "--count": _limited("gpus"),
+    "--groups": _limited("gpus"),
+    "--group-size": _limited("gpus"),
+    "--trace-servers": _limited("gpus"),
+    "--trace-points": _int_in(1, 10_000),
+    "--interleave": _int_in(1, 1 << 20),
+    "--micro-batch": _int_in(1, 1 << 30),
+    "--global-batch": _int_in(1, 1 << 30),
+    "--seq-len": _int_in(1, 1 << 30),
+    "--chunks": _int_in(1, 1 << 20),
+    "--confirm": _int_in(1, 10_000),
+    "--workers": _int_in(1, 4096),
+    "--root": _int_in(0, 1 << 30),
+    "--max-glyphs": _int_in(0, 1 << 30),
+    "--port": _int_in(0, 65535),
+    "--node-fault-ratio": _float_in(0, 1),
+    "--max-ratio": _float_in(0, 1),
+    "--step": _float_in(0, 1, lo_open=True),
+    "--load": _float_in(0, 1, lo_open=True),
+    "--gap": _float_in(0, 1, hi_open=True),
+    "--swing": _float_in(0, 1, lo_open=True, hi_open=True),
+    "--oversubscription": _float_in(1, 1e6),
+    "--time-limit": _float_in(0, 1e9, lo_open=True),
+    "--trace-time": _float_in(0, 1e9),
+}
+
+
+def _flag(param) -> str:
+    longs = [o for o in getattr(param, "opts", []) if o.startswith("--")]
+    return longs[0] if longs else (param.name or "?").upper()
+
+
+def check_value(flag: str, value: Any) -> Any:
+    """Apply the rule of ``flag`` (and finiteness for every float) to ``value``; return it."""
+    if value is None:
+        return value
+    for v in value if isinstance(value, (list, tuple)) else [value]:
+        if isinstance(v, float) and not math.isfinite(v):
+            raise FabricError(flag, f"{v} is not a finite number")
+        rule = RULES.get(flag)
+        if rule is None:
+            continue
+        try:
+            msg = rule(v)
+        except FabricError as exc:  # a resource limit: put the flag in front
+            raise FabricError(flag, f"{v}: {exc.message}") from None
+        if msg:
+            raise FabricError(flag, msg)
+    return value
+
+
+def _wrap(param) -> None:
+    inner = param.callback
+    flag = _flag(param)
+
+    def callback(ctx, p, value):
+        if inner is not None:
+            value = inner(ctx, p, value)
+        return check_value(flag, value)
+
+    param.callback = callback
+
+
+def install(command) -> None:
+    """Attach the rules to every parameter of ``command`` and its sub-commands (a click command)."""
+    for param in getattr(command, "params", []):
+        if not getattr(param, "_fabric_rules", False):
+            _wrap(param)
+            param._fabric_rules = True
+    for sub in getattr(command, "commands", {}).values():
+        install(sub)

@@ -1,0 +1,95 @@
+"""Reading a user's input file: one place for the errors every file format shares.
+
+A missing path, a directory, an unreadable or non-UTF-8 file, a file over the
+size limit, malformed JSON/YAML and nesting too deep for the parser all become
+one :class:`~fabric.errors.FabricError` naming the flag and the file, so that
+each format's own validation (``file.json:links[3].capacity``) starts from a
+parsed document.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from fabric.errors import FabricError
+
+#: Largest input file read (bytes): far above any real topology, trace or spec, far below the RAM.
+MAX_FILE_BYTES = 1 << 30
+#: Deepest nesting accepted; no format of the tool nests more than a few levels.
+MAX_DEPTH = 64
+
+
+def read_text(path: str | Path, field: str) -> str:
+    """The text of ``path``, or a FabricError naming ``field`` (missing, a folder, unreadable, binary)."""
+    p = Path(path)
+    try:
+        is_dir, is_file = p.is_dir(), p.is_file()
+    except OSError as exc:  # e.g. a name too long for the file system
+        raise FabricError(field, f"cannot use {str(p)[:60]!r} ({exc.strerror or exc})") from None
+    if is_dir:
+        raise FabricError(field, f"{str(p)!r} is a folder; give a file")
+    if not is_file:
+        raise FabricError(field, f"no such file: {p}")
+    try:
+        if p.stat().st_size > MAX_FILE_BYTES:
+            raise FabricError(field, f"{p.name} is over {MAX_FILE_BYTES >> 20} MiB")
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise FabricError(field, f"{p.name} is not UTF-8 text") from None
+    except OSError as exc:
+        raise FabricError(field, f"cannot read {p.name} ({exc.strerror or exc})") from None
+
+
+def _depth_ok(text: str) -> bool:
+    """Cheap bound on bracket nesting, so that a hostile file cannot exhaust the parser's stack."""
+    depth = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return False
+        elif ch in "]}":
+            depth -= 1
+    return True
+
+
+def parse_json(text: str, name: str, field: str) -> Any:
+    """Parse JSON text of file ``name``; errors name ``field`` and the file."""
+    if not _depth_ok(text):
+        raise FabricError(field, f"{name} nests deeper than {MAX_DEPTH} levels")
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise FabricError(field, f"{name} is not valid JSON ({exc})") from None
+    except (RecursionError, ValueError) as exc:
+        raise FabricError(field, f"{name} is not valid JSON ({exc})") from None
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def parse_yaml(text: str, name: str, field: str) -> Any:
+    """Parse YAML text of file ``name`` (safe loader); errors name ``field`` and the file."""
+    import yaml
+
+    if not _depth_ok(text):
+        raise FabricError(field, f"{name} nests deeper than {MAX_DEPTH} levels")
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise FabricError(field, f"{name} is not valid YAML ({str(exc).splitlines()[0]})") from None
+    except (RecursionError, ValueError) as exc:
+        raise FabricError(field, f"{name} is not valid YAML ({exc})") from None
+
+
+def load_json(path: str | Path, field: str) -> Any:
+    """Read and parse a JSON file."""
+    return parse_json(read_text(path, field), Path(path).name, field)
+
+
+def load_yaml(path: str | Path, field: str) -> Any:
+    """Read and parse a YAML file."""
+    return parse_yaml(read_text(path, field), Path(path).name, field)
