@@ -128,7 +128,13 @@ def _int(value: Any, field: str, lo: int) -> int:
         raise FabricError(field, f"must be a whole number >= {lo}; got {_type_name(value)} {value!r}")
     if value < lo:
         raise FabricError(field, f"must be a whole number >= {lo}; got {value}")
+    if value > _MAX_INT:  # seeds, GPU counts, sizes: beyond it numpy and Parquet cannot hold them
+        raise FabricError(field, f"must be <= {_MAX_INT:,}; got {value}")
     return value
+
+
+#: Largest whole number a spec may give: numpy's seeds are below 2**32, and no count of this tool comes near.
+_MAX_INT = 2**32 - 1
 
 
 def _str(value: Any, field: str) -> str:
@@ -206,6 +212,10 @@ def _metrics(value: Any, where: _Where) -> tuple[MetricRequest, ...]:
                 raise FabricError(f"{f}.{name}.{key}", exc.message) from None
             if key == "model":
                 _check_model(options[key], f"{f}.{name}.{key}")
+            if key == "samples" and isinstance(options[key], int):  # the resource guard, before any work
+                from fabric import limits
+
+                limits.check("samples", options[key], f"{f}.{name}.{key}")
         out.append(MetricRequest(name, tuple(sorted(options.items()))))
     return tuple(out)
 

@@ -274,6 +274,8 @@ def results_command(
     if query:
         try:
             df = df.query(query)
+            if not hasattr(df, "columns"):  # '3-1' evaluates to a value, not a row filter
+                raise ValueError("the expression is not a condition on the rows")
         except Exception as exc:  # pandas raises many types for a bad expression; all are bad input
             msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise FabricError("--query", f"{query!r} is not a pandas query over the columns ({msg}); "

@@ -316,6 +316,10 @@ def check_out_dir(out: Path, resume: bool, overwrite: bool, fingerprint: str) ->
     """
     if resume and overwrite:
         raise FabricError("--resume", "give either --resume or --overwrite, not both")
+    try:
+        out.exists()
+    except OSError as exc:  # a name the file system refuses (too long, ...)
+        raise FabricError("--out", f"cannot use {str(out)[:60]!r} ({exc.strerror or exc})") from None
     if out.exists() and not out.is_dir():
         raise FabricError("--out", f"{out} is a file, not a folder")
     probe = out

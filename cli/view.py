@@ -28,6 +28,10 @@ from solvers.allocation import allocate_lit
 from topologies import ALIASES, ARCHITECTURES, resolve_architecture
 
 # ---------------------------------------------------------------- link loads
+#: Largest load value read (utilisation or bytes): the page stores them as float32 (max 3.4e38).
+MAX_LOAD = 1e30
+
+
 def _from_records(records: list, n_links: int, where: str = "--link-loads") -> tuple[np.ndarray, np.ndarray]:
     """Per-link arrays from ``fabric simulate --links --json`` records.
 
@@ -46,8 +50,8 @@ def _from_records(records: list, n_links: int, where: str = "--link-loads") -> t
                                            "as `fabric simulate --links --json` writes it")
         values = {k: rec.get(k) for k in ("utilisation", "bytes_fwd", "bytes_rev")}
         for k, v in values.items():
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf"):
-                raise FabricError(f"{f}.{k}", f"{v!r} must be a finite number >= 0")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= MAX_LOAD:
+                raise FabricError(f"{f}.{k}", f"{v!r} must be a number in [0, {MAX_LOAD:g}]")
         for j in ids:
             if isinstance(j, bool) or not isinstance(j, int) or not 0 <= j < n_links:
                 raise FabricError(f"{f}.link", f"link id {j!r} is not a physical link of this fabric "
@@ -93,8 +97,8 @@ def read_link_loads(path: Path, n_links: int) -> tuple[Optional[np.ndarray], Opt
                 except (ValueError, TypeError):
                     raise FabricError(f"{path.name}:{k}", "must be a list of numbers, one per physical link") \
                         from None
-                if not np.all(np.isfinite(cols[k])) or np.any(cols[k] < 0):
-                    raise FabricError(f"{path.name}:{k}", "must be finite numbers >= 0")
+                if not np.all((cols[k] >= 0) & (cols[k] <= MAX_LOAD)):
+                    raise FabricError(f"{path.name}:{k}", f"must be numbers in [0, {MAX_LOAD:g}]")
     if not cols:
         raise FabricError(field, "needs the 'links' of `fabric simulate --links --json`, or 'utilisation' "
                                  "and/or 'bytes' arrays (one value per physical link)")

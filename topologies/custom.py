@@ -69,7 +69,7 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
         if nid in index:
             raise FabricError(f"{f}.id", f"duplicate id {nid!r}")
         kind = node.get("kind")
-        if kind not in KIND_BY_LABEL:
+        if not isinstance(kind, str) or kind not in KIND_BY_LABEL:
             raise FabricError(f"{f}.kind", f"{kind!r} not allowed; use one of {', '.join(KIND_BY_LABEL)}")
         for gname in GROUPS:
             v = node.get(gname, -1)
@@ -91,7 +91,7 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
         if not isinstance(link, dict):
             raise FabricError(f, "must be an object")
         for end in ("source", "target"):
-            if link.get(end) not in index:
+            if not isinstance(link.get(end), (str, int)) or link.get(end) not in index:
                 raise FabricError(f"{f}.{end}", f"{link.get(end)!r} is not a node id")
         if link["source"] == link["target"]:
             raise FabricError(f, "a link must join two different nodes")
@@ -102,9 +102,9 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
             raise FabricError(f"{f}.capacity", "must be > 0")
         medium = link.get("medium", "fiber")
         layer = link.get("layer", "dcn")
-        if medium not in MEDIUM_BY_LABEL:
+        if not isinstance(medium, str) or medium not in MEDIUM_BY_LABEL:
             raise FabricError(f"{f}.medium", f"{medium!r} not allowed; use pcb, copper or fiber")
-        if layer not in LAYER_BY_LABEL:
+        if not isinstance(layer, str) or layer not in LAYER_BY_LABEL:
             raise FabricError(f"{f}.layer", f"{layer!r} not allowed; use hbd or dcn")
         src.append(index[link["source"]] + offset)
         dst.append(index[link["target"]] + offset)

@@ -173,6 +173,8 @@ class ModelSpec:
             if key in _INT_KEYS:
                 if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                     raise FabricError(field, f"{value!r} must be a whole number >= 0")
+                if value > MAX_MODEL_INT:  # far past any model; beyond it int64 sizes overflow
+                    raise FabricError(field, f"{value} must be <= {MAX_MODEL_INT:,}")
             elif key in _BOOL_KEYS:
                 if not isinstance(value, bool):
                     raise FabricError(field, f"{value!r} must be true or false")
@@ -222,6 +224,11 @@ class ModelSpec:
 
 
 # ------------------------------------------------------------------ presets and files
+#: Largest integer a model file may give (layers, widths, vocabulary, sequence length): 2**24, about 16.8 M,
+#: is 100x the widest published dimension (vocabularies of ~256 K) and keeps products of three in int64.
+MAX_MODEL_INT = 1 << 24
+
+
 def _presets_dir():
     return resources.files("workloads") / "presets"
 
@@ -262,7 +269,13 @@ def load_model(ref: str | Path | ModelSpec) -> ModelSpec:
         from fabric.files import load_json, load_yaml
 
         raw = (load_json if path.suffix.lower() == ".json" else load_yaml)(path, "model")
-        return ModelSpec.from_dict(raw, path.name)
+        try:
+            return ModelSpec.from_dict(raw, path.name)
+        except (OverflowError, TypeError, ValueError) as exc:
+            if isinstance(exc, FabricError):
+                raise
+            raise FabricError(f"{path.name}", f"a value is out of range or of the wrong type ({exc})") \
+                from None
     if text not in preset_names() and (path.exists() or "/" in text or path.suffix.lower() in (".txt", ".toml")):
         # a path, not a preset name: say what the file should be
         raise FabricError("model", f"{text!r} is not a model file (.yaml, .yml or .json) nor a preset; "

@@ -75,6 +75,13 @@ def assert_rule(argv: list[str], names: set[str]) -> None:
         assert any(n in lines[0] for n in names), f"names none of {sorted(names)}: {shown}"
 
 
+@pytest.fixture
+def long_run(request):
+    """The long search runs only when asked for (`-m slow`): `make test` selects every marker but bench."""
+    if "slow" not in (request.config.getoption("markexpr") or "") or "not slow" in request.config.getoption("markexpr"):
+        pytest.skip("the long fuzz runs with -m slow")
+
+
 # ------------------------------------------------------------------------------------------ command lines
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> dict[str, Path]:
@@ -231,7 +238,7 @@ def test_mutated_command_lines(files, name, data):
 @pytest.mark.parametrize("name", COMMANDS)
 @LONG
 @given(data=st.data())
-def test_mutated_command_lines_long(files, name, data):
+def test_mutated_command_lines_long(long_run, files, name, data):
     _fuzz_command(files, name, data)
 
 
@@ -328,7 +335,7 @@ def test_mutated_files(files, key, data, tmp_path_factory):
 @pytest.mark.parametrize("key", list(FILE_COMMANDS))
 @LONG
 @given(data=st.data())
-def test_mutated_files_long(files, key, data, tmp_path_factory):
+def test_mutated_files_long(long_run, files, key, data, tmp_path_factory):
     _fuzz_file(files, key, data, tmp_path_factory)
 
 
