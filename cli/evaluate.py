@@ -613,16 +613,19 @@ _MFU_WORKLOAD_PARAMS = ("model", "pp", "dp", "ep", "cp", "micro_batch", "global_
     "mfu_workload", requires=("tp",),
     help="step time and MFU of the point's workload at its pinned TP (and params model, ep, pp, ...); a TP larger "
          "than the HBD runs over the scale-out network (the numbers of `fabric mfu --tp T --json`)",
-    options={"comm": MetricOption(str, "sim", "collective timing: sim or analytic", _choice("sim", "analytic"))})
+    options={"comm": MetricOption(str, "sim", "collective timing: sim or analytic", _choice("sim", "analytic")),
+             # the workload's own parallelism (workloads[i].params), checked by the spec like any option
+             "model": MetricOption(str, "llama3-70b", "model preset or file"),
+             **{k: MetricOption(int, 0, f"{k} (0: the default)", _unset_or_positive)
+                for k in ("pp", "dp", "ep", "cp", "micro_batch", "global_batch", "interleave")},
+             "recompute": MetricOption(str, "none", "activation recomputation: none, selective or full",
+                                       _choice("none", "selective", "full"))})
 def _mfu_workload(ctx: PointContext) -> dict[str, Any]:
-
     p = ctx.point
-    params = dict(p.workload.params)
-    bad = set(params) - set(_MFU_WORKLOAD_PARAMS)
-    if bad:
-        raise FabricError("workloads.params", f"{sorted(bad)} not allowed; use {', '.join(_MFU_WORKLOAD_PARAMS)}")
-    model = params.pop("model", "llama3-70b")
-    gb = params.pop("global_batch", None)
+    opt = ctx.options
+    params = {k: opt[k] for k in _MFU_WORKLOAD_PARAMS if k not in ("model", "global_batch") and opt[k]}
+    model = opt["model"]
+    gb = opt["global_batch"] or None
     key = ("mfu_workload", p.workload, ctx.options["comm"])
     data = ctx.fabric_memo(key, lambda: mfu_summary(ctx.fabric, model, catalog=ctx.catalog, search=False,
                                                     global_batch=gb, comm=ctx.options["comm"], tp=p.workload.tp,

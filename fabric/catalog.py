@@ -114,7 +114,7 @@ class Catalog:
             comp = self.components[item]
             if abs(comp.values.get(field_name, -1.0) - bandwidth) <= 1e-9 * bandwidth:
                 return item
-        raise FabricError("--catalog", f"no {category} with {field_name} {bandwidth * 8 / 1e9:g} Gbps; "
+        raise FabricError("catalog", f"no {category} with {field_name} {bandwidth * 8 / 1e9:g} Gbps; "
                                        f"add one or change the {field_name} that asks for it")
 
     def to_dict(self) -> dict[str, Any]:

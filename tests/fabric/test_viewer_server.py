@@ -124,7 +124,7 @@ def test_a_rejected_widget_value_reverts_the_widget_and_says_why(app):
     """Issue 15: choosing dgx while TP was 4 used to leave `dgx` in the box over a k-hop plot."""
     assert app.update(tp=4)                     # whole 4-GPU k-hop nodes
     app.widgets["architecture"].value = "dgx"   # 4 is not whole 8-GPU DGX nodes: compose refuses it
-    assert "--tp" in app.error.text
+    assert "tp: 4 must be a multiple of 8" in app.error.text  # names the TP widget (library parameter tp)
     assert app.settings["architecture"] == "khop-ring" and app.widgets["architecture"].value == "khop-ring"
     app.widgets["tp"].value = 6
     assert app.widgets["tp"].value == 4 and app.settings["tp"] == 4
