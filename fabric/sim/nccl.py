@@ -147,13 +147,18 @@ def channel_count(fabric: Fabric, devices: np.ndarray) -> int:
     return h if m > 1 else 1
 
 
+def _domain_matrix_or_one(fabric: Fabric, devices: np.ndarray) -> np.ndarray:
+    """Ranks by HBD domain (:func:`domain_matrix`), or all in one row when they do not tile domains evenly."""
+    try:
+        return domain_matrix(devices, fabric.group("domain"))
+    except FabricError:
+        return np.arange(devices.size)[None, :]
+
+
 def ring_orders(fabric: Fabric, devices: np.ndarray, channels: int) -> np.ndarray:
     """Rank positions of every channel's ring, shape (channels, n) (see the module docstring: snake rings)."""
     n = devices.size
-    try:
-        dm = domain_matrix(devices, fabric.group("domain"))
-    except FabricError:
-        dm = np.arange(n)[None, :]
+    dm = _domain_matrix_or_one(fabric, devices)
     m, h = dm.shape
     out = np.empty((channels, n), dtype=np.int64)
     for c in range(channels):
@@ -337,10 +342,7 @@ def tree_edges(fabric: Fabric, devices: np.ndarray, channels: int) -> tuple[np.n
     depth (network hops from the deepest domain to the root).
     """
     n = devices.size
-    try:
-        dm = domain_matrix(devices, fabric.group("domain"))
-    except FabricError:
-        dm = np.arange(n)[None, :]
+    dm = _domain_matrix_or_one(fabric, devices)
     m, h = dm.shape
     child, parent, chan = [], [], []
     trees = double_binary_tree(m)
