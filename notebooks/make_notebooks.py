@@ -303,7 +303,7 @@ from workloads.validation import Validator, summary
 
 comm.load_fits(Path(workloads.__file__).resolve().parents[1] / "tests" / "data" / "mfu_validation_comm.json",
                as_current=True)
-preds = Validator(lambda g, gpu: build("dgx", g, {"gpu": gpu})).predict_all()
+preds = Validator(lambda g, gpu: build("dgx", g, {"gpu": gpu.replace("gpu_", "")})).predict_all()  # catalog id -> dgx param
 val = summary(preds)
 vt = pd.DataFrame([{"set": p.case.set, "row": p.case.row, "gpus": p.case.gpus, "metric": p.case.metric,
                     "configuration": p.result.parallelism.label(), "measured": p.case.measured,
