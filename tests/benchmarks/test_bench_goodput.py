@@ -19,12 +19,13 @@ GPUS = 4608
 LIMIT_S = 60.0
 # (label, architecture, params, pinned llama3-70b configuration)
 ARCHS = [
-    ("dgx-h100", "dgx", {}, dict(tp=4, pp=4, dp=128, cp=2, interleave=4), "fixed"),
-    ("dgx-h100", "dgx", {}, dict(tp=4, pp=4, dp=128, cp=2, interleave=4), "elastic"),
-    ("nvl-72", "nvl", {"size": 72}, dict(tp=4, pp=1, dp=256, cp=4, micro_batch=2), "fixed"),
-    ("tpuv4", "tpuv4", {}, dict(tp=8, pp=4, dp=64, cp=2, interleave=4), "fixed"),
-    ("khop-ring k=2", "khop-ring", {"k": 2}, dict(tp=8, pp=8, dp=32, cp=2, interleave=2), "fixed"),
-    ("khop-ring k=3", "khop-ring", {"k": 3}, dict(tp=8, pp=8, dp=32, cp=2, interleave=2), "fixed"),
+    # each architecture's configuration from `fabric mfu ARCH --gpus 4608 --model llama3-70b --search`
+    ("dgx-h100", "dgx", {}, dict(tp=4, pp=4, dp=128, cp=2, interleave=8), "fixed"),
+    ("dgx-h100", "dgx", {}, dict(tp=4, pp=4, dp=128, cp=2, interleave=8), "elastic"),
+    ("nvl-72", "nvl", {"size": 72}, dict(tp=4, pp=1, dp=512, cp=2), "fixed"),
+    ("tpuv4", "tpuv4", {}, dict(tp=8, pp=4, dp=64, cp=2, interleave=8), "fixed"),
+    ("khop-ring k=2", "khop-ring", {"k": 2}, dict(tp=4, pp=16, dp=32, cp=2, interleave=4), "fixed"),
+    ("khop-ring k=3", "khop-ring", {"k": 3}, dict(tp=4, pp=16, dp=32, cp=2, interleave=4), "fixed"),
 ]
 
 
