@@ -97,6 +97,10 @@ class SolveOptions:
         Show the solver log (on stderr).
     highs_options : tuple of (name, value)
         Extra HiGHS options (ignored by CBC).
+    known_bound : float, optional
+        A bound on the optimum that the caller knows from the model's meaning (a lower bound when
+        minimising), e.g. 0 for bytes that cannot be negative when the variables' own bounds do not
+        show it.  The reported bound is never weaker than this nor than :func:`trivial_bound`.
     """
 
     solver: str = "auto"
@@ -107,6 +111,7 @@ class SolveOptions:
     threads: int | None = None
     msg: bool = False
     highs_options: tuple[tuple[str, object], ...] = ()
+    known_bound: float | None = None
 
 
 @dataclass(frozen=True)
@@ -287,6 +292,9 @@ def _round_bound(report: SolveReport, problem: pulp.LpProblem, options: SolveOpt
     minimise = problem.sense == pulp.LpMinimize
     bound = report.bound
     trivial = trivial_bound(problem)
+    known = options.known_bound
+    if known is not None:
+        trivial = known if trivial is None else (max(trivial, known) if minimise else min(trivial, known))
     if bound is None or not math.isfinite(bound):
         bound = trivial
     elif trivial is not None:

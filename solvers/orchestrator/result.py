@@ -101,7 +101,7 @@ class OrchestrationResult:
         if rep is not None and rep.has_solution:
             objective = rep.objective * scale if rep.objective is not None else None
             bound = rep.bound * scale if rep.bound is not None else None
-            bound, gap = clamp_bound(objective, bound)
+            gap = rep.gap  # the adapter keeps the bound in [0, incumbent] and the gap in [0, 1] (solve_model)
         elif self.traffic is not None:
             objective = self.traffic.cross_bytes
             if self.solver == "ilp":  # the warm start kept without a solver incumbent: only the trivial bound

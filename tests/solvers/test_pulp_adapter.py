@@ -208,3 +208,11 @@ def test_with_the_log_off_nothing_reaches_stderr_either(capfd):
     solve(p, SolveOptions(solver="highs", msg=False))
     out, err = capfd.readouterr()
     assert out == "" and "HiGHS" not in err
+
+
+def test_a_known_bound_is_never_undercut():
+    """The caller's knowledge (e.g. bytes >= 0) tightens a bound the variables' own bounds cannot give."""
+    p, _ = knapsack(sense=pulp.LpMinimize)  # trivial bound -sum(v): far below the caller's -1200 here
+    raw = SolveReport("feasible", "highs", True, -1000.0, -2e12, None, 0.1, "Time limit reached")
+    r = _round_bound(raw, p, SolveOptions(known_bound=-1200.0))
+    assert r.bound == -1200.0 and r.gap == pytest.approx(200 / 1200)
