@@ -195,7 +195,7 @@ def choose_solver(name: str = "auto") -> str:
 
 
 @contextlib.contextmanager
-def stdout_to_stderr(quiet: bool = False) -> Iterator[None]:
+def solver_stdout_elsewhere(quiet: bool = False) -> Iterator[None]:
     """Send file descriptor 1 to stderr (or, ``quiet``, to /dev/null) while a C solver may print.
 
     At the descriptor level, not ``sys.stdout``: HiGHS and CBC write from C, and stdout belongs
@@ -234,7 +234,7 @@ def solve(problem: pulp.LpProblem, options: SolveOptions = SolveOptions(),
     name = choose_solver(options.solver)
     if options.time_limit is not None and not options.time_limit > 0:
         raise FabricError("time_limit", f"{options.time_limit} must be > 0 seconds")
-    with stdout_to_stderr(quiet=not options.msg):
+    with solver_stdout_elsewhere(quiet=not options.msg):
         if name == "highs":
             report = _solve_highs(problem, options, start)
         else:
