@@ -19,12 +19,14 @@ import numpy as np
 
 from fabric.errors import FabricError
 from fabric.model import Fabric
+from solvers.orchestrator.bounded import run_bounded
 from solvers.orchestrator.domains import orchestrate_domains
 from solvers.orchestrator.encode import encode_blocks, encode_explicit
 from solvers.orchestrator.extract import extract_blocks, extract_explicit
 from solvers.orchestrator.greedy import fault_unaware_placement, greedy_placement, tor_aware_placement
 from solvers.orchestrator.jobs import Job
 from solvers.orchestrator.model import build_chosen, choose_model
+from solvers.orchestrator.model_explicit import unit_costs
 from solvers.orchestrator.placement import Placement
 from solvers.orchestrator.result import OrchestrationResult
 from solvers.orchestrator.rings import max_rings
@@ -134,8 +136,11 @@ def _ilp(line: Line, jobs: list[Job], greedy: Placement, options: SolveOptions, 
     def extract(built):
         return extract_blocks(built) if built.kind.startswith("blocks") else extract_explicit(built)
 
-    return run_ilp(line.space, jobs, greedy, options, budget, lambda b: build_chosen(line, jobs, kind, blocks, b),
-                   encode, extract)
+    build = lambda b: build_chosen(line, jobs, kind, blocks, b)  # noqa: E731
+    if kind == "blocks" and blocks.exact and not blocks.closed:  # the line-DP bound proves most of these optimal
+        unit, _, _ = unit_costs(jobs, line.space.g)
+        return run_bounded(line.space, jobs, greedy, options, budget, blocks, unit, build)
+    return run_ilp(line.space, jobs, greedy, options, budget, build, encode, extract)
 
 
 def _fault_unaware(line: Line, jobs: list[Job], m: int, t0: float) -> OrchestrationResult:

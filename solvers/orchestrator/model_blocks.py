@@ -180,10 +180,13 @@ def con(prob: pulp.LpProblem, terms, sense: str, rhs: float, name: str) -> None:
     prob.addConstraint(pulp.LpConstraint(lin(terms), s, name, rhs))
 
 
-def build_blocks_model(blocks: Blocks, D: int, C: int, unit_bytes: float, budget=None) -> BuiltModel:
+def build_blocks_model(blocks: Blocks, D: int, C: int, unit_bytes: float, budget=None,
+                       options: list[list[Option]] | None = None) -> BuiltModel:
     """The block ILP for ``C`` DP groups of ``D`` rings (module docstring).  ``C == 1`` uses the single-group form.
 
-    ``budget`` (a :class:`solvers.orchestrator.run.Budget`) is checked at every ToR.
+    ``budget`` (a :class:`solvers.orchestrator.run.Budget`) is checked at every ToR.  ``options``
+    replaces each ToR's :func:`tor_options` (a subset of them: the model is then restricted to those
+    choices, e.g. the path of :func:`solvers.orchestrator.line_bound.line_bound`).
     """
     if C == 1:
         return build_single_group_model(blocks, D, unit_bytes, budget)
@@ -194,7 +197,7 @@ def build_blocks_model(blocks: Blocks, D: int, C: int, unit_bytes: float, budget
     for t in range(T):
         if budget is not None:
             budget.check()
-        opts.append(tor_options(blocks, t, D))
+        opts.append(tor_options(blocks, t, D) if options is None else options[t])
     emitted: dict[int, list] = {v: [] for v in range(1, D)}
     alone, cost, ps = [], [], []
     sout_of: list[dict] = []

@@ -16,9 +16,11 @@ def solve_model(model: BuiltModel, options: SolveOptions = SolveOptions(),
 
     Every objective term is a non-negative crossing count, so 0 is a valid lower bound even where the
     model's variable bounds do not show it (the explicit model has negative coefficients): the adapter
-    is told so (``known_bound``), and keeps the bound in [0, incumbent] and the gap in [0, 1].
+    is told so (``known_bound``, or the caller's own ``options.known_bound`` when higher, e.g. the line
+    DP's bound of :mod:`solvers.orchestrator.line_bound`), and keeps the bound in [0, incumbent] and
+    the gap in [0, 1].
     """
-    opts = replace(options, known_bound=0.0)
+    opts = replace(options, known_bound=max(0.0, options.known_bound or 0.0))
     if model.objective_step and opts.objective_step is None:
         # integral objective: an absolute gap below one step is a proof of optimality
         opts = replace(opts, objective_step=model.objective_step,

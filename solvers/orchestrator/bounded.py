@@ -1,0 +1,115 @@
+"""The block ILP driven by the line-DP lower bound: prove optimality by the bound, search only where it is needed.
+
+For one job on exact ToR blocks of an open line (``blocks`` model):
+
+1. :func:`~solvers.orchestrator.line_bound.packed_bound` prices the pool
+   packing by column generation over line paths: a valid lower bound
+   ``LB`` (slot crossings), and the paths it priced.
+2. A small block ILP with each ToR's options cut down to those of the
+   priced paths (the master LP's paths of positive weight) only packs the
+   pool; any solution of it is a placement.  When its cost equals ``LB`` it
+   is **optimal for the whole problem**: the proof is the bound, not the
+   restricted search.
+3. Otherwise the full block ILP runs with what the budget leaves,
+   warm-started from the better of that placement and the warm start, and
+   told ``LB`` (``SolveOptions.known_bound``): its reported bound is never
+   below ``LB``, so the gap stated is the true one.
+
+Anything else (closed lines, ``blocks-single``, restricted views, the
+explicit model) goes straight to :func:`solvers.orchestrator.run.run_ilp`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from solvers.orchestrator.encode import encode_blocks
+from solvers.orchestrator.extract import extract_blocks
+from solvers.orchestrator.jobs import Job
+from solvers.orchestrator.line_bound import PackedBound, packed_bound
+from solvers.orchestrator.model_blocks import Option, build_blocks_model
+from solvers.orchestrator.placement import Placement
+from solvers.orchestrator.result import OrchestrationResult
+from solvers.orchestrator.rings import Blocks
+from solvers.orchestrator.run import Budget, BudgetSpent, run_ilp
+from solvers.orchestrator.space import SlotSpace
+from solvers.orchestrator.traffic import placement_traffic
+from solvers.pulp_adapter import SolveOptions, SolveReport, relative_gap
+
+BOUND_SHARE = 0.6  # of the time limit: the bound's column generation (any bound it has by then is valid)
+RESTRICTED_SHARE = 0.25  # of the time left after the bound: the restricted ILP (it solves in ms when it packs)
+TOL = 1e-6
+
+
+def _union_options(pb: PackedBound) -> list[list[Option]]:
+    """Each ToR's options used by any priced path (indices merged, in option order)."""
+    T = len(pb.paths[0].options)
+    keep = [set() for _ in range(T)]
+    for p in pb.paths:
+        for t, idx in enumerate(p.choice):
+            keep[t].update(idx)
+    return [[pb.paths[0].options[t][i] for i in sorted(keep[t])] for t in range(T)]
+
+
+def _proved(res: OrchestrationResult, bound: int, unit: float, why: str) -> OrchestrationResult:
+    """``res`` with ``bound`` (slot crossings) as its proven bound; optimal when its cost reaches it."""
+    cost = res.traffic.cross_bytes / unit if unit else 0.0
+    rep = res.report
+    if rep is None or not rep.has_solution:
+        rep = SolveReport("feasible", "-", True, cost, None, None, 0.0, res.termination or "-",
+                          termination=res.termination or "other_limit")
+    b = max(float(bound), rep.bound if rep.bound is not None else 0.0)
+    b = min(b, rep.objective)
+    optimal = rep.objective - b <= TOL * max(1.0, abs(rep.objective))
+    rep = replace(rep, bound=b, gap=relative_gap(rep.objective, b), status="optimal" if optimal else rep.status)
+    res.report = rep
+    res.unit_bytes = unit
+    res.notes = [n.replace("with the trivial bound 0", f"with the line-DP bound {bound}") for n in res.notes]
+    if optimal:
+        res.status = "optimal"
+        res.notes.append(why)
+    return res
+
+
+def run_bounded(space: SlotSpace, jobs: list[Job], greedy: Placement, options: SolveOptions, budget: Budget,
+                blocks: Blocks, unit_bytes: float, build_full) -> OrchestrationResult:
+    """The three steps of the module docstring (``build_full(budget)`` builds the full block ILP)."""
+    job = jobs[0]
+    D, C = job.dp, job.count
+    warm = placement_traffic(greedy, space, jobs).cross_bytes / unit_bytes
+    t1 = time.perf_counter()
+    left = budget.remaining()
+    try:
+        pb = packed_bound(blocks, D, C, upper=warm,
+                          budget=budget if left is None else Budget(t1, left * BOUND_SHARE))
+    except BudgetSpent:
+        pb = None
+    t_bound = time.perf_counter() - t1
+    full = lambda g, opts: run_ilp(space, jobs, g, opts, budget, build_full, encode_blocks, extract_blocks)  # noqa: E731
+    if pb is None:
+        return full(greedy, options)
+    note = (f"optimality proved by the line-DP lower bound ({pb.bound} slot crossings, {pb.iterations} pricing "
+            "rounds; solvers/orchestrator/line_bound.py)")
+    best = greedy
+    left = budget.remaining()
+    share = None if left is None else max(left * RESTRICTED_SHARE, 0.0)
+    sub = Budget(time.perf_counter(), share)
+    opts = _union_options(pb)
+    res = run_ilp(space, jobs, greedy, options, sub,
+                  lambda b: build_blocks_model(blocks, D, C, unit_bytes, b, options=opts), encode_blocks,
+                  extract_blocks)
+    if res.placement is not None and res.traffic is not None and res.report is not None and res.report.has_solution:
+        res.model = "blocks"
+        res.termination = "optimal"
+        cost = res.traffic.cross_bytes / unit_bytes
+        if cost <= pb.bound + TOL:
+            res = _proved(res, pb.bound, unit_bytes, note)
+            res.seconds.update(bound=t_bound, total=time.perf_counter() - budget.t0)
+            return res
+        if cost < warm:
+            best = res.placement
+    res = full(best, replace(options, known_bound=float(pb.bound)))
+    res = _proved(res, pb.bound, unit_bytes, note)
+    res.seconds.update(bound=t_bound, total=time.perf_counter() - budget.t0)
+    return res
