@@ -114,7 +114,9 @@ def test_extracted_placement_is_a_valid_khop_configuration():
     for inst in pl.instances:
         assert [len(st) for st in inst.stages] == [3]
     assert not {5, 6, 17, 30} & {n for r in node_rings for n in r}
-    assert res.report.warm_start
+    # proved by the line-DP bound on a restricted ILP (the priced paths' options only, where the greedy is
+    # not expressible), or else warm-started from the greedy
+    assert res.report.warm_start or any("line-DP lower bound" in n for n in res.notes)
 
 
 def test_extraction_reads_only_the_solution():
