@@ -8,7 +8,12 @@ constants in the catalog with their source):
 * a **base latency** per collective launch (``baseLat``), by protocol;
 * a **per-step latency** by protocol and by the *path type* of the step
   (``hwLat``: NVLink / HBD, PCIe, network), charged once per step of the
-  data's path, not per link hop (hops keep their small physical latency);
+  data's path, not per link hop.  NCCL measured these on real systems, so
+  they hold the hardware path of a step: a step costs ``max(step latency,
+  physical latency of its path)`` (the physical one only wins on paths far
+  longer than a machine room's);
+* once a ring leaves its node, every intra-node step costs at least NCCL's
+  **network post overhead** (``netOverhead``, 1 us; 3 us with Simple);
 * a **protocol** that trades latency for bandwidth, with NCCL's bandwidth
   factors relative to Simple: LL 1/4 (8-byte stores, half of them flags, and
   polling), LL128 0.92 (120 of 128 bytes), Simple 1, times a declared **path
@@ -37,7 +42,7 @@ once (max-min sharing of NVLink and NIC), and a ring of ``k`` steps takes
 
 where the step transfer time is the slowest flow's transfer in that step and
 the latency along the ring is the largest sum, over ``k`` consecutive hops of a
-channel, of each hop's path latency plus its per-step latency.  On a ring whose
+channel, of each hop's step latency (above).  On a ring whose
 hops are all alike (one channel, no protocol) this is the closed form
 ``k (a + S / (n B))`` of the flow DAG; the tests check it against the full flow
 DAG.  Memory is linear in the ranks (one step, not ``2 n (n-1)`` flows).
@@ -78,8 +83,10 @@ class NcclModel:
 
     Attributes
     ----------
-    base_latency : dict
-        Protocol -> seconds per collective.
+    base_latency, tree_base_latency : dict
+        Protocol -> seconds per ring / tree collective.
+    net_overhead : dict
+        Protocol -> least seconds of a ring's intra-node step once the ring spans nodes.
     ring_step, tree_step : dict
         Protocol -> array of 3 seconds (by path code: nvlink, pcie, network).
     payload : dict
@@ -91,6 +98,8 @@ class NcclModel:
     """
 
     base_latency: dict
+    tree_base_latency: dict
+    net_overhead: dict
     ring_step: dict
     tree_step: dict
     payload: dict
@@ -106,6 +115,8 @@ class NcclModel:
         protos = {Protocol.LL: "ll", Protocol.LL128: "ll128", Protocol.SIMPLE: "simple"}
         return NcclModel(
             base_latency={p: catalog.value("nccl_base_latency", f"{k}_latency") for p, k in protos.items()},
+            tree_base_latency={p: catalog.value("nccl_tree_base_latency", f"{k}_latency") for p, k in protos.items()},
+            net_overhead={p: catalog.value("nccl_net_overhead", f"{k}_latency") for p, k in protos.items()},
             ring_step={p: by_path("nccl_ring_step", k) for p, k in protos.items()},
             tree_step={p: by_path("nccl_tree_step", k) for p, k in protos.items()},
             payload={p: catalog.value("nccl_protocol", f"{k}_factor") for p, k in protos.items()},
@@ -192,7 +203,7 @@ def time_nvls(sim, fabric: Fabric, devices: np.ndarray, size: float, factor: flo
     (``S / K`` each, wire ``/ factor``) and reads the reduced buffer back; the
     two directions stream at once (NCCL pipelines them in small chunks), so
     the simulator runs all up and down flows together and the slowest sets
-    the bandwidth term: ``NVLS latency + path latency up and down +
+    the bandwidth term: ``max(NVLS latency, path latency up and down) +
     transfer``.  Each GPU moves ``S`` each way, against ``2 (n-1)/n S`` for a
     ring.  None if a domain has no switch chip.
     """
@@ -221,7 +232,8 @@ def time_nvls(sim, fabric: Fabric, devices: np.ndarray, size: float, factor: flo
     np.maximum.at(t, flows.tag, sched.tx_end - sched.release)
     up_down = np.zeros(G)
     np.maximum.at(up_down, flows.tag, lat)
-    return RingTiming(model.nvls_latency + 2 * up_down + t, Protocol.SIMPLE, 1, 1, flows, prob, sched, graph, arcs)
+    return RingTiming(np.maximum(model.nvls_latency, 2 * up_down) + t, Protocol.SIMPLE, 1, 1, flows, prob, sched,
+                      graph, arcs)
 
 
 def with_protocol(fabric: Fabric, table: FlowTable, model: NcclModel, protocol: str, tree: bool) -> FlowTable:
@@ -290,8 +302,9 @@ def time_ring(sim, fabric: Fabric, name: str, devices: np.ndarray, size: float, 
     hop = prob.route_latency[prob.route].reshape(G, C, n)
     candidates = [Protocol.NONE] if ideal else (NCCL_PROTOCOLS if protocol == Protocol.AUTO else [protocol])
     best_t, best_p = None, None
+    path = path.reshape(G, C, n)
     for p in candidates:
-        lat = hop if ideal else hop + model.ring_step[p][path].reshape(G, C, n)
+        lat = hop if ideal else ring_step_latency(hop, path, model, p)
         chain = _max_window(lat, k)                                           # (G,)
         base = 0.0 if ideal else model.base_latency[p]
         scale = 1.0 if ideal else 1.0 / model.payload[p]
@@ -299,6 +312,20 @@ def time_ring(sim, fabric: Fabric, name: str, devices: np.ndarray, size: float, 
         if best_t is None or t.max() < best_t.max():
             best_t, best_p = t, p
     return RingTiming(best_t, best_p, k, C, flows, prob, sched, graph, arcs)
+
+
+def ring_step_latency(physical: np.ndarray, path: np.ndarray, model: NcclModel, protocol: str) -> np.ndarray:
+    """Latency of every ring step under ``protocol``: ``max(step latency, physical path latency)``.
+
+    The step latency is NCCL's hwLat for the step's path type; once a ring
+    crosses the network its intra-node steps cost at least the network post
+    overhead (tuning.cc: ``intraLat = max(intraLat, netOverhead)``).  Seconds,
+    the shape of ``physical``.
+    """
+    step = model.ring_step[protocol][path]
+    if np.any(path == NETWORK):
+        step = np.where(path == NETWORK, step, np.maximum(step, model.net_overhead[protocol]))
+    return np.maximum(physical, step)
 
 
 def _max_window(lat: np.ndarray, k: int) -> np.ndarray:
@@ -407,8 +434,10 @@ def time_tree(sim, fabric: Fabric, devices: np.ndarray, size: float, protocol: s
     Pipelined over many pieces, every edge of both trees carries its share
     up (reduce) and down (broadcast) at once; the simulator runs all of them
     together (max-min sharing) and the slowest edge sets the bandwidth term.
-    The latency term is NCCL's: ``2 ((h-1) intra + depth inter)`` step
-    latencies plus the physical latency of those hops.
+    The latency term is NCCL's: tree base latency + ``2 ((h-1) intra +
+    depth inter)`` step latencies, each ``max(NCCL step, physical path)``;
+    ``depth`` is the double binary tree's depth over the domains (log2 of
+    their number).
     """
     from fabric.sim.engine import schedule
 
@@ -432,11 +461,11 @@ def time_tree(sim, fabric: Fabric, devices: np.ndarray, size: float, protocol: s
     candidates_p = [Protocol.NONE] if ideal else (NCCL_PROTOCOLS if protocol == Protocol.AUTO else [protocol])
     best_t, best_p = None, None
     for p in candidates_p:
-        lat = hop if ideal else hop + model.tree_step[p][pth]
+        lat = hop if ideal else np.maximum(hop, model.tree_step[p][pth])
         intra = np.where(pth == HBD, lat, 0).max(axis=1) if (pth == HBD).any() else np.zeros(G)
         inter = np.where(pth != HBD, lat, 0).max(axis=1)
         chain = 2 * ((h - 1) * intra + depth * inter)
-        base = 0.0 if ideal else model.base_latency[p]
+        base = 0.0 if ideal else model.tree_base_latency[p]
         t = base + chain + tx * (1.0 if ideal else 1.0 / model.payload[p])
         if best_t is None or t.max() < best_t.max():
             best_t, best_p = t, p
@@ -528,6 +557,6 @@ def time_sharp(sim, fabric: Fabric, devices: np.ndarray, size: float, factor: fl
     lat = prob.route_latency[prob.route]
     path_lat = np.zeros(G)
     np.maximum.at(path_lat, flows.tag, lat)
-    t = (model.base_latency[Protocol.SIMPLE] + 2 * model.ring_step[Protocol.SIMPLE][HBD] + model.sharp_latency
-         + 4 * path_lat + tx)
+    t = (model.base_latency[Protocol.SIMPLE]
+         + np.maximum(2 * model.ring_step[Protocol.SIMPLE][HBD] + model.sharp_latency, 4 * path_lat) + tx)
     return RingTiming(t, Protocol.SIMPLE, 1, 1, flows, prob, sched, graph, arcs)

@@ -61,8 +61,10 @@ def test_multichannel_ring_closed_form(protocol):
     ``S / (n C) / (payload x network efficiency x b_out)``; inside a domain
     the links are 100x faster.  A channel's ring has 6 NVLink hops and 2
     network hops; 14 consecutive steps cover it once plus the 6 hops holding
-    both network hops: ``10 I + 4 N`` of latency, ``I``, ``N`` = physical +
-    per-step latency of the hop's type.
+    both network hops: ``10 I + 4 N`` of latency, ``I``, ``N`` = the larger of
+    the physical latency and NCCL's per-step latency of the hop's type (an
+    NVLink step of a ring that spans nodes costs at least NCCL's network
+    post overhead).
     """
     b_in, a_in, b_out, a_out = 1e12, 1e-6, 25e9, 3e-6
     fab = two_level(2, 4, b_in, a_in, b_out, a_out)
@@ -71,8 +73,8 @@ def test_multichannel_ring_closed_form(protocol):
     assert (r.algorithm, r.protocol, r.channels) == ("ring", str(protocol), C)
     eff = M.efficiency[2] * M.payload[protocol]
     tx = S / (n * C) / eff / b_out
-    I = a_in + M.ring_step[protocol][0]
-    N = a_out + M.ring_step[protocol][2]
+    I = max(a_in, M.ring_step[protocol][0], M.net_overhead[protocol])
+    N = max(a_out, M.ring_step[protocol][2])
     expect = M.base_latency[protocol] + 2 * (n - 1) * tx + 10 * I + 4 * N
     assert r.time_s == pytest.approx(expect, rel=1e-9)
 
@@ -132,9 +134,28 @@ def test_tree_latency_is_ncclS_tree_formula():
     a_in, a_out = 1e-6, 3e-6
     fab = two_level(4, 2, 1e12, a_in, 25e9, a_out)
     r = simulate_collective(fab, "all-reduce", range(8), 8, algorithm="tree", protocol="ll")
-    I = a_in + M.tree_step[Protocol.LL][0]
-    N = a_out + M.tree_step[Protocol.LL][2]
-    assert r.time_s == pytest.approx(M.base_latency[Protocol.LL] + 2 * (1 * I + 2 * N), rel=1e-3)
+    I = max(a_in, M.tree_step[Protocol.LL][0])
+    N = max(a_out, M.tree_step[Protocol.LL][2])
+    assert r.time_s == pytest.approx(M.tree_base_latency[Protocol.LL] + 2 * (1 * I + 2 * N), rel=1e-3)
+
+
+@pytest.mark.parametrize("a_in,a_out", [(0.05e-6, 0.2e-6), (2e-6, 30e-6)])
+def test_step_latency_is_the_larger_of_ncclS_and_the_physical_path(a_in, a_out):
+    """NCCL's per-step latencies were measured on real machines, so they already hold a step's hardware path:
+    a step costs max(NCCL step, physical path), not their sum.  Short paths (machine room) pay NCCL's
+    constants; a path longer than them (here 30 us, ~6 km of fibre) pays its own latency.
+
+    8 B on one domain of 8 ranks (ring LL, 14 steps, no network post overhead: the ring stays in the node)
+    and on 4 domains of 2 (tree LL, depth 2): the transfer of 8 B is below 1e-3 of the total.
+    """
+    one = simulate_collective(two_level(1, 8, 1e12, a_in, 25e9, a_out), "all-reduce", range(8), 8,
+                              algorithm="ring", protocol="ll")
+    assert one.time_s == pytest.approx(M.base_latency[Protocol.LL] + 14 * max(a_in, M.ring_step[Protocol.LL][0]),
+                                       rel=1e-3)
+    four = simulate_collective(two_level(4, 2, 1e12, a_in, 25e9, a_out), "all-reduce", range(8), 8,
+                               algorithm="tree", protocol="ll")
+    I, N = max(a_in, M.tree_step[Protocol.LL][0]), max(a_out, M.tree_step[Protocol.LL][2])
+    assert four.time_s == pytest.approx(M.tree_base_latency[Protocol.LL] + 2 * (I + 2 * N), rel=1e-3)
 
 
 def test_nvls_halves_the_bytes_each_gpu_sends():
