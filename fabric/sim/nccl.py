@@ -16,7 +16,8 @@ constants in the catalog with their source):
   **network post overhead** (``netOverhead``, 1 us; 3 us with Simple);
 * a **protocol** that trades latency for bandwidth, with NCCL's bandwidth
   factors relative to Simple: LL 1/4 (8-byte stores, half of them flags, and
-  polling), LL128 0.92 (120 of 128 bytes), Simple 1, times a declared **path
+  polling; and at most NCCL's ``llMaxBw`` of bus bandwidth, by node count),
+  LL128 0.92 (120 of 128 bytes), Simple 1, times a declared **path
   efficiency** of the transport (the share of the line rate NCCL's Simple
   protocol reaches on NVLink and on a NIC).  Wire bytes are payload /
   (protocol factor x path efficiency).
@@ -87,6 +88,8 @@ class NcclModel:
         Protocol -> seconds per ring / tree collective.
     net_overhead : dict
         Protocol -> least seconds of a ring's intra-node step once the ring spans nodes.
+    ll_max_busbw : ndarray of 3
+        Most bus bandwidth of the LL protocol, bytes/s, on 1, 2 and more nodes.
     ring_step, tree_step : dict
         Protocol -> array of 3 seconds (by path code: nvlink, pcie, network).
     payload : dict
@@ -100,6 +103,7 @@ class NcclModel:
     base_latency: dict
     tree_base_latency: dict
     net_overhead: dict
+    ll_max_busbw: np.ndarray
     ring_step: dict
     tree_step: dict
     payload: dict
@@ -117,6 +121,8 @@ class NcclModel:
             base_latency={p: catalog.value("nccl_base_latency", f"{k}_latency") for p, k in protos.items()},
             tree_base_latency={p: catalog.value("nccl_tree_base_latency", f"{k}_latency") for p, k in protos.items()},
             net_overhead={p: catalog.value("nccl_net_overhead", f"{k}_latency") for p, k in protos.items()},
+            ll_max_busbw=np.array([catalog.value("nccl_ll_max_busbw", f"{k}_bandwidth")
+                                   for k in ("one_node", "two_nodes", "more_nodes")]),
             ring_step={p: by_path("nccl_ring_step", k) for p, k in protos.items()},
             tree_step={p: by_path("nccl_tree_step", k) for p, k in protos.items()},
             payload={p: catalog.value("nccl_protocol", f"{k}_factor") for p, k in protos.items()},
@@ -308,7 +314,10 @@ def time_ring(sim, fabric: Fabric, name: str, devices: np.ndarray, size: float, 
         chain = _max_window(lat, k)                                           # (G,)
         base = 0.0 if ideal else model.base_latency[p]
         scale = 1.0 if ideal else 1.0 / model.payload[p]
-        t = base + k * tx * scale + chain
+        transfer = k * tx * scale
+        if p == Protocol.LL:  # the ring moves k/n of the buffer per rank: its bus bytes
+            transfer = np.maximum(transfer, size * k / n / ll_max_busbw(fabric, devices[0], model))
+        t = base + transfer + chain
         if best_t is None or t.max() < best_t.max():
             best_t, best_p = t, p
     return RingTiming(best_t, best_p, k, C, flows, prob, sched, graph, arcs)
@@ -326,6 +335,18 @@ def ring_step_latency(physical: np.ndarray, path: np.ndarray, model: NcclModel, 
     if np.any(path == NETWORK):
         step = np.where(path == NETWORK, step, np.maximum(step, model.net_overhead[protocol]))
     return np.maximum(physical, step)
+
+
+def ll_max_busbw(fabric: Fabric, devices: np.ndarray, model: NcclModel) -> float:
+    """Most bus bandwidth of the LL protocol over one group's ``devices`` (bytes/s), by its number of nodes.
+
+    LL sends 8-byte stores that carry their own flag, polled by the receiver;
+    NCCL's tuner caps its bus bandwidth at a measured ceiling by node count
+    (tuning.cc ``llMaxBws``), which binds from a few KiB up and sets how an
+    LL collective grows with size.  Nodes are HBD domains here.
+    """
+    nodes = _domain_matrix_or_one(fabric, np.asarray(devices)).shape[0]
+    return float(model.ll_max_busbw[min(nodes, 3) - 1])
 
 
 def _max_window(lat: np.ndarray, k: int) -> np.ndarray:
@@ -466,7 +487,10 @@ def time_tree(sim, fabric: Fabric, devices: np.ndarray, size: float, protocol: s
         inter = np.where(pth != HBD, lat, 0).max(axis=1)
         chain = 2 * ((h - 1) * intra + depth * inter)
         base = 0.0 if ideal else model.tree_base_latency[p]
-        t = base + chain + tx * (1.0 if ideal else 1.0 / model.payload[p])
+        transfer = tx * (1.0 if ideal else 1.0 / model.payload[p])
+        if p == Protocol.LL:  # NCCL's tree moves 2 S of bus bytes (algbw = busbw / 2, tuning.cc)
+            transfer = np.maximum(transfer, 2 * size / ll_max_busbw(fabric, devices[0], model))
+        t = base + chain + transfer
         if best_t is None or t.max() < best_t.max():
             best_t, best_p = t, p
     return RingTiming(best_t, best_p, 1, channels, flows, prob, sched, graph, arcs)
