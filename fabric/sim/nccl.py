@@ -98,6 +98,8 @@ class NcclModel:
         Share of the line rate the transport reaches, by path code.
     nvls_latency, sharp_latency : float
         Seconds per NVLS / SHARP all-reduce (in-switch reduction).
+    nvls_tree_step : float
+        Seconds per network level of an NVLS tree.
     """
 
     base_latency: dict
@@ -109,6 +111,7 @@ class NcclModel:
     payload: dict
     efficiency: np.ndarray
     nvls_latency: float
+    nvls_tree_step: float
     sharp_latency: float
 
     @staticmethod
@@ -128,6 +131,7 @@ class NcclModel:
             payload={p: catalog.value("nccl_protocol", f"{k}_factor") for p, k in protos.items()},
             efficiency=np.array([catalog.value("nccl_path_efficiency", f"{p}_factor") for p in PATH_TYPES]),
             nvls_latency=catalog.value("nccl_nvls", "latency"),
+            nvls_tree_step=catalog.value("nccl_nvls_tree", "latency"),
             sharp_latency=catalog.value("nccl_sharp", "latency"),
         )
 
@@ -194,6 +198,25 @@ def nvls_factor(fabric: Fabric, devices: np.ndarray, catalog: Catalog | None = N
     dom = fabric.group("domain")[devices]
     if np.any(dom < 0) or np.any(dom != dom[:, :1]):
         return None
+    return _hbd_reduction_factor(fabric, catalog)
+
+
+def nvls_tree_factor(fabric: Fabric, devices: np.ndarray, catalog: Catalog | None = None) -> float | None:
+    """The NVLS efficiency if every group of ``devices`` (G, n) spans several NVLink switch domains whose chips
+    reduce, with the same number of ranks in each (NCCL's NVLS tree), else None."""
+    if fabric.hbd.kind != "switch_domain" or devices.shape[1] < 2:
+        return None
+    dom = fabric.group("domain")
+    try:
+        if np.any(dom[devices] < 0) or domain_matrix(devices[0], dom).shape[0] < 2:
+            return None
+    except FabricError:
+        return None
+    return _hbd_reduction_factor(fabric, catalog)
+
+
+def _hbd_reduction_factor(fabric: Fabric, catalog: Catalog | None) -> float | None:
+    """The least ``nvls_factor`` of the Fabric's HBD switch chips in the catalog (None if none reduces)."""
     cat = catalog or load_catalog()
     factors = [cat.get(line.item).values.get("nvls_factor") for line in fabric.bom
                if line.scope == "hbd" and line.item in cat]
@@ -240,6 +263,58 @@ def time_nvls(sim, fabric: Fabric, devices: np.ndarray, size: float, factor: flo
     np.maximum.at(up_down, flows.tag, lat)
     return RingTiming(np.maximum(model.nvls_latency, 2 * up_down) + t, Protocol.SIMPLE, 1, 1, flows, prob, sched,
                       graph, arcs)
+
+
+def time_nvls_tree(sim, fabric: Fabric, devices: np.ndarray, size: float, factor: float, model: NcclModel,
+                   method: str, ecmp: str, seed: int, start: float) -> "RingTiming | None":
+    """Time NCCL's NVLS tree all-reduce: NVLS inside every HBD domain, NCCL's trees across the domains.
+
+    Inside each domain every GPU writes its buffer into the switch chips and
+    reads the reduced result back, as :func:`time_nvls`; across domains the
+    shard of rail ``c`` (``S / C``, ``C`` channels, one per rank of a domain)
+    goes up and down NCCL's double binary tree over the domains between the
+    rank-``c`` GPUs (:func:`tree_edges`), ``S / (2 C)`` on each tree edge each
+    way.  Pipelined, every flow streams at once; the slowest sets the
+    bandwidth term.  Latency as NCCL's tuner: ``max(NVLS latency, path up and
+    down) + 2 depth x (network level latency)``.  None if a domain has no
+    switch chip.
+    """
+    from fabric.sim.engine import schedule
+
+    G, n = devices.shape
+    dom = fabric.group("domain")
+    chips_all = fabric.ids_of(DeviceKind.SWITCH_CHIP)
+    channels = channel_count(fabric, devices[0])
+    child, parent, _, depth = tree_edges(fabric, devices[0], channels)
+    across = dom[devices[0][child]] != dom[devices[0][parent]]
+    child, parent = child[across], parent[across]
+    src, dst, sz, tag = [], [], [], []
+
+    def add(a: np.ndarray, b: np.ndarray, each: float, g: int) -> None:  # a -> b and b -> a, ``each`` bytes
+        src.extend([a, b]), dst.extend([b, a])
+        sz.append(np.full(2 * a.size, each)), tag.append(np.full(2 * a.size, g))
+
+    for g in range(G):
+        for d in np.unique(dom[devices[g]]):
+            chips = chips_all[dom[chips_all] == d]
+            if chips.size == 0:
+                return None
+            gpus = devices[g][dom[devices[g]] == d]
+            add(np.repeat(gpus, chips.size), np.tile(chips, gpus.size), size / chips.size / factor, g)
+        add(devices[g][child], devices[g][parent], size / (2 * channels) / model.efficiency[NETWORK], g)
+    flows = FlowTable.build(np.concatenate(src), np.concatenate(dst), np.concatenate(sz), start, None, 1,
+                            np.concatenate(tag))
+    prob, graph, arcs = sim.problem(flows, ecmp=ecmp, seed=seed, field="ranks")
+    sched = schedule(prob, method)
+    t = np.zeros(G)
+    np.maximum.at(t, flows.tag, sched.tx_end - sched.release)
+    lat = prob.route_latency[prob.route]
+    net = path_codes(fabric, flows.src, flows.dst) == NETWORK
+    up_down, level = np.zeros(G), np.zeros(G)
+    np.maximum.at(up_down, flows.tag[~net], lat[~net])
+    np.maximum.at(level, flows.tag[net], lat[net])
+    latency = np.maximum(model.nvls_latency, 2 * up_down) + 2 * depth * np.maximum(model.nvls_tree_step, level)
+    return RingTiming(latency + t, Protocol.SIMPLE, 1, channels, flows, prob, sched, graph, arcs)
 
 
 def with_protocol(fabric: Fabric, table: FlowTable, model: NcclModel, protocol: str, tree: bool) -> FlowTable:
@@ -360,9 +435,10 @@ def _max_window(lat: np.ndarray, k: int) -> np.ndarray:
     return win.max(axis=(1, 2))
 
 
-def candidates(name: str, algorithm: str, nvls: float | None, n: int, sharp: float | None = None) -> list:
-    """The algorithms ``auto`` tries (all-reduce: ring, tree, NVLS / SHARP where switches reduce), else the one
-    asked."""
+def candidates(name: str, algorithm: str, nvls: float | None, n: int, sharp: float | None = None,
+               nvls_tree: float | None = None) -> list:
+    """The algorithms ``auto`` tries (all-reduce: ring, tree, NVLS / NVLS tree / SHARP where switches reduce),
+    else the one asked."""
     if algorithm != Algorithm.AUTO:
         return [algorithm]
     if name == CollectiveName.ALL_REDUCE:
@@ -371,6 +447,8 @@ def candidates(name: str, algorithm: str, nvls: float | None, n: int, sharp: flo
             out.append(Algorithm.TREE)
         if nvls is not None:
             out.append(Algorithm.NVLS)
+        if nvls_tree is not None:
+            out.append(Algorithm.NVLS_TREE)
         if sharp is not None:
             out.append(Algorithm.SHARP)
         return out

@@ -229,3 +229,36 @@ def test_latency_end_at_scale_is_ncclS_tree_formula(gpus):
                                                      + np.log2(nodes) * M.tree_step[Protocol.LL][2])
     assert (r.algorithm, r.protocol) == ("tree", "ll")
     assert r.time_s == pytest.approx(expect, rel=1e-3)
+
+
+def test_nvls_tree_bytes_are_nvls_inside_and_a_tree_shard_across():
+    """NVLS tree on two DGX H100 nodes: each GPU writes S into the NVLink switches (wire S / nvls_factor) as in
+    NVLS, and each NIC (rail c) carries its channel's tree share S / (2C) on each of the two trees, so S / C each
+    way (wire / network efficiency), C = 8 rails; a ring would put 2 (m-1)/m S / h = S / 8 on each NIC too,
+    but also 2 (n-1)/n S on NVLink."""
+    from topologies import build
+
+    fab = build("dgx", 16, {"gpu": "h100"})
+    f = CAT.value("nvswitch_gen3", "nvls_factor")
+    r = Simulator(fab).collectives([Collective("all-reduce", tuple(range(16)), S, "nvls-tree")])
+    assert (r.collectives[0].algorithm, r.collectives[0].channels) == ("nvls-tree", 8)
+    L, loads = r.sim.loads.links, r.sim.loads
+    kind = fab.devices.kind
+    gpu_nic = (kind[L.src] == 0) & (kind[L.dst] == 1)
+    assert np.allclose(loads.bytes_fwd[gpu_nic], S / 8 / M.efficiency[2])
+    assert np.allclose(loads.bytes_rev[gpu_nic], S / 8 / M.efficiency[2])
+    gpus = set(fab.gpu_ids.tolist())
+    hbd = np.array([s in gpus for s in L.src.tolist()]) & (L.layer == 0)
+    assert loads.bytes_fwd[hbd].sum() / 16 == pytest.approx(S / f, rel=1e-9)
+    with pytest.raises(FabricError) as exc:  # one domain: NVLS, not an NVLS tree
+        simulate_collective(fab, "all-reduce", range(8), S, algorithm="nvls-tree")
+    assert exc.value.field == "algorithm"
+
+
+def test_nvls_tree_latency_is_ncclS_formula():
+    """NCCL's NVLS tree latency (tuning.cc): NVLS latency + 2 log2(nodes) x network level latency; 8 B on 8 nodes
+    (the transfer of 8 B is negligible; DGX paths are shorter than NCCL's latencies)."""
+    from topologies import build
+
+    r = simulate_collective(build("dgx", 64, {"gpu": "h100"}), "all-reduce", range(64), 8, algorithm="nvls-tree")
+    assert r.time_s == pytest.approx(M.nvls_latency + 2 * 3 * M.nvls_tree_step, rel=1e-3)
