@@ -54,9 +54,16 @@ NCCL's tuner predicts every (algorithm, protocol) time and takes the fastest.
 Here the simulator times the candidates on the real graph and takes the
 fastest: all-reduce tries ring, tree (double binary tree) and, on an NVLink
 switch domain whose switch chips do in-network reduction (catalog
-``nvls_factor``), NVLS; each with LL, LL128 and Simple.  NVLS: every GPU sends
-its buffer into the switch chips and reads the reduced result back, so each
-GPU moves ``S`` each way instead of the ring's ``2 (n-1)/n S``.
+``nvls_factor``), NVLS, or across several such domains NCCL's NVLS tree;
+SHARP on DCN switches that reduce; each with LL, LL128 and Simple (NVLS,
+NVLS tree and SHARP: Simple).  NVLS: every GPU sends its buffer into the
+switch chips and reads the reduced result back, so each GPU moves ``S`` each
+way instead of the ring's ``2 (n-1)/n S``.
+
+Not modelled: NCCL runs small messages on fewer channels and threads
+(enqueue.cc) and corrects its tree bandwidth by size (tuning.cc
+``treeCorrectionFactor``); both make measured 1-64 KiB times longer than this
+model's (README, validation table).
 """
 
 from __future__ import annotations
