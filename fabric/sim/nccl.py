@@ -295,22 +295,26 @@ def time_nvls_tree(sim, fabric: Fabric, devices: np.ndarray, size: float, factor
     child, parent, _, depth = tree_edges(fabric, devices[0], channels)
     across = dom[devices[0][child]] != dom[devices[0][parent]]
     child, parent = child[across], parent[across]
-    src, dst, sz, tag = [], [], [], []
-
-    def add(a: np.ndarray, b: np.ndarray, each: float, g: int) -> None:  # a -> b and b -> a, ``each`` bytes
-        src.extend([a, b]), dst.extend([b, a])
-        sz.append(np.full(2 * a.size, each)), tag.append(np.full(2 * a.size, g))
-
-    for g in range(G):
-        for d in np.unique(dom[devices[g]]):
-            chips = chips_all[dom[chips_all] == d]
-            if chips.size == 0:
-                return None
-            gpus = devices[g][dom[devices[g]] == d]
-            add(np.repeat(gpus, chips.size), np.tile(chips, gpus.size), size / chips.size / factor, g)
-        add(devices[g][child], devices[g][parent], size / (2 * channels) / model.efficiency[NETWORK], g)
-    flows = FlowTable.build(np.concatenate(src), np.concatenate(dst), np.concatenate(sz), start, None, 1,
-                            np.concatenate(tag))
+    # every GPU <-> every switch chip of its domain (NVLS), all groups at once
+    chip_dom = dom[chips_all]
+    has = chip_dom >= 0
+    order = np.argsort(chip_dom[has], kind="stable")
+    chips_sorted = chips_all[has][order]
+    counts = np.bincount(chip_dom[has], minlength=int(dom.max()) + 1)
+    need = counts[dom[devices]]
+    if np.any(need == 0) or np.any(need != need.flat[0]):
+        return None  # a domain without switch chips, or domains with unlike switch counts
+    K = int(need.flat[0])
+    first = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    gpu = np.repeat(devices.ravel(), K)
+    chip = chips_sorted[(first[dom[devices.ravel()]][:, None] + np.arange(K)).ravel()]
+    up, down = devices[:, child].ravel(), devices[:, parent].ravel()  # tree edges across domains, every group
+    src = np.concatenate([gpu, chip, up, down])
+    dst = np.concatenate([chip, gpu, down, up])
+    sz = np.concatenate([np.full(2 * gpu.size, size / K / factor),
+                         np.full(2 * up.size, size / (2 * channels) / model.efficiency[NETWORK])])
+    tag = np.concatenate([np.tile(np.repeat(np.arange(G), n * K), 2), np.tile(np.repeat(np.arange(G), child.size), 2)])
+    flows = FlowTable.build(src, dst, sz, start, None, 1, tag)
     prob, graph, arcs = sim.problem(flows, ecmp=ecmp, seed=seed, field="ranks")
     sched = schedule(prob, method)
     t = np.zeros(G)
