@@ -262,3 +262,25 @@ def test_nvls_tree_latency_is_ncclS_formula():
 
     r = simulate_collective(build("dgx", 64, {"gpu": "h100"}), "all-reduce", range(64), 8, algorithm="nvls-tree")
     assert r.time_s == pytest.approx(M.nvls_latency + 2 * 3 * M.nvls_tree_step, rel=1e-3)
+
+
+@pytest.mark.parametrize("gpus,ll_max", [(8, 0), (16, 1), (32, 2)])
+def test_ll_bus_bandwidth_is_capped_as_ncclS_llMaxBw(gpus, ll_max):
+    """64 KiB all-reduce on 1, 2 and 4 DGX H100 nodes, LL: the transfer term is the bus bytes over NCCL's LL
+    ceiling for that node count (tuning.cc llMaxBws: 87.7 / 39 / 20.4 GB/s), not the fabric's LL rate (a quarter
+    of NVLink or of 8 NICs, far higher).  Ring on one node moves 2 (n-1)/n S of bus bytes; NCCL's tree 2 S."""
+    from topologies import build
+
+    size = 2**16
+    r = simulate_collective(build("dgx", gpus, {"gpu": "h100"}), "all-reduce", range(gpus), size, protocol="ll")
+    cap = M.ll_max_busbw[ll_max]
+    if gpus == 8:
+        assert r.algorithm == "ring"
+        expect = M.base_latency[Protocol.LL] + 14 * M.ring_step[Protocol.LL][0] + size * 14 / 8 / cap
+    else:
+        assert r.algorithm == "tree"
+        depth = np.log2(gpus // 8)
+        expect = (M.tree_base_latency[Protocol.LL] + 2 * (7 * M.tree_step[Protocol.LL][0]
+                                                         + depth * M.tree_step[Protocol.LL][2]) + 2 * size / cap)
+    assert r.time_s == pytest.approx(expect, rel=1e-9)
+    assert cap == pytest.approx([87.7e9, 39e9, 20.4e9][ll_max])
