@@ -23,8 +23,8 @@ from fabric.sim.engine import Problem, schedule
 from fabric.sim.flows import Flow, FlowTable, table_from_flows
 from fabric.sim.graph import ArcGraph, build_arc_graph, endpoint_devices
 from fabric.sim.maxmin import max_min_rates_csr
-from fabric.sim.nccl import NCCL_PROTOCOLS, candidates, channel_count, nccl_model, nvls_factor, sharp_factor, \
-    time_nvls, time_ring, time_sharp, time_tree, with_protocol
+from fabric.sim.nccl import NCCL_PROTOCOLS, candidates, channel_count, nccl_model, nvls_factor, nvls_tree_factor, \
+    sharp_factor, time_nvls, time_nvls_tree, time_ring, time_sharp, time_tree, with_protocol
 from fabric.sim.results import CollectiveResult, CollectivesResult, LinkLoads, SimResult
 from fabric.sim.routing import ECMP_MODES, NoRoute, RouteTable
 
@@ -277,23 +277,25 @@ class Simulator:
         ar = c0.name == CollectiveName.ALL_REDUCE
         nvls = nvls_factor(self.fabric, devices) if ar else None
         sharp = sharp_factor(self.fabric) if ar else None
+        nvls_tree = nvls_tree_factor(self.fabric, devices) if ar else None
         model = nccl_model()
         proto = c0.resolved_protocol
         best = None
-        for algo in candidates(c0.name, c0.resolved_algorithm, nvls, n, sharp):
-            for run in self._nccl_runs(c0, algo, proto, devices, members, n_tags, (nvls, sharp), model, ecmp, seed,
-                                       method):
+        for algo in candidates(c0.name, c0.resolved_algorithm, nvls, n, sharp, nvls_tree):
+            for run in self._nccl_runs(c0, algo, proto, devices, members, n_tags, (nvls, sharp, nvls_tree), model,
+                                       ecmp, seed, method):
                 if best is None or run.finish_of_tag[members].max() < best.finish_of_tag[members].max():
                     best = run
         if best is None:
             raise FabricError("algorithm", f"{c0.resolved_algorithm} cannot run on these ranks (nvls needs every "
-                                           "group inside one NVLink switch domain whose chips reduce; sharp "
-                                           "needs several HBD domains on DCN switches that reduce)")
+                                           "group inside one NVLink switch domain whose chips reduce, nvls-tree "
+                                           "several such domains with equal ranks in each; sharp needs several HBD "
+                                           "domains on DCN switches that reduce)")
         return best
 
     def _nccl_runs(self, c0, algo, proto, devices, members, n_tags, reducing, model, ecmp, seed, method):
         """The runs of one algorithm under the protocols to try (a generator)."""
-        nvls, sharp = reducing
+        nvls, sharp, nvls_tree = reducing
         G, n = devices.shape
         domain = self.fabric.group("domain")
         rings = (CollectiveName.ALL_REDUCE, CollectiveName.REDUCE_SCATTER, CollectiveName.ALL_GATHER)
@@ -302,6 +304,12 @@ class Simulator:
                                                      ecmp, seed, float(c0.start_s))
             if rt is not None:
                 yield self._ring_run(rt, c0, members, n_tags, model)._named(algo, rt.protocol, 1)
+            return
+        if algo == Algorithm.NVLS_TREE:
+            rt = None if nvls_tree is None else time_nvls_tree(self, self.fabric, devices, float(c0.size), nvls_tree,
+                                                               model, method, ecmp, seed, float(c0.start_s))
+            if rt is not None:
+                yield self._ring_run(rt, c0, members, n_tags, model)._named(algo, rt.protocol, rt.channels)
             return
         if algo == Algorithm.SHARP:
             rt = None if sharp is None else time_sharp(self, self.fabric, devices, float(c0.size), sharp, model,

@@ -87,6 +87,7 @@ class Algorithm(_Vocabulary):
     HIERARCHICAL = "hierarchical"
     DIRECT = "direct"
     NVLS = "nvls"
+    NVLS_TREE = "nvls-tree"
     SHARP = "sharp"
 
 
@@ -103,7 +104,7 @@ class Protocol(_Vocabulary):
 COLLECTIVES = tuple(CollectiveName)
 ALGORITHMS = {
     CollectiveName.ALL_REDUCE: (Algorithm.RING, Algorithm.TREE, Algorithm.HIERARCHICAL, Algorithm.DIRECT,
-                                Algorithm.NVLS, Algorithm.SHARP),
+                                Algorithm.NVLS, Algorithm.NVLS_TREE, Algorithm.SHARP),
     CollectiveName.REDUCE_SCATTER: (Algorithm.RING, Algorithm.DIRECT),
     CollectiveName.ALL_GATHER: (Algorithm.RING, Algorithm.DIRECT),
     CollectiveName.ALL_TO_ALL: (Algorithm.DIRECT,),
@@ -193,7 +194,7 @@ class Collective:
         In the ideal model ``auto`` is the first algorithm of :data:`ALGORITHMS` (there is no tuner).
         """
         return (self.resolved_protocol == Protocol.NONE and self.channels in (None, 1)
-                and self.resolved_algorithm not in (Algorithm.NVLS, Algorithm.SHARP))
+                and self.resolved_algorithm not in (Algorithm.NVLS, Algorithm.NVLS_TREE, Algorithm.SHARP))
 
     def validate(self, n_gpus: int) -> None:
         """Raise :class:`FabricError` naming the bad field."""

@@ -8,10 +8,16 @@ constants in the catalog with their source):
 * a **base latency** per collective launch (``baseLat``), by protocol;
 * a **per-step latency** by protocol and by the *path type* of the step
   (``hwLat``: NVLink / HBD, PCIe, network), charged once per step of the
-  data's path, not per link hop (hops keep their small physical latency);
+  data's path, not per link hop.  NCCL measured these on real systems, so
+  they hold the hardware path of a step: a step costs ``max(step latency,
+  physical latency of its path)`` (the physical one only wins on paths far
+  longer than a machine room's);
+* once a ring leaves its node, every intra-node step costs at least NCCL's
+  **network post overhead** (``netOverhead``, 1 us; 3 us with Simple);
 * a **protocol** that trades latency for bandwidth, with NCCL's bandwidth
   factors relative to Simple: LL 1/4 (8-byte stores, half of them flags, and
-  polling), LL128 0.92 (120 of 128 bytes), Simple 1, times a declared **path
+  polling; and at most NCCL's ``llMaxBw`` of bus bandwidth, by node count),
+  LL128 0.92 (120 of 128 bytes), Simple 1, times a declared **path
   efficiency** of the transport (the share of the line rate NCCL's Simple
   protocol reaches on NVLink and on a NIC).  Wire bytes are payload /
   (protocol factor x path efficiency).
@@ -37,7 +43,7 @@ once (max-min sharing of NVLink and NIC), and a ring of ``k`` steps takes
 
 where the step transfer time is the slowest flow's transfer in that step and
 the latency along the ring is the largest sum, over ``k`` consecutive hops of a
-channel, of each hop's path latency plus its per-step latency.  On a ring whose
+channel, of each hop's step latency (above).  On a ring whose
 hops are all alike (one channel, no protocol) this is the closed form
 ``k (a + S / (n B))`` of the flow DAG; the tests check it against the full flow
 DAG.  Memory is linear in the ranks (one step, not ``2 n (n-1)`` flows).
@@ -48,9 +54,16 @@ NCCL's tuner predicts every (algorithm, protocol) time and takes the fastest.
 Here the simulator times the candidates on the real graph and takes the
 fastest: all-reduce tries ring, tree (double binary tree) and, on an NVLink
 switch domain whose switch chips do in-network reduction (catalog
-``nvls_factor``), NVLS; each with LL, LL128 and Simple.  NVLS: every GPU sends
-its buffer into the switch chips and reads the reduced result back, so each
-GPU moves ``S`` each way instead of the ring's ``2 (n-1)/n S``.
+``nvls_factor``), NVLS, or across several such domains NCCL's NVLS tree;
+SHARP on DCN switches that reduce; each with LL, LL128 and Simple (NVLS,
+NVLS tree and SHARP: Simple).  NVLS: every GPU sends its buffer into the
+switch chips and reads the reduced result back, so each GPU moves ``S`` each
+way instead of the ring's ``2 (n-1)/n S``.
+
+Not modelled: NCCL runs small messages on fewer channels and threads
+(enqueue.cc) and corrects its tree bandwidth by size (tuning.cc
+``treeCorrectionFactor``); both make measured 1-64 KiB times longer than this
+model's (README, validation table).
 """
 
 from __future__ import annotations
@@ -78,8 +91,12 @@ class NcclModel:
 
     Attributes
     ----------
-    base_latency : dict
-        Protocol -> seconds per collective.
+    base_latency, tree_base_latency : dict
+        Protocol -> seconds per ring / tree collective.
+    net_overhead : dict
+        Protocol -> least seconds of a ring's intra-node step once the ring spans nodes.
+    ll_max_busbw : ndarray of 3
+        Most bus bandwidth of the LL protocol, bytes/s, on 1, 2 and more nodes.
     ring_step, tree_step : dict
         Protocol -> array of 3 seconds (by path code: nvlink, pcie, network).
     payload : dict
@@ -88,14 +105,20 @@ class NcclModel:
         Share of the line rate the transport reaches, by path code.
     nvls_latency, sharp_latency : float
         Seconds per NVLS / SHARP all-reduce (in-switch reduction).
+    nvls_tree_step : float
+        Seconds per network level of an NVLS tree.
     """
 
     base_latency: dict
+    tree_base_latency: dict
+    net_overhead: dict
+    ll_max_busbw: np.ndarray
     ring_step: dict
     tree_step: dict
     payload: dict
     efficiency: np.ndarray
     nvls_latency: float
+    nvls_tree_step: float
     sharp_latency: float
 
     @staticmethod
@@ -106,11 +129,16 @@ class NcclModel:
         protos = {Protocol.LL: "ll", Protocol.LL128: "ll128", Protocol.SIMPLE: "simple"}
         return NcclModel(
             base_latency={p: catalog.value("nccl_base_latency", f"{k}_latency") for p, k in protos.items()},
+            tree_base_latency={p: catalog.value("nccl_tree_base_latency", f"{k}_latency") for p, k in protos.items()},
+            net_overhead={p: catalog.value("nccl_net_overhead", f"{k}_latency") for p, k in protos.items()},
+            ll_max_busbw=np.array([catalog.value("nccl_ll_max_busbw", f"{k}_bandwidth")
+                                   for k in ("one_node", "two_nodes", "more_nodes")]),
             ring_step={p: by_path("nccl_ring_step", k) for p, k in protos.items()},
             tree_step={p: by_path("nccl_tree_step", k) for p, k in protos.items()},
             payload={p: catalog.value("nccl_protocol", f"{k}_factor") for p, k in protos.items()},
             efficiency=np.array([catalog.value("nccl_path_efficiency", f"{p}_factor") for p in PATH_TYPES]),
             nvls_latency=catalog.value("nccl_nvls", "latency"),
+            nvls_tree_step=catalog.value("nccl_nvls_tree", "latency"),
             sharp_latency=catalog.value("nccl_sharp", "latency"),
         )
 
@@ -177,6 +205,25 @@ def nvls_factor(fabric: Fabric, devices: np.ndarray, catalog: Catalog | None = N
     dom = fabric.group("domain")[devices]
     if np.any(dom < 0) or np.any(dom != dom[:, :1]):
         return None
+    return _hbd_reduction_factor(fabric, catalog)
+
+
+def nvls_tree_factor(fabric: Fabric, devices: np.ndarray, catalog: Catalog | None = None) -> float | None:
+    """The NVLS efficiency if every group of ``devices`` (G, n) spans several NVLink switch domains whose chips
+    reduce, with the same number of ranks in each (NCCL's NVLS tree), else None."""
+    if fabric.hbd.kind != "switch_domain" or devices.shape[1] < 2:
+        return None
+    dom = fabric.group("domain")
+    try:
+        if np.any(dom[devices] < 0) or domain_matrix(devices[0], dom).shape[0] < 2:
+            return None
+    except FabricError:
+        return None
+    return _hbd_reduction_factor(fabric, catalog)
+
+
+def _hbd_reduction_factor(fabric: Fabric, catalog: Catalog | None) -> float | None:
+    """The least ``nvls_factor`` of the Fabric's HBD switch chips in the catalog (None if none reduces)."""
     cat = catalog or load_catalog()
     factors = [cat.get(line.item).values.get("nvls_factor") for line in fabric.bom
                if line.scope == "hbd" and line.item in cat]
@@ -192,7 +239,7 @@ def time_nvls(sim, fabric: Fabric, devices: np.ndarray, size: float, factor: flo
     (``S / K`` each, wire ``/ factor``) and reads the reduced buffer back; the
     two directions stream at once (NCCL pipelines them in small chunks), so
     the simulator runs all up and down flows together and the slowest sets
-    the bandwidth term: ``NVLS latency + path latency up and down +
+    the bandwidth term: ``max(NVLS latency, path latency up and down) +
     transfer``.  Each GPU moves ``S`` each way, against ``2 (n-1)/n S`` for a
     ring.  None if a domain has no switch chip.
     """
@@ -221,7 +268,64 @@ def time_nvls(sim, fabric: Fabric, devices: np.ndarray, size: float, factor: flo
     np.maximum.at(t, flows.tag, sched.tx_end - sched.release)
     up_down = np.zeros(G)
     np.maximum.at(up_down, flows.tag, lat)
-    return RingTiming(model.nvls_latency + 2 * up_down + t, Protocol.SIMPLE, 1, 1, flows, prob, sched, graph, arcs)
+    return RingTiming(np.maximum(model.nvls_latency, 2 * up_down) + t, Protocol.SIMPLE, 1, 1, flows, prob, sched,
+                      graph, arcs)
+
+
+def time_nvls_tree(sim, fabric: Fabric, devices: np.ndarray, size: float, factor: float, model: NcclModel,
+                   method: str, ecmp: str, seed: int, start: float) -> "RingTiming | None":
+    """Time NCCL's NVLS tree all-reduce: NVLS inside every HBD domain, NCCL's trees across the domains.
+
+    Inside each domain every GPU writes its buffer into the switch chips and
+    reads the reduced result back, as :func:`time_nvls`; across domains the
+    shard of rail ``c`` (``S / C``, ``C`` channels, one per rank of a domain)
+    goes up and down NCCL's double binary tree over the domains between the
+    rank-``c`` GPUs (:func:`tree_edges`), ``S / (2 C)`` on each tree edge each
+    way.  Pipelined, every flow streams at once; the slowest sets the
+    bandwidth term.  Latency as NCCL's tuner: ``max(NVLS latency, path up and
+    down) + 2 depth x (network level latency)``.  None if a domain has no
+    switch chip.
+    """
+    from fabric.sim.engine import schedule
+
+    G, n = devices.shape
+    dom = fabric.group("domain")
+    chips_all = fabric.ids_of(DeviceKind.SWITCH_CHIP)
+    channels = channel_count(fabric, devices[0])
+    child, parent, _, depth = tree_edges(fabric, devices[0], channels)
+    across = dom[devices[0][child]] != dom[devices[0][parent]]
+    child, parent = child[across], parent[across]
+    # every GPU <-> every switch chip of its domain (NVLS), all groups at once
+    chip_dom = dom[chips_all]
+    has = chip_dom >= 0
+    order = np.argsort(chip_dom[has], kind="stable")
+    chips_sorted = chips_all[has][order]
+    counts = np.bincount(chip_dom[has], minlength=int(dom.max()) + 1)
+    need = counts[dom[devices]]
+    if np.any(need == 0) or np.any(need != need.flat[0]):
+        return None  # a domain without switch chips, or domains with unlike switch counts
+    K = int(need.flat[0])
+    first = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    gpu = np.repeat(devices.ravel(), K)
+    chip = chips_sorted[(first[dom[devices.ravel()]][:, None] + np.arange(K)).ravel()]
+    up, down = devices[:, child].ravel(), devices[:, parent].ravel()  # tree edges across domains, every group
+    src = np.concatenate([gpu, chip, up, down])
+    dst = np.concatenate([chip, gpu, down, up])
+    sz = np.concatenate([np.full(2 * gpu.size, size / K / factor),
+                         np.full(2 * up.size, size / (2 * channels) / model.efficiency[NETWORK])])
+    tag = np.concatenate([np.tile(np.repeat(np.arange(G), n * K), 2), np.tile(np.repeat(np.arange(G), child.size), 2)])
+    flows = FlowTable.build(src, dst, sz, start, None, 1, tag)
+    prob, graph, arcs = sim.problem(flows, ecmp=ecmp, seed=seed, field="ranks")
+    sched = schedule(prob, method)
+    t = np.zeros(G)
+    np.maximum.at(t, flows.tag, sched.tx_end - sched.release)
+    lat = prob.route_latency[prob.route]
+    net = path_codes(fabric, flows.src, flows.dst) == NETWORK
+    up_down, level = np.zeros(G), np.zeros(G)
+    np.maximum.at(up_down, flows.tag[~net], lat[~net])
+    np.maximum.at(level, flows.tag[net], lat[net])
+    latency = np.maximum(model.nvls_latency, 2 * up_down) + 2 * depth * np.maximum(model.nvls_tree_step, level)
+    return RingTiming(latency + t, Protocol.SIMPLE, 1, channels, flows, prob, sched, graph, arcs)
 
 
 def with_protocol(fabric: Fabric, table: FlowTable, model: NcclModel, protocol: str, tree: bool) -> FlowTable:
@@ -290,15 +394,45 @@ def time_ring(sim, fabric: Fabric, name: str, devices: np.ndarray, size: float, 
     hop = prob.route_latency[prob.route].reshape(G, C, n)
     candidates = [Protocol.NONE] if ideal else (NCCL_PROTOCOLS if protocol == Protocol.AUTO else [protocol])
     best_t, best_p = None, None
+    path = path.reshape(G, C, n)
     for p in candidates:
-        lat = hop if ideal else hop + model.ring_step[p][path].reshape(G, C, n)
+        lat = hop if ideal else ring_step_latency(hop, path, model, p)
         chain = _max_window(lat, k)                                           # (G,)
         base = 0.0 if ideal else model.base_latency[p]
         scale = 1.0 if ideal else 1.0 / model.payload[p]
-        t = base + k * tx * scale + chain
+        transfer = k * tx * scale
+        if p == Protocol.LL:  # the ring moves k/n of the buffer per rank: its bus bytes
+            transfer = np.maximum(transfer, size * k / n / ll_max_busbw(fabric, devices[0], model))
+        t = base + transfer + chain
         if best_t is None or t.max() < best_t.max():
             best_t, best_p = t, p
     return RingTiming(best_t, best_p, k, C, flows, prob, sched, graph, arcs)
+
+
+def ring_step_latency(physical: np.ndarray, path: np.ndarray, model: NcclModel, protocol: str) -> np.ndarray:
+    """Latency of every ring step under ``protocol``: ``max(step latency, physical path latency)``.
+
+    The step latency is NCCL's hwLat for the step's path type; once a ring
+    crosses the network its intra-node steps cost at least the network post
+    overhead (tuning.cc: ``intraLat = max(intraLat, netOverhead)``).  Seconds,
+    the shape of ``physical``.
+    """
+    step = model.ring_step[protocol][path]
+    if np.any(path == NETWORK):
+        step = np.where(path == NETWORK, step, np.maximum(step, model.net_overhead[protocol]))
+    return np.maximum(physical, step)
+
+
+def ll_max_busbw(fabric: Fabric, devices: np.ndarray, model: NcclModel) -> float:
+    """Most bus bandwidth of the LL protocol over one group's ``devices`` (bytes/s), by its number of nodes.
+
+    LL sends 8-byte stores that carry their own flag, polled by the receiver;
+    NCCL's tuner caps its bus bandwidth at a measured ceiling by node count
+    (tuning.cc ``llMaxBws``), which binds from a few KiB up and sets how an
+    LL collective grows with size.  Nodes are HBD domains here.
+    """
+    nodes = _domain_matrix_or_one(fabric, np.asarray(devices)).shape[0]
+    return float(model.ll_max_busbw[min(nodes, 3) - 1])
 
 
 def _max_window(lat: np.ndarray, k: int) -> np.ndarray:
@@ -312,9 +446,10 @@ def _max_window(lat: np.ndarray, k: int) -> np.ndarray:
     return win.max(axis=(1, 2))
 
 
-def candidates(name: str, algorithm: str, nvls: float | None, n: int, sharp: float | None = None) -> list:
-    """The algorithms ``auto`` tries (all-reduce: ring, tree, NVLS / SHARP where switches reduce), else the one
-    asked."""
+def candidates(name: str, algorithm: str, nvls: float | None, n: int, sharp: float | None = None,
+               nvls_tree: float | None = None) -> list:
+    """The algorithms ``auto`` tries (all-reduce: ring, tree, NVLS / NVLS tree / SHARP where switches reduce),
+    else the one asked."""
     if algorithm != Algorithm.AUTO:
         return [algorithm]
     if name == CollectiveName.ALL_REDUCE:
@@ -323,6 +458,8 @@ def candidates(name: str, algorithm: str, nvls: float | None, n: int, sharp: flo
             out.append(Algorithm.TREE)
         if nvls is not None:
             out.append(Algorithm.NVLS)
+        if nvls_tree is not None:
+            out.append(Algorithm.NVLS_TREE)
         if sharp is not None:
             out.append(Algorithm.SHARP)
         return out
@@ -407,8 +544,10 @@ def time_tree(sim, fabric: Fabric, devices: np.ndarray, size: float, protocol: s
     Pipelined over many pieces, every edge of both trees carries its share
     up (reduce) and down (broadcast) at once; the simulator runs all of them
     together (max-min sharing) and the slowest edge sets the bandwidth term.
-    The latency term is NCCL's: ``2 ((h-1) intra + depth inter)`` step
-    latencies plus the physical latency of those hops.
+    The latency term is NCCL's: tree base latency + ``2 ((h-1) intra +
+    depth inter)`` step latencies, each ``max(NCCL step, physical path)``;
+    ``depth`` is the double binary tree's depth over the domains (log2 of
+    their number).
     """
     from fabric.sim.engine import schedule
 
@@ -432,12 +571,15 @@ def time_tree(sim, fabric: Fabric, devices: np.ndarray, size: float, protocol: s
     candidates_p = [Protocol.NONE] if ideal else (NCCL_PROTOCOLS if protocol == Protocol.AUTO else [protocol])
     best_t, best_p = None, None
     for p in candidates_p:
-        lat = hop if ideal else hop + model.tree_step[p][pth]
+        lat = hop if ideal else np.maximum(hop, model.tree_step[p][pth])
         intra = np.where(pth == HBD, lat, 0).max(axis=1) if (pth == HBD).any() else np.zeros(G)
         inter = np.where(pth != HBD, lat, 0).max(axis=1)
         chain = 2 * ((h - 1) * intra + depth * inter)
-        base = 0.0 if ideal else model.base_latency[p]
-        t = base + chain + tx * (1.0 if ideal else 1.0 / model.payload[p])
+        base = 0.0 if ideal else model.tree_base_latency[p]
+        transfer = tx * (1.0 if ideal else 1.0 / model.payload[p])
+        if p == Protocol.LL:  # NCCL's tree moves 2 S of bus bytes (algbw = busbw / 2, tuning.cc)
+            transfer = np.maximum(transfer, 2 * size / ll_max_busbw(fabric, devices[0], model))
+        t = base + chain + transfer
         if best_t is None or t.max() < best_t.max():
             best_t, best_p = t, p
     return RingTiming(best_t, best_p, 1, channels, flows, prob, sched, graph, arcs)
@@ -528,6 +670,6 @@ def time_sharp(sim, fabric: Fabric, devices: np.ndarray, size: float, factor: fl
     lat = prob.route_latency[prob.route]
     path_lat = np.zeros(G)
     np.maximum.at(path_lat, flows.tag, lat)
-    t = (model.base_latency[Protocol.SIMPLE] + 2 * model.ring_step[Protocol.SIMPLE][HBD] + model.sharp_latency
-         + 4 * path_lat + tx)
+    t = (model.base_latency[Protocol.SIMPLE]
+         + np.maximum(2 * model.ring_step[Protocol.SIMPLE][HBD] + model.sharp_latency, 4 * path_lat) + tx)
     return RingTiming(t, Protocol.SIMPLE, 1, 1, flows, prob, sched, graph, arcs)

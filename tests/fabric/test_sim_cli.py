@@ -163,7 +163,7 @@ def test_nccl_fields_and_the_ideal_switch(capsys):
     rc, out, err = run(capsys, *BASE, "--collective", "all-reduce", "--size", "1GiB", "--group-size", "16", "--json")
     assert rc == 0, err
     d = json.loads(out)
-    assert (d["algorithm"], d["protocol"], d["channels"]) == ("tree", "simple", 8)  # 2 nodes, 1 GiB: tree wins
+    assert (d["algorithm"], d["protocol"], d["channels"]) == ("nvls-tree", "simple", 8)  # 2 nodes, 1 GiB: as NCCL
     rc, out, err = run(capsys, *BASE, "--collective", "all-reduce", "--size", "1GiB", "--group-size", "16",
                        "--algorithm", "ring", "--protocol", "none", "--channels", "1", "--json")
     d = json.loads(out)

@@ -61,8 +61,10 @@ def test_multichannel_ring_closed_form(protocol):
     ``S / (n C) / (payload x network efficiency x b_out)``; inside a domain
     the links are 100x faster.  A channel's ring has 6 NVLink hops and 2
     network hops; 14 consecutive steps cover it once plus the 6 hops holding
-    both network hops: ``10 I + 4 N`` of latency, ``I``, ``N`` = physical +
-    per-step latency of the hop's type.
+    both network hops: ``10 I + 4 N`` of latency, ``I``, ``N`` = the larger of
+    the physical latency and NCCL's per-step latency of the hop's type (an
+    NVLink step of a ring that spans nodes costs at least NCCL's network
+    post overhead).
     """
     b_in, a_in, b_out, a_out = 1e12, 1e-6, 25e9, 3e-6
     fab = two_level(2, 4, b_in, a_in, b_out, a_out)
@@ -71,8 +73,8 @@ def test_multichannel_ring_closed_form(protocol):
     assert (r.algorithm, r.protocol, r.channels) == ("ring", str(protocol), C)
     eff = M.efficiency[2] * M.payload[protocol]
     tx = S / (n * C) / eff / b_out
-    I = a_in + M.ring_step[protocol][0]
-    N = a_out + M.ring_step[protocol][2]
+    I = max(a_in, M.ring_step[protocol][0], M.net_overhead[protocol])
+    N = max(a_out, M.ring_step[protocol][2])
     expect = M.base_latency[protocol] + 2 * (n - 1) * tx + 10 * I + 4 * N
     assert r.time_s == pytest.approx(expect, rel=1e-9)
 
@@ -132,9 +134,28 @@ def test_tree_latency_is_ncclS_tree_formula():
     a_in, a_out = 1e-6, 3e-6
     fab = two_level(4, 2, 1e12, a_in, 25e9, a_out)
     r = simulate_collective(fab, "all-reduce", range(8), 8, algorithm="tree", protocol="ll")
-    I = a_in + M.tree_step[Protocol.LL][0]
-    N = a_out + M.tree_step[Protocol.LL][2]
-    assert r.time_s == pytest.approx(M.base_latency[Protocol.LL] + 2 * (1 * I + 2 * N), rel=1e-3)
+    I = max(a_in, M.tree_step[Protocol.LL][0])
+    N = max(a_out, M.tree_step[Protocol.LL][2])
+    assert r.time_s == pytest.approx(M.tree_base_latency[Protocol.LL] + 2 * (1 * I + 2 * N), rel=1e-3)
+
+
+@pytest.mark.parametrize("a_in,a_out", [(0.05e-6, 0.2e-6), (2e-6, 30e-6)])
+def test_step_latency_is_the_larger_of_ncclS_and_the_physical_path(a_in, a_out):
+    """NCCL's per-step latencies were measured on real machines, so they already hold a step's hardware path:
+    a step costs max(NCCL step, physical path), not their sum.  Short paths (machine room) pay NCCL's
+    constants; a path longer than them (here 30 us, ~6 km of fibre) pays its own latency.
+
+    8 B on one domain of 8 ranks (ring LL, 14 steps, no network post overhead: the ring stays in the node)
+    and on 4 domains of 2 (tree LL, depth 2): the transfer of 8 B is below 1e-3 of the total.
+    """
+    one = simulate_collective(two_level(1, 8, 1e12, a_in, 25e9, a_out), "all-reduce", range(8), 8,
+                              algorithm="ring", protocol="ll")
+    assert one.time_s == pytest.approx(M.base_latency[Protocol.LL] + 14 * max(a_in, M.ring_step[Protocol.LL][0]),
+                                       rel=1e-3)
+    four = simulate_collective(two_level(4, 2, 1e12, a_in, 25e9, a_out), "all-reduce", range(8), 8,
+                               algorithm="tree", protocol="ll")
+    I, N = max(a_in, M.tree_step[Protocol.LL][0]), max(a_out, M.tree_step[Protocol.LL][2])
+    assert four.time_s == pytest.approx(M.tree_base_latency[Protocol.LL] + 2 * (I + 2 * N), rel=1e-3)
 
 
 def test_nvls_halves_the_bytes_each_gpu_sends():
@@ -191,3 +212,75 @@ def test_sharp_sends_one_shard_per_nic_each_way():
     with pytest.raises(FabricError) as exc:
         simulate_collective(build("dgx", 16), "all-reduce", range(16), S, algorithm="sharp")
     assert exc.value.field == "algorithm"
+
+
+@pytest.mark.parametrize("gpus", [16, 1024])
+def test_latency_end_at_scale_is_ncclS_tree_formula(gpus):
+    """8 B all-reduce on DGX H100 nodes, default algorithm: NCCL's tree with LL, whose time is NCCL's own tuning
+    formula (tuning.cc): ``baseLat + 2 ((ppn-1) intraLat + log2(nodes) interLat)`` = 25.2 us on 2 nodes and
+    85.2 us on 128 nodes.  Exact here because every physical path of a DGX fabric is shorter than NCCL's step
+    latency of its type (so each step costs NCCL's constant) and 8 B move in well under 1e-3 of the time."""
+    from topologies import build
+
+    fab = build("dgx", gpus, {"gpu": "h100"})
+    r = simulate_collective(fab, "all-reduce", range(gpus), 8)
+    nodes = gpus // 8
+    expect = M.tree_base_latency[Protocol.LL] + 2 * (7 * M.tree_step[Protocol.LL][0]
+                                                     + np.log2(nodes) * M.tree_step[Protocol.LL][2])
+    assert (r.algorithm, r.protocol) == ("tree", "ll")
+    assert r.time_s == pytest.approx(expect, rel=1e-3)
+
+
+def test_nvls_tree_bytes_are_nvls_inside_and_a_tree_shard_across():
+    """NVLS tree on two DGX H100 nodes: each GPU writes S into the NVLink switches (wire S / nvls_factor) as in
+    NVLS, and each NIC (rail c) carries its channel's tree share S / (2C) on each of the two trees, so S / C each
+    way (wire / network efficiency), C = 8 rails; a ring would put 2 (m-1)/m S / h = S / 8 on each NIC too,
+    but also 2 (n-1)/n S on NVLink."""
+    from topologies import build
+
+    fab = build("dgx", 16, {"gpu": "h100"})
+    f = CAT.value("nvswitch_gen3", "nvls_factor")
+    r = Simulator(fab).collectives([Collective("all-reduce", tuple(range(16)), S, "nvls-tree")])
+    assert (r.collectives[0].algorithm, r.collectives[0].channels) == ("nvls-tree", 8)
+    L, loads = r.sim.loads.links, r.sim.loads
+    kind = fab.devices.kind
+    gpu_nic = (kind[L.src] == 0) & (kind[L.dst] == 1)
+    assert np.allclose(loads.bytes_fwd[gpu_nic], S / 8 / M.efficiency[2])
+    assert np.allclose(loads.bytes_rev[gpu_nic], S / 8 / M.efficiency[2])
+    gpus = set(fab.gpu_ids.tolist())
+    hbd = np.array([s in gpus for s in L.src.tolist()]) & (L.layer == 0)
+    assert loads.bytes_fwd[hbd].sum() / 16 == pytest.approx(S / f, rel=1e-9)
+    with pytest.raises(FabricError) as exc:  # one domain: NVLS, not an NVLS tree
+        simulate_collective(fab, "all-reduce", range(8), S, algorithm="nvls-tree")
+    assert exc.value.field == "algorithm"
+
+
+def test_nvls_tree_latency_is_ncclS_formula():
+    """NCCL's NVLS tree latency (tuning.cc): NVLS latency + 2 log2(nodes) x network level latency; 8 B on 8 nodes
+    (the transfer of 8 B is negligible; DGX paths are shorter than NCCL's latencies)."""
+    from topologies import build
+
+    r = simulate_collective(build("dgx", 64, {"gpu": "h100"}), "all-reduce", range(64), 8, algorithm="nvls-tree")
+    assert r.time_s == pytest.approx(M.nvls_latency + 2 * 3 * M.nvls_tree_step, rel=1e-3)
+
+
+@pytest.mark.parametrize("gpus,ll_max", [(8, 0), (16, 1), (32, 2)])
+def test_ll_bus_bandwidth_is_capped_as_ncclS_llMaxBw(gpus, ll_max):
+    """64 KiB all-reduce on 1, 2 and 4 DGX H100 nodes, LL: the transfer term is the bus bytes over NCCL's LL
+    ceiling for that node count (tuning.cc llMaxBws: 87.7 / 39 / 20.4 GB/s), not the fabric's LL rate (a quarter
+    of NVLink or of 8 NICs, far higher).  Ring on one node moves 2 (n-1)/n S of bus bytes; NCCL's tree 2 S."""
+    from topologies import build
+
+    size = 2**16
+    r = simulate_collective(build("dgx", gpus, {"gpu": "h100"}), "all-reduce", range(gpus), size, protocol="ll")
+    cap = M.ll_max_busbw[ll_max]
+    if gpus == 8:
+        assert r.algorithm == "ring"
+        expect = M.base_latency[Protocol.LL] + 14 * M.ring_step[Protocol.LL][0] + size * 14 / 8 / cap
+    else:
+        assert r.algorithm == "tree"
+        depth = np.log2(gpus // 8)
+        expect = (M.tree_base_latency[Protocol.LL] + 2 * (7 * M.tree_step[Protocol.LL][0]
+                                                         + depth * M.tree_step[Protocol.LL][2]) + 2 * size / cap)
+    assert r.time_s == pytest.approx(expect, rel=1e-9)
+    assert cap == pytest.approx([87.7e9, 39e9, 20.4e9][ll_max])
