@@ -131,7 +131,8 @@ def simulate_command(
     group_size: Optional[int] = typer.Option(None, "--group-size", help="ranks per group (consecutive GPUs)"),
     groups: Optional[int] = typer.Option(None, "--groups", help="disjoint groups running the collective at once"),
     algorithm: str = typer.Option("auto", "--algorithm", help="auto (as NCCL's tuner would), ring, tree, "
-                                                              "hierarchical, direct or nvls"),
+                                                              "hierarchical, direct, nvls, nvls-tree or sharp "
+                                                              "(the ones the collective has)"),
     protocol: str = typer.Option("auto", "--protocol", help="auto (by size, as NCCL), ll, ll128, simple, or none "
                                                             "(ideal flow model: no protocol latency or overhead)"),
     channels: Optional[int] = typer.Option(None, "--channels", help="parallel rings of a multi-node ring (default: "
