@@ -21,11 +21,13 @@ the trace's span.  At every event (the start of an interval of the
    when ``dp' x micro_batch`` does not divide the global batch), at least
    one; when repairs let it grow (even while it is still recovering) it
    checkpoints, re-places and restarts at the larger size (no work lost).
-   Either policy *rebalances* the same way when a repair makes a placement
-   faster by more than :data:`REBALANCE_GAIN` than the one it runs on (a
-   re-placement forced by faults may be much slower: e.g. DP groups with
-   unequal ranks per HBD domain lose the hierarchical collective), and
-   stays put otherwise.  Which placements happen does not depend on the
+   Elastic picks, among those sizes, the one with the highest throughput on
+   the placement that fault state gives (a re-placement forced by faults may
+   be much slower: e.g. DP groups with unequal ranks per HBD domain lose the
+   hierarchical collective, and a smaller balanced job can do more).
+   Either policy *rebalances* when a repair makes a placement faster by more
+   than :data:`REBALANCE_GAIN` than the one it runs on (checkpoint,
+   re-place, restart), and stays put otherwise.  Which placements happen does not depend on the
    recovery costs (a recovering job is interrupted and re-placed as a
    running one is), so no cost can buy a better placement later.
 3. **Running** at the step time of its shape on its placement:
@@ -144,26 +146,50 @@ class _Job:
         self.led = Ledger()
 
     # ------------------------------------------------------------------ decisions
-    def fit(self, i: int) -> int:
-        """Replicas the job would run with in interval ``i`` (0: it does not fit)."""
+    def gpus_of(self, i: int, dp: int) -> np.ndarray | None:
+        """Device ids (rank order) of the placement of ``dp`` replicas in interval ``i``; None if it does not fit."""
+        n = dp * self.shape.groups_per_replica
+        groups = self.tl.job_groups(i, n)
+        if groups.shape[0] < n:
+            return None
+        return self.tl.nodes.gpu_ids[groups.ravel()]
+
+    def best(self, i: int) -> tuple[int, float]:
+        """(replicas, tokens/s) the job would run with in interval ``i`` on that state's placement; (0, 0) if none.
+
+        ``fixed``: all ``dp`` replicas.  ``elastic``: of the sizes that fit
+        and that the model allows, the one with the highest throughput on its
+        placement (the largest, unless a re-placement at that size is slow
+        enough that a smaller, better placed job does more); ties go to the
+        larger size.
+        """
         replicas = int(self.tl.usable_gpus[i]) // self.shape.gpus_per_replica
-        if self.policy == "fixed":
-            return self.shape.dp if replicas >= self.shape.dp else 0
-        for d in range(min(self.shape.dp, replicas), 0, -1):  # the largest size the model allows (EP, memory)
-            if self.rate(d) is not None:
-                return d
-        return 0
+        sizes = [self.shape.dp] if self.policy == "fixed" else range(min(self.shape.dp, replicas), 0, -1)
+        best_d, best_r = 0, 0.0
+        for d in sizes:
+            if d > replicas:
+                break
+            healthy = self.rate(d)
+            if healthy is None:  # the model cannot run at this size (EP, memory, batch divisibility)
+                continue
+            if healthy <= best_r:  # a placement never beats the healthy one by much: nothing smaller can win
+                break
+            gpus = self.gpus_of(i, d)
+            r = self.rate(d, gpus) if gpus is not None else None
+            if r is not None and r > best_r:
+                best_d, best_r = d, float(r)
+        return best_d, best_r
 
     def place(self, i: int, dp: int, steps: list[tuple[str, float]]) -> None:
-        groups = self.tl.job_groups(i, dp * self.shape.groups_per_replica)
-        if groups.shape[0] < dp * self.shape.groups_per_replica:  # count and allocation disagree: a policy bug
-            raise RuntimeError(f"allocation formed {groups.shape[0]} TP groups, count said more")
-        rate = self.rate(dp, self.tl.nodes.gpu_ids[groups.ravel()])
+        gpus = self.gpus_of(i, dp)
+        if gpus is None:  # count and allocation disagree: a policy bug
+            raise RuntimeError(f"allocation formed fewer TP groups than {dp} replicas need; count said enough")
+        rate = self.rate(dp, gpus)
         if not rate or rate <= 0:
             raise ComputeError("goodput", f"the job at {dp} replicas on its new placement must have a throughput "
                                           f"> 0, got {rate!r}")
         self.job_nodes[:] = False
-        self.job_nodes[self.tl.nodes.node_of_gpu[groups.ravel()]] = True
+        self.job_nodes[self.tl.nodes.node_of_gpu[self.tl.nodes.gpu_index(gpus)]] = True
         self.dp_run, self.run_rate, self.state, self.trained = dp, float(rate), RECOVERING, 0.0
         self.segments = [(c, s) for c, s in steps if s > 0]
         self.led.placements += 1
@@ -186,38 +212,24 @@ class _Job:
                 self.led.gpu_s["recomputation"] += lost
             self.state, self.dp_run, self.run_rate = WAITING, 0, 0.0
             self.job_nodes[:] = False
-        if i == 0 and self.state == WAITING:  # the job starts placed, at no cost
-            dp = self.fit(0)
-            if dp:
-                self.place(0, dp, [])
-                self.state = RUNNING
-            return
         if self.state == WAITING:
-            dp = self.fit(i)
+            dp, _ = self.best(i)
             if dp:
-                self.place(i, dp, restart)
-        elif self.policy == "elastic" and self.dp_run < self.shape.dp:
-            dp = self.fit(i)
-            if dp > self.dp_run:
-                self.led.regrows += 1
-                self.place(i, dp, [*self.checkpoint_first(), *restart])
-                return
-        if self.state != WAITING and i > 0 and self.tl.newly_up(i).size:
-            self.rebalance(i, restart)
-
-    def checkpoint_first(self) -> list[tuple[str, float]]:
-        """A running job checkpoints before it moves; one still recovering has trained nothing since its checkpoint."""
-        return [("checkpoint", self.rec.checkpoint_stall_s)] if self.state == RUNNING else []
-
-    def rebalance(self, i: int, restart: list[tuple[str, float]]) -> None:
-        """Move to the placement the repaired fault state gives if it is faster by more than REBALANCE_GAIN."""
-        groups = self.tl.job_groups(i, self.dp_run * self.shape.groups_per_replica)
-        if groups.shape[0] < self.dp_run * self.shape.groups_per_replica:
+                self.place(i, dp, [] if i == 0 else restart)  # the job starts placed, at no cost
+                if i == 0:
+                    self.state = RUNNING
             return
-        rate = self.rate(self.dp_run, self.tl.nodes.gpu_ids[groups.ravel()])
-        if rate and rate > self.run_rate * (1.0 + REBALANCE_GAIN):
-            self.led.rebalances += 1
-            self.place(i, self.dp_run, [*self.checkpoint_first(), *restart])
+        if i > 0 and self.tl.newly_up(i).size:  # a repair may allow a larger or better placed job
+            dp, r = self.best(i)
+            grow = dp > self.dp_run and r > self.run_rate
+            if grow or r > self.run_rate * (1.0 + REBALANCE_GAIN):
+                if grow:
+                    self.led.regrows += 1
+                else:
+                    self.led.rebalances += 1
+                # a running job checkpoints first; one still recovering has trained nothing since its checkpoint
+                ckpt = [("checkpoint", rec.checkpoint_stall_s)] if self.state == RUNNING else []
+                self.place(i, dp, [*ckpt, *restart])
 
     # ------------------------------------------------------------------ time
     def missing(self, gpus: int, seconds: float, i: int) -> None:
