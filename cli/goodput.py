@@ -125,9 +125,10 @@ def _print(d: dict) -> None:
               f"{d['interruptions']} / {d['placements']} / {d['regrows']} / {d['rebalances']}")
     rp = d["re_placements"]
     if rp.get("distinct_placements"):
-        t.add_row("re-placements timed", f"{rp['distinct_placements']} ({rp['timing']}); step {rp['step_time_min_s']:.3f}"
-                                         f"-{rp['step_time_max_s']:.3f} s vs healthy {rp['healthy_step_time_s']:.3f} s; "
-                                         f"{rp['days_on_slower_placement']:.1f} days on a slower placement")
+        t.add_row("re-placements timed",
+                  f"{rp['distinct_placements']} ({rp['timing']}); step {rp['step_time_min_s']:.3f}-"
+                  f"{rp['step_time_max_s']:.3f} s vs healthy {rp['healthy_step_time_s']:.3f} s; "
+                  f"{rp['days_on_slower_placement']:.1f} days on a slower placement")
     con.print(t)
     b = Table(title=f"GPU-hours lost by cause (of {d['gpu_hours_ideal']:,.0f} ideal)", title_justify="left")
     b.add_column("cause")

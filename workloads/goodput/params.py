@@ -34,7 +34,8 @@ from fabric.units import parse_time
 LLAMA3_INTERRUPTIONS = ("P: Llama 3 (arXiv 2407.21783) Sec. 3.3.4: 466 job interruptions in 54 days on 16,384 H100, "
                         "419 unexpected; > 90 % effective training time with automated recovery; checkpoints of "
                         "1 MB-4 GB per GPU whose bursty writes saturated the storage fabric")
-CHECKPOINT_STALL_REFS = ("S: TierCheck (2026, arXiv summary) end-to-end checkpointing under 10 s for models up to 40 B; "
+CHECKPOINT_STALL_REFS = ("S: TierCheck (2026, arXiv summary) end-to-end checkpointing under 10 s for models up to "
+                         "40 B; "
                          "ByteCheckpoint (arXiv 2407.20143) and MegaScale (NSDI 2024, arXiv 2402.15627) save in two "
                          "stages (GPU to host memory, blocking; then to storage, asynchronous)")
 RESTART_REFS = ("S: FlashRecovery (arXiv 2509.03047): restoration of training on 4,800 devices in 150 s with "
