@@ -137,7 +137,8 @@ class ShapeRates:
             else:
                 if dp not in self._ref_healthy:
                     self._ref_healthy[dp] = self.ref.evaluate(par, check=False).step_time_s
-                t = r.step_time_s + t_ref - self._ref_healthy[dp]
+                # no placement beats the step without communication (a guard against a delta larger than the step)
+                t = max(r.step_time_s + t_ref - self._ref_healthy[dp], self.sm.lower_bound(par))
             self.placed[key] = t
         return t
 
