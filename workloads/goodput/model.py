@@ -88,6 +88,7 @@ class ShapeRates:
                       flops_convention=step_model.flops_convention)
         self.ref.tp_beyond_hbd = step_model.tp_beyond_hbd
         self._ref_healthy: dict[int, float] = {}
+        self._floor: dict[int, float] = {}
         self._healthy_gpus: dict[int, np.ndarray] = {}
         self._configured: dict[bytes, object] = {}
         self.placed: dict[tuple[int, str], float] = {}  # (dp', digest of the GPUs) -> step time (s)
@@ -138,7 +139,9 @@ class ShapeRates:
                 if dp not in self._ref_healthy:
                     self._ref_healthy[dp] = self.ref.evaluate(par, check=False).step_time_s
                 # no placement beats the step without communication (a guard against a delta larger than the step)
-                t = max(r.step_time_s + t_ref - self._ref_healthy[dp], self.sm.lower_bound(par))
+                if dp not in self._floor:
+                    self._floor[dp] = self.sm.lower_bound(par)
+                t = max(r.step_time_s + t_ref - self._ref_healthy[dp], self._floor[dp])
             self.placed[key] = t
         return t
 
