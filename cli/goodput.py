@@ -60,6 +60,10 @@ def goodput_command(
     do_search: bool = typer.Option(True, "--search/--no-search", help="search the healthy job's best configuration "
                                                                       "(flags given pin theirs)"),
     comm: str = typer.Option("sim", "--comm", help="collective timing: sim | analytic"),
+    placement_timing: Optional[str] = typer.Option(None, "--placement-timing",
+                                                   help="step time of a re-placement: delta (the healthy step plus "
+                                                        "the analytic change; default with --comm sim) or exact "
+                                                        "(the job's backend on every placement: slow at scale)"),
     no_series: bool = typer.Option(False, "--no-series", help="leave the daily time series out of --json"),
     topology: Optional[Path] = TOPOLOGY_OPT,
     catalog: Optional[Path] = CATALOG_OPT,
@@ -75,6 +79,11 @@ def goodput_command(
         raise FabricError("--trace-mapping", f"{trace_mapping!r} not allowed; use one of {', '.join(MAPPINGS)}")
     if seed < 0:
         raise FabricError("--seed", f"{seed} must be a whole number >= 0")
+    from workloads.goodput.model import PLACEMENT_TIMINGS
+
+    if placement_timing is not None and placement_timing not in PLACEMENT_TIMINGS:
+        raise FabricError("--placement-timing", f"{placement_timing!r} not allowed; use one of "
+                                                f"{', '.join(PLACEMENT_TIMINGS)}")
     rec = parse_recovery(recovery)
     cat = load_catalog(catalog)
     from workloads.goodput import Recovery, with_overrides
@@ -85,6 +94,7 @@ def goodput_command(
     data = goodput_summary(fab, model, trace=trace, catalog=cat, policy=policy, recovery=rec, seed=seed,
                            trace_mapping=trace_mapping, trace_servers=trace_servers, search=do_search,
                            global_batch=global_batch, comm=comm, series=not no_series,
+                           placement_timing=placement_timing,
                            **{k: v for k, v in fixed.items() if v is not None})
     if as_json:
         emit_json(data)
@@ -111,7 +121,14 @@ def _print(d: dict) -> None:
     t.add_row("goodput ratio", f"{100 * d['goodput_ratio']:.2f} %")
     t.add_row("per $M of capex", f"{d['tokens_per_s_per_musd']:,.1f} tokens/s ({d['capex_usd'] / 1e6:,.1f} $M)")
     t.add_row("per MW", f"{d['tokens_per_s_per_mw']:,.0f} tokens/s ({d['power_w'] / 1e6:,.2f} MW)")
-    t.add_row("interruptions / placements / regrows", f"{d['interruptions']} / {d['placements']} / {d['regrows']}")
+    t.add_row("interruptions / placements / regrows / rebalances",
+              f"{d['interruptions']} / {d['placements']} / {d['regrows']} / {d['rebalances']}")
+    rp = d["re_placements"]
+    if rp.get("distinct_placements"):
+        t.add_row("re-placements timed",
+                  f"{rp['distinct_placements']} ({rp['timing']}); step {rp['step_time_min_s']:.3f}-"
+                  f"{rp['step_time_max_s']:.3f} s vs healthy {rp['healthy_step_time_s']:.3f} s; "
+                  f"{rp['days_on_slower_placement']:.1f} days on a slower placement")
     con.print(t)
     b = Table(title=f"GPU-hours lost by cause (of {d['gpu_hours_ideal']:,.0f} ideal)", title_justify="left")
     b.add_column("cause")

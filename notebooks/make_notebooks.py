@@ -411,10 +411,13 @@ The StepFun production trace (400 servers, 348 days) replayed on each reference 
 (`workloads.goodput`, `fabric goodput`). One llama3-70b job runs at the configuration `fabric mfu --search`
 finds for each architecture (pinned here so the notebook runs in minutes). Every fault that touches one of
 its TP groups stops it; it restarts from its last checkpoint after the orchestrator re-places it on the TP
-groups the HBD still forms, or waits for repair when it no longer fits. Recovery costs (checkpoint every
-30 min with a 10 s stall, 10 min restart, 2 min re-placement plus the HBD's reconfiguration) are the
-`assumed` defaults of `workloads/goodput/params.py`. `COMM = "analytic"` keeps the run short; `"sim"` times
-every collective with the flow simulator (the README's figures)."""),
+groups the HBD still forms, or waits for repair when it no longer fits. The new placement's step time comes
+from the same MFU step model, so DP groups that the re-placement pushes across ToRs or HBD domains slow the
+job (*slower placement*); a repair that allows a placement at least 5 % faster moves it back. Recovery costs
+(checkpoint every 30 min with a 10 s stall, 10 min restart, 2 min re-placement plus the HBD's
+reconfiguration) are the defaults of `workloads/goodput/params.py` (`assumed`, bracketed by published
+figures there). `COMM = "analytic"` keeps the run short; `"sim"` times every collective with the flow
+simulator (the README's figures)."""),
     ("code", """# Parameters (the test suite runs this notebook at these values)
 GPUS = 4608
 MODEL = "llama3-70b"
@@ -450,7 +453,10 @@ table = pd.DataFrame([{"architecture": k, "config": d["config"], "job_gpus": d["
                        "healthy_tokens_per_s": d["healthy_tokens_per_s"],
                        "effective_tokens_per_s": d["effective_tokens_per_s"], "goodput_ratio": d["goodput_ratio"],
                        "capex_musd": d["capex_usd"] / 1e6, "tokens_per_s_per_musd": d["tokens_per_s_per_musd"],
-                       "tokens_per_s_per_mw": d["tokens_per_s_per_mw"], "interruptions": d["interruptions"]}
+                       "tokens_per_s_per_mw": d["tokens_per_s_per_mw"], "interruptions": d["interruptions"],
+                       "rebalances": d["rebalances"],
+                       "placements_timed": d["re_placements"]["distinct_placements"],
+                       "days_on_slower_placement": d["re_placements"]["days_on_slower_placement"]}
                       for k, d in res.items()])
 table.round(3)"""),
     ("md", """## Goodput per dollar and where the GPU-hours go
@@ -458,7 +464,8 @@ table.round(3)"""),
 Left: effective tokens/s per $M of the cluster's capex (`fabric.cost`). Right: GPU-hours of the job lost
 over the year, by cause: GPUs down (*faults*), healthy GPUs in no complete TP group or DP replica
 (*waste*), *restart*, *recomputation* since the last checkpoint, *replacement*, checkpoint stalls, and a
-slower (smaller) placement."""),
+*slower placement* (a re-placement whose collectives cross more ToRs or HBD domains, or a smaller elastic
+job; negative when the smaller job is more efficient per GPU)."""),
     ("code", """p = figure(x_range=list(table.architecture), width=420, height=340, toolbar_location=None,
            title=f"{MODEL}: goodput per dollar ({POLICY})", y_axis_label="effective tokens/s per $M of capex")
 p.vbar(x="architecture", top="tokens_per_s_per_musd", width=0.7, source=ColumnDataSource(table))
@@ -495,7 +502,10 @@ for k, d in res.items():
     assert 0 < d["goodput_ratio"] <= 1, k
     assert abs(d["effective_tokens_per_s"] - d["goodput_ratio"] * d["healthy_tokens_per_s"]) <= 1e-6 * d[
         "healthy_tokens_per_s"], k
-    assert len(d["series"]["day"]) >= int(d["span_days"]), k"""),
+    assert len(d["series"]["day"]) >= int(d["span_days"]), k
+    # the job runs on a slower placement only while it holds one, and never for longer than the span
+    assert 0 <= d["re_placements"]["days_on_slower_placement"] <= d["span_days"], k
+    assert d["gpu_hours_lost"]["slower_placement"] >= 0 or POLICY == "elastic", k"""),
 ])
 
 

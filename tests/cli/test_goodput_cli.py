@@ -44,7 +44,7 @@ def test_costs_move_goodput_the_right_way(run_cli):
 def test_human_output(run_cli):
     rc, out, err = run_cli(*ARGS, "--policy", "elastic")
     assert rc == 0, err
-    assert "goodput ratio" in out and "recomputation" in out
+    assert "goodput ratio" in out and "recomputation" in out and "rebalances" in out
 
 
 @pytest.mark.parametrize("extra,flag", [
@@ -54,6 +54,7 @@ def test_human_output(run_cli):
     (("--trace", "/nonexistent.json"), "--trace"),
     (("--trace-mapping", "zigzag"), "--trace-mapping"),
     (("--seed", -1), "--seed"),
+    (("--placement-timing", "fast"), "--placement-timing"),
 ])
 def test_bad_input_one_line_exit_2(run_cli, extra, flag):
     rc, out, err = run_cli(*ARGS, *extra, "--json")

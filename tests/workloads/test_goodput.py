@@ -194,3 +194,41 @@ def test_goodput_never_rises_with_a_cost(pairs, cost, lo, extra, dp, policy, see
     ga = report(tl, shape, simulate(tl, shape, rate, a, policy), rate, a, policy)["goodput_ratio"]
     gb = report(tl, shape, simulate(tl, shape, rate, b, policy), rate, b, policy)["goodput_ratio"]
     assert gb <= ga + 1e-12
+
+
+def placement_aware_rate(tl, shape):
+    """Perfect scaling on the healthy placement, 40 % slower on any other (a re-placement around faults)."""
+    healthy = {}
+
+    def rate(dp, gpus=None):
+        if gpus is None:
+            return float(dp)
+        if dp not in healthy:
+            clean = no_fault_timeline(FAB, shape.tp, 1.0)
+            healthy[dp] = clean.nodes.gpu_ids[clean.job_groups(0, dp * shape.groups_per_replica).ravel()]
+        return float(dp) * (1.0 if np.array_equal(gpus, healthy[dp]) else 0.6)
+    return rate
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pairs=st.lists(st.tuples(TIMES, st.floats(0.01, 2.0).map(lambda x: round(x, 3))), min_size=1, max_size=8),
+       cost=st.sampled_from(COSTS), lo=st.floats(0, 86400.0), extra=st.floats(0, 86400.0),
+       dp=st.integers(14, 18), policy=st.sampled_from(("fixed", "elastic")), seed=st.integers(0, 3))
+def test_goodput_never_rises_with_a_cost_when_placements_differ(pairs, cost, lo, extra, dp, policy, seed):
+    """As above with a step time that depends on the placement (re-placements and rebalances happen)."""
+    seen, kept = set(), []
+    for i, p in enumerate(pairs):
+        if i % 9 not in seen:
+            seen.add(i % 9)
+            kept.append(p)
+    tl = fault_timeline(FAB, 8, trace_from_events(_events(kept), "h", n_servers=36, horizon=8.0), seed=seed)
+    shape = JobShape(8, 1, dp)
+    rate = placement_aware_rate(tl, shape)
+    from dataclasses import replace
+    base = Recovery(checkpoint_interval_s=3600.0, checkpoint_stall_s=0.0, restart_s=600.0, replace_s=120.0)
+    a, b = replace(base, **{cost: lo}), replace(base, **{cost: lo + extra})
+    la, lb = simulate(tl, shape, rate, a, policy), simulate(tl, shape, rate, b, policy)
+    assert (la.placements, la.rebalances) == (lb.placements, lb.rebalances)  # costs never change where the job runs
+    ga = report(tl, shape, la, rate, a, policy)["goodput_ratio"]
+    gb = report(tl, shape, lb, rate, b, policy)["goodput_ratio"]
+    assert gb <= ga + 1e-12

@@ -18,6 +18,7 @@ from fabric.faults import FaultSamples, NodeIndex
 from fabric.model import Fabric
 from fabric.trace import Trace, load_trace
 from solvers.allocation import FaultBatch, Policy, allocate_row, policy_for
+from workloads.goodput.placement import balanced_choice, group_domains, healthy_is_balanced
 
 SECONDS_PER_DAY = 86400.0
 
@@ -37,6 +38,10 @@ class FaultTimeline:
     tp : int
     policy : Policy
     trace_name : str
+    balanced : bool
+        Whether the healthy job takes as many TP groups from each HBD domain
+        (:func:`workloads.goodput.placement.healthy_is_balanced`), which
+        re-placements then keep doing.
     """
 
     times_s: np.ndarray
@@ -45,6 +50,7 @@ class FaultTimeline:
     tp: int
     policy: Policy
     trace_name: str = ""
+    balanced: bool = False
 
     @property
     def n_intervals(self) -> int:
@@ -65,10 +71,26 @@ class FaultTimeline:
             return now
         return np.setdiff1d(now, self.batch.down_nodes.row(i - 1), assume_unique=True)
 
+    def newly_up(self, i: int) -> np.ndarray:
+        """Dense nodes up in interval ``i`` that were down in interval ``i - 1`` (none for ``i = 0``)."""
+        if i == 0:
+            return np.zeros(0, dtype=np.int64)
+        return np.setdiff1d(self.batch.down_nodes.row(i - 1), self.batch.down_nodes.row(i), assume_unique=True)
+
     def groups(self, i: int) -> np.ndarray:
         """TP groups (GPU indices, shape (n, tp)) the policy forms on the healthy GPUs of interval ``i``."""
         alloc = allocate_row(self.policy, self.tp, self.batch, i)
         return self.nodes.gpu_index(alloc.groups.ravel()).reshape(-1, self.tp)
+
+    def job_groups(self, i: int, n_groups: int) -> np.ndarray:
+        """The ``n_groups`` TP groups (GPU indices, in rank order) a job placed in interval ``i`` takes.
+
+        The policy's groups of the fault state, chosen as the healthy job
+        chooses its own (:mod:`workloads.goodput.placement`); fewer if fewer exist.
+        """
+        groups = self.groups(i)
+        dom = group_domains(self.policy.fabric, self.nodes.gpu_ids[groups])
+        return groups[balanced_choice(dom, n_groups, self.balanced)]
 
 
 def fault_timeline(fabric: Fabric, tp: int, trace: Trace | str, *, mapping: str = "tile", seed: int = 0,
@@ -106,7 +128,8 @@ def fault_timeline(fabric: Fabric, tp: int, trace: Trace | str, *, mapping: str 
         raise FabricError("trace", f"{tr.name} spans no time (horizon {tr.horizon} days)")
     batch = FaultBatch.from_nodes(pol.nodes, down)
     usable = pol.count(tp, batch)
-    return FaultTimeline(edges * SECONDS_PER_DAY, batch, np.asarray(usable, dtype=np.int64), tp, pol, tr.name)
+    return FaultTimeline(edges * SECONDS_PER_DAY, batch, np.asarray(usable, dtype=np.int64), tp, pol, tr.name,
+                         healthy_is_balanced(fabric, tp))
 
 
 def no_fault_timeline(fabric: Fabric, tp: int, span_s: float) -> FaultTimeline:
@@ -115,4 +138,4 @@ def no_fault_timeline(fabric: Fabric, tp: int, span_s: float) -> FaultTimeline:
     tp = pol.check_tp(tp)
     batch = FaultBatch.from_nodes(pol.nodes, FaultSamples.empty(1, pol.nodes.n_nodes))
     return FaultTimeline(np.array([0.0, float(span_s)]), batch, np.asarray(pol.count(tp, batch), dtype=np.int64),
-                         tp, pol, "none")
+                         tp, pol, "none", healthy_is_balanced(fabric, tp))

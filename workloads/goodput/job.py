@@ -10,16 +10,31 @@ the trace's span.  At every event (the start of an interval of the
    job cannot step without it.  The work since its last checkpoint is lost
    (*recomputation*, rule below).
 2. **Re-placement.** A stopped or waiting job is placed again on the TP
-   groups the HBD's allocation policy forms on the healthy GPUs (its first
-   ``dp' x groups_per_replica`` groups), then recovers: *re-placement* time,
-   then *restart* time, then it runs.  If it does not fit it *waits*.
+   groups the HBD's allocation policy forms on the healthy GPUs
+   (``dp' x groups_per_replica`` of them, chosen as the healthy job chooses
+   its own: :mod:`workloads.goodput.placement`), then recovers:
+   *re-placement* time, then *restart* time, then it runs.  If it does not
+   fit it *waits*.
    ``fixed``: it needs all ``dp`` replicas (spares absorb faults; else it
    waits for repair).  ``elastic``: it runs with the most replicas that fit
    and that the model allows (``rate`` is None for sizes it does not, e.g.
    when ``dp' x micro_batch`` does not divide the global batch), at least
    one; when repairs let it grow (even while it is still recovering) it
    checkpoints, re-places and restarts at the larger size (no work lost).
-3. **Running** at the step time of its shape: ``rate(dp')`` tokens/s.  It
+   Elastic picks, among those sizes, the one with the highest throughput on
+   the placement that fault state gives (a re-placement forced by faults may
+   be much slower: e.g. DP groups with unequal ranks per HBD domain lose the
+   hierarchical collective, and a smaller balanced job can do more).
+   Either policy *rebalances* when a repair makes a placement faster by more
+   than :data:`REBALANCE_GAIN` than the one it runs on (checkpoint,
+   re-place, restart), and stays put otherwise.  Which placements happen does not depend on the
+   recovery costs (a recovering job is interrupted and re-placed as a
+   running one is), so no cost can buy a better placement later.
+3. **Running** at the step time of its shape on its placement:
+   ``rate(dp', gpus)`` tokens/s, where ``gpus`` are the device ids of the
+   placement in rank order (the MFU step model times the DP, PP, CP and TP
+   collectives of that placement, so a DP group that the re-placement pushed
+   across ToRs slows the step).  It
    checkpoints every ``checkpoint_interval_s`` of training, stalling
    ``checkpoint_stall_s`` each time (a fraction C / (C + w) of running time
    trains).
@@ -36,8 +51,10 @@ the span T: ``useful + sum(lost by cause) = G x T`` exactly.  ``useful`` is
 work at the healthy job's per-GPU rate (so the goodput ratio is useful /
 (G x T)); GPUs the job lacks are lost to *faults* up to the GPUs that are
 not healthy (``G - healthy``), the rest to *waste* (healthy GPUs not in a
-complete TP group or DP replica); a running smaller or slower shape loses
-*slower_placement* (negative if it is more efficient per GPU).
+complete TP group or DP replica); a running shape slower per GPU than the
+healthy job (a re-placement whose collectives cross more ToRs or HBD
+domains, or a smaller elastic size) loses *slower_placement* (negative if it
+is more efficient per GPU).
 """
 
 from __future__ import annotations
@@ -52,6 +69,9 @@ from workloads.goodput.events import FaultTimeline
 from workloads.goodput.params import Recovery
 
 JOB_POLICIES = ("fixed", "elastic")
+# A repair triggers a re-placement of a running job (checkpoint, re-place, restart) only when the new placement
+# is at least this much faster: a policy choice (assumed), so that a marginal gain never buys a restart.
+REBALANCE_GAIN = 0.05
 CAUSES = ("faults", "waste", "restart", "recomputation", "replacement", "checkpoint", "slower_placement")
 RUNNING, RECOVERING, WAITING = "running", "recovering", "waiting"
 
@@ -96,8 +116,10 @@ class Ledger:
     gpu_s: dict[str, float] = field(default_factory=lambda: {c: 0.0 for c in ("useful", *CAUSES)})
     interruptions: int = 0
     regrows: int = 0
+    rebalances: int = 0
     placements: int = 0
     shapes: dict[int, float] = field(default_factory=dict)  # dp' -> seconds run at that size
+    slow_s: float = 0.0  # seconds run on a placement slower per GPU than the healthy job's
     useful_per_interval: list[float] = field(default_factory=list)
     dp_per_interval: list[int] = field(default_factory=list)
     state_per_interval: list[str] = field(default_factory=list)
@@ -117,30 +139,58 @@ class _Job:
         self.eff0 = healthy / self.g_full  # tokens/s per GPU of the healthy job
         C, w = rec.checkpoint_interval_s, rec.checkpoint_stall_s
         self.train_share = 1.0 if C == 0 else C / (C + w)
-        self.state, self.dp_run = WAITING, 0
+        self.state, self.dp_run, self.run_rate = WAITING, 0, 0.0
         self.job_nodes = np.zeros(tl.nodes.n_nodes, dtype=bool)
         self.segments: list[tuple[str, float]] = []  # recovery steps left: (cause, seconds)
         self.trained = 0.0  # training seconds since the last (re)start
         self.led = Ledger()
 
     # ------------------------------------------------------------------ decisions
-    def fit(self, i: int) -> int:
-        """Replicas the job would run with in interval ``i`` (0: it does not fit)."""
+    def gpus_of(self, i: int, dp: int) -> np.ndarray | None:
+        """Device ids (rank order) of the placement of ``dp`` replicas in interval ``i``; None if it does not fit."""
+        n = dp * self.shape.groups_per_replica
+        groups = self.tl.job_groups(i, n)
+        if groups.shape[0] < n:
+            return None
+        return self.tl.nodes.gpu_ids[groups.ravel()]
+
+    def best(self, i: int) -> tuple[int, float]:
+        """(replicas, tokens/s) the job would run with in interval ``i`` on that state's placement; (0, 0) if none.
+
+        ``fixed``: all ``dp`` replicas.  ``elastic``: of the sizes that fit
+        and that the model allows, the one with the highest throughput on its
+        placement (the largest, unless a re-placement at that size is slow
+        enough that a smaller, better placed job does more); ties go to the
+        larger size.
+        """
         replicas = int(self.tl.usable_gpus[i]) // self.shape.gpus_per_replica
-        if self.policy == "fixed":
-            return self.shape.dp if replicas >= self.shape.dp else 0
-        for d in range(min(self.shape.dp, replicas), 0, -1):  # the largest size the model allows (EP, memory)
-            if self.rate(d) is not None:
-                return d
-        return 0
+        sizes = [self.shape.dp] if self.policy == "fixed" else range(min(self.shape.dp, replicas), 0, -1)
+        best_d, best_r = 0, 0.0
+        for d in sizes:
+            if d > replicas:
+                break
+            healthy = self.rate(d)
+            if healthy is None:  # the model cannot run at this size (EP, memory, batch divisibility)
+                continue
+            if healthy <= best_r:  # a placement never beats the healthy one by much: nothing smaller can win
+                break
+            gpus = self.gpus_of(i, d)
+            r = self.rate(d, gpus) if gpus is not None else None
+            if r is not None and r > best_r:
+                best_d, best_r = d, float(r)
+        return best_d, best_r
 
     def place(self, i: int, dp: int, steps: list[tuple[str, float]]) -> None:
-        groups = self.tl.groups(i)[: dp * self.shape.groups_per_replica]
-        if groups.shape[0] < dp * self.shape.groups_per_replica:  # count and allocation disagree: a policy bug
-            raise RuntimeError(f"allocation formed {groups.shape[0]} TP groups, count said more")
+        gpus = self.gpus_of(i, dp)
+        if gpus is None:  # count and allocation disagree: a policy bug
+            raise RuntimeError(f"allocation formed fewer TP groups than {dp} replicas need; count said enough")
+        rate = self.rate(dp, gpus)
+        if not rate or rate <= 0:
+            raise ComputeError("goodput", f"the job at {dp} replicas on its new placement must have a throughput "
+                                          f"> 0, got {rate!r}")
         self.job_nodes[:] = False
-        self.job_nodes[self.tl.nodes.node_of_gpu[groups.ravel()]] = True
-        self.dp_run, self.state, self.trained = dp, RECOVERING, 0.0
+        self.job_nodes[self.tl.nodes.node_of_gpu[self.tl.nodes.gpu_index(gpus)]] = True
+        self.dp_run, self.run_rate, self.state, self.trained = dp, float(rate), RECOVERING, 0.0
         self.segments = [(c, s) for c, s in steps if s > 0]
         self.led.placements += 1
 
@@ -157,25 +207,26 @@ class _Job:
         if self.state != WAITING and self.job_nodes[self.tl.newly_down(i)].any():
             self.led.interruptions += 1
             if self.state == RUNNING:
-                lost = self.lost_training() * self.rate(self.dp_run) / self.eff0
+                lost = self.lost_training() * self.run_rate / self.eff0
                 self.led.gpu_s["useful"] -= lost
                 self.led.gpu_s["recomputation"] += lost
-            self.state, self.dp_run = WAITING, 0
+            self.state, self.dp_run, self.run_rate = WAITING, 0, 0.0
             self.job_nodes[:] = False
-        if i == 0 and self.state == WAITING:  # the job starts placed, at no cost
-            dp = self.fit(0)
-            if dp:
-                self.place(0, dp, [])
-                self.state = RUNNING
-            return
         if self.state == WAITING:
-            dp = self.fit(i)
+            dp, _ = self.best(i)
             if dp:
-                self.place(i, dp, restart)
-        elif self.policy == "elastic" and self.dp_run < self.shape.dp:
-            dp = self.fit(i)
-            if dp > self.dp_run:
-                self.led.regrows += 1
+                self.place(i, dp, [] if i == 0 else restart)  # the job starts placed, at no cost
+                if i == 0:
+                    self.state = RUNNING
+            return
+        if i > 0 and self.tl.newly_up(i).size:  # a repair may allow a larger or better placed job
+            dp, r = self.best(i)
+            grow = dp > self.dp_run and r > self.run_rate
+            if grow or r > self.run_rate * (1.0 + REBALANCE_GAIN):
+                if grow:
+                    self.led.regrows += 1
+                else:
+                    self.led.rebalances += 1
                 # a running job checkpoints first; one still recovering has trained nothing since its checkpoint
                 ckpt = [("checkpoint", rec.checkpoint_stall_s)] if self.state == RUNNING else []
                 self.place(i, dp, [*ckpt, *restart])
@@ -214,7 +265,7 @@ class _Job:
                     self.segments[0] = (cause, left - d)
                 continue
             train = seconds * self.train_share
-            u = train * self.rate(self.dp_run) / self.eff0
+            u = train * self.run_rate / self.eff0
             useful += u
             self.led.gpu_s["useful"] += u
             self.led.gpu_s["slower_placement"] += train * gpus - u
@@ -222,6 +273,8 @@ class _Job:
             self.missing(gpus, seconds, i)
             self.trained += train
             self.led.shapes[self.dp_run] = self.led.shapes.get(self.dp_run, 0.0) + seconds
+            if self.run_rate < self.eff0 * gpus * (1 - 1e-6):  # slower beyond rounding of the step time
+                self.led.slow_s += seconds
             break
         return useful
 
@@ -235,9 +288,12 @@ def simulate(timeline: FaultTimeline, shape: JobShape, rate: Callable[[int], flo
     timeline : FaultTimeline
     shape : JobShape
     rate : callable
-        ``dp' -> tokens/s`` of the job at ``dp'`` replicas, or None where the
-        model cannot run at that size (EP does not divide, out of memory);
-        called once per distinct size if the caller caches it.
+        ``rate(dp')``: tokens/s of the job at ``dp'`` replicas on the healthy
+        fabric, or None where the model cannot run at that size (EP does not
+        divide, out of memory); ``rate(dp', gpus)``: tokens/s on the placement
+        whose GPU device ids in rank order are ``gpus`` (a re-placement).
+        Called once per distinct size and placement if the caller caches it
+        (:class:`workloads.goodput.model.ShapeRates`).
     recovery : Recovery
     policy : {'fixed', 'elastic'}
 

@@ -17,7 +17,7 @@ from workloads.goodput.params import Recovery
 
 SCALAR_KEYS = ("span_days", "job_gpus", "healthy_tokens_per_s", "effective_tokens_per_s",
                "effective_model_flops_per_s", "goodput_ratio", "tokens_per_s_per_musd", "tokens_per_s_per_mw",
-               "model_pflops_per_musd", "interruptions", "placements", "regrows") + tuple(
+               "model_pflops_per_musd", "interruptions", "placements", "regrows", "rebalances") + tuple(
     f"gpu_hours_lost_{c}" for c in CAUSES)
 
 
@@ -77,6 +77,7 @@ def summarise(timeline: FaultTimeline, shape: JobShape, ledger: Ledger, *, healt
         "capex_usd": capex_usd, "power_w": power_w,
         "gpu_hours_ideal": G * T / 3600.0, "gpu_hours_useful": useful / 3600.0, "gpu_hours_lost": lost,
         "interruptions": ledger.interruptions, "placements": ledger.placements, "regrows": ledger.regrows,
+        "rebalances": ledger.rebalances,
         "time_at_size_days": {str(d): s / SECONDS_PER_DAY for d, s in sorted(ledger.shapes.items())},
         "time_waiting_days": float(np.diff(timeline.times_s)[np.asarray(ledger.state_per_interval) == "waiting"].sum()
                                    / SECONDS_PER_DAY) if ledger.state_per_interval else 0.0,

@@ -14,8 +14,10 @@ from fabric.catalog import Catalog, load_catalog
 from fabric.errors import FabricError
 
 NOTES = (
-    "each job size is timed by the MFU step model on its own placement on the healthy fabric; the cross-ToR "
-    "traffic of a re-placement around faults is not fed back into the step time",
+    "every re-placement around faults is timed by the MFU step model on its own placement (the HBD allocation "
+    "policy's TP groups of that fault state, laid out as the healthy job is), so its cross-ToR and cross-domain "
+    "DP / PP traffic sets its step time; with the simulator, a placement's step time is the healthy one plus the "
+    "change the analytic backend gives (placement_timing)",
     "elastic DP keeps the global batch (more micro-batches per replica), so it shrinks only to sizes whose "
     "replicas x micro-batch divide it",
 )
@@ -26,7 +28,7 @@ def goodput_summary(fabric, model: Any, *, trace: Any = "stepfun", catalog: Cata
                     trace_mapping: str = "tile", trace_servers: int | None = None, search: bool = True,
                     global_batch: Optional[int] = None, comm: str = "sim", confirm: int = 3,
                     runtime: str = "megatron-core", series: bool = True,
-                    mfu_data: dict | None = None, **fixed: Any) -> dict:
+                    mfu_data: dict | None = None, placement_timing: str | None = None, **fixed: Any) -> dict:
     """The JSON object of `fabric goodput` for a built Fabric (also the sweep metric).
 
     Parameters
@@ -46,6 +48,9 @@ def goodput_summary(fabric, model: Any, *, trace: Any = "stepfun", catalog: Cata
         Include the daily time series.
     mfu_data : dict, optional
         A :func:`workloads.mfu.mfu_summary` result of the same inputs, reused.
+    placement_timing : {'delta', 'exact'}, optional
+        How a re-placement's step time is found (:mod:`workloads.goodput.model`);
+        default ``delta`` with the simulator, ``exact`` otherwise.
     """
     from workloads.mfu import backend_named, mfu_summary, runtime_named
     from fabric.cost import cost_of
@@ -80,7 +85,7 @@ def goodput_summary(fabric, model: Any, *, trace: Any = "stepfun", catalog: Cata
         spec = spec.with_seq_len(d["model_spec"]["seq_len"])
     sm = StepModel(fabric, spec, catalog=cat, runtime=runtime_named(runtime, False), backend=backend_named(comm))
     healthy = sm.evaluate(par)
-    rates = ShapeRates(sm, healthy)
+    rates = ShapeRates(sm, healthy, placement_timing)
     shape = JobShape(par.tp, par.pp * par.cp, par.dp)
     led = simulate(tl, shape, rates, rec, policy)
     cost = cost_of(fabric, cat)
@@ -91,4 +96,5 @@ def goodput_summary(fabric, model: Any, *, trace: Any = "stepfun", catalog: Cata
             "comm_backend": d["comm_backend"], "hbd_kind": fabric.hbd.kind,
             "fault_model": {"trace": tl.trace_name, "mapping": trace_mapping, "seed": int(seed),
                             "intervals": tl.n_intervals}}
+    out["re_placements"] = {**rates.placement_summary(), "days_on_slower_placement": led.slow_s / 86400.0}
     return {**head, **out, "shapes": {str(k): v for k, v in rates.evaluated().items()}, "notes": notes}

@@ -1,0 +1,103 @@
+"""Where the job runs after a re-placement: the TP groups of the fault state, laid out as the healthy job is.
+
+At every re-placement the orchestrator takes the TP groups that the HBD's
+allocation policy forms on the healthy GPUs of the fault state
+(:func:`solvers.allocation.allocate_row`; the ILP orchestrator is far too slow
+to run at every event of a year) and hands them to the job's ranks by the rule
+:func:`workloads.placement.tp_blocks` applies to the healthy fabric: when the
+healthy job takes the same number of TP groups from each of the fewest HBD
+domains (so that every DP group has as many ranks in each domain and
+hierarchical collectives apply), the re-placed job does the same over the
+domains that still hold that many groups; otherwise it takes the groups in
+HBD order.  With no fault this is exactly the healthy placement (tests check
+it for every reference architecture), so a fault-free year runs at the healthy
+step time.  Ranks follow the Megatron-Core order on those groups
+(:class:`workloads.placement.RankPlacement`), so a DP group that a fault
+pushed across a ToR or an HBD domain boundary pays for it in the step model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fabric.model import Fabric
+from workloads.parallelism import Parallelism
+from workloads.placement import RankPlacement, hbd_configuration, tp_blocks
+
+
+def domain_runs(domains: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start index and length of each run of equal values in ``domains`` (groups come domain by domain)."""
+    if domains.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, domains[1:] != domains[:-1]])
+    return starts, np.diff(np.r_[starts, domains.size])
+
+
+def balanced_choice(domains: np.ndarray, need: int, balanced: bool) -> np.ndarray:
+    """Indices of the ``need`` groups the job takes, given the HBD domain of every available group (in HBD order).
+
+    ``balanced``: take ``need / d`` groups from each of the first ``d`` domains
+    that hold at least that many, for the smallest such ``d`` that divides
+    ``need`` (the rule of :func:`workloads.placement.tp_blocks`, which the
+    healthy job follows when its domains hold equal numbers of groups); if no
+    ``d`` works, or not ``balanced``, the first ``need`` groups in order.
+    """
+    n = int(domains.size)
+    need = min(int(need), n)
+    if not balanced or need == n:
+        return np.arange(need)
+    starts, per = domain_runs(domains)
+    for d in range(-(-need // int(per.max())), per.size + 1):
+        if need % d:
+            continue
+        q = need // d
+        ok = np.flatnonzero(per >= q)[:d]
+        if ok.size == d:
+            return (starts[ok][:, None] + np.arange(q)[None, :]).ravel()
+    return np.arange(need)
+
+
+def healthy_is_balanced(fabric: Fabric, tp: int) -> bool:
+    """Whether the healthy job's placement takes groups evenly from the domains (all domains hold as many)."""
+    blocks = tp_blocks(fabric, tp)
+    if blocks.shape[0] == 0:
+        return False
+    _, per = domain_runs(group_domains(fabric, blocks))
+    return bool(np.unique(per).size == 1)
+
+
+def group_domains(fabric: Fabric, groups: np.ndarray) -> np.ndarray:
+    """HBD domain of each TP group (of its first GPU; a GPU without a domain is its own, as in ``hbd_order``)."""
+    dom = fabric.group("domain")[groups[:, 0]]
+    return np.where(dom >= 0, dom, -1 - groups[:, 0])
+
+
+class GivenPlacement(RankPlacement):
+    """A :class:`~workloads.placement.RankPlacement` on given TP groups instead of the healthy fabric's first blocks.
+
+    Parameters
+    ----------
+    fabric : Fabric
+    par : Parallelism
+    gpus : ndarray of int, shape (par.world,)
+        GPU device ids, TP group after TP group, in rank order.
+    configured : dict, optional
+        Cache of configured Fabrics (k-hop: the rings lit for the TP groups),
+        keyed by the lit candidates, so equal configurations share one Fabric
+        (and its collective-time cache).
+    """
+
+    def __init__(self, fabric: Fabric, par: Parallelism, gpus: np.ndarray, configured: dict | None = None):
+        self.fabric = fabric
+        self.par = par
+        self.gpus = np.asarray(gpus, dtype=np.int64)
+        cfg = hbd_configuration(fabric, self.gpus.reshape(-1, par.tp))
+        if cfg is not None:
+            key = np.sort(np.asarray(cfg.active_candidates, dtype=np.int64)).tobytes()
+            hit = None if configured is None else configured.get(key)
+            if hit is None:
+                hit = fabric.with_configuration(cfg)
+                if configured is not None:
+                    configured[key] = hit
+            self.fabric = hit
+        self.grid = self.gpus.reshape(par.pp, par.dp, par.cp, par.tp)
