@@ -20,15 +20,26 @@ forward time, as their FLOPs do.
 Calibration (see :data:`DEFAULT_GEMM` and ``workloads.validation``): ``eta_max``
 and ``d0`` are fitted by least squares on the relative iteration-time error of
 three *calibration rows* of Korthikanti et al. 2022 (22B, 175B and 1T: small,
-middle and large models) and judged on every other row of every set, which
-are not used.  The efficiency is the same for every GPU (a calibration on
-A100, assumed to carry over to H100/B200: an assumption, not a measurement).
+middle and large models) on DGX A100 and judged on every other row of every
+set, which are not used.
+
+Other GPUs (:meth:`GemmEfficiency.for_gpu`, :class:`KernelEfficiency`, values
+and sources in ``workloads/presets/kernels/gpu-efficiency.yaml``): the A100
+curve is carried over with ``eta_max`` scaled by the ratio of the GPUs'
+maximum achievable matmul fractions (MAMF: 80.1 % on H100 vs 85.9 % on A100)
+times their sustained in-training fraction (1 on A100 by definition; for H100
+fitted on one declared Llama 3 row, 0.787), and ``d0`` scaled by the ratio of
+their machine balances (dense peak / HBM bandwidth, from the catalog: a faster
+GPU needs larger matrices to amortise the same operand traffic and tile
+quantisation).
 
 Per operator: weight GEMMs by their shape (above); attention either as one
-flash kernel (causal blocks skipped) or as explicit score/context batched
-GEMMs plus the memory-bound scale-mask-softmax and dropout kernels over the
-``s x s`` scores; norms, activations, residual adds and the optimizer step by
-the bytes they move.
+flash kernel timed at the kernel's own published throughput (causal blocks
+skipped; FlashAttention-2 on A100, FlashAttention-3 / cuDNN class on Hopper and
+later; a short key loop ``s/cp`` costs ``d0/(s/cp + d0)`` as a GEMM's short
+dimension does) or as explicit score/context batched GEMMs plus the
+memory-bound scale-mask-softmax and dropout kernels over the ``s x s`` scores;
+norms, activations, residual adds and the optimizer step by the bytes they move.
 
 Memory-bound kernels
 --------------------

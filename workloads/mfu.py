@@ -124,7 +124,8 @@ def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: b
     head = {"architecture": fabric.architecture, "params": fabric.params, "gpus": fabric.n_gpus, "gpu": sm.gpu.item,
             "model_spec": spec.to_dict(), "model_params_billion": spec.params() / 1e9,
             "active_params_billion": spec.active_params() / 1e9, "global_batch": B, "runtime": sm.runtime.name,
-            "gemm_model": sm.gemm.to_dict(), "comm_backend": sm.backend_name,
+            "gemm_model": sm.gemm.to_dict(), "gemm_model_on_gpu": sm.gemm.for_gpu(sm.gpu).to_dict(),
+            "kernel_efficiency": _kernels_dict(sm.gpu), "comm_backend": sm.backend_name,
             "runtime_switches": sm.runtime.to_dict(), "runtime_sources": dict(RUNTIME_SOURCES),
             "attention_kernel": "flash" if sm.flash else "unfused",
             "flops_convention": flops_convention, "conventions": conventions(flops_convention, sm.precision)}
@@ -149,6 +150,15 @@ def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: b
     result = sm.evaluate(par)
     check_fit(result)
     return {**head, **result.to_dict()}
+
+
+def _kernels_dict(gpu) -> dict:
+    """The GPU's kernel efficiencies with their sources (``workloads/presets/kernels/gpu-efficiency.yaml``)."""
+    k = gpu.kernels
+    if k is None:
+        return {}
+    return {"matmul": k.matmul, "training": k.training, "flash_fwd": k.flash_fwd, "flash_bwd": k.flash_bwd,
+            "sources": dict(k.sources)}
 
 
 def tp_beyond_hbd(sm, tp: Optional[int]) -> list[str]:
