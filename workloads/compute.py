@@ -28,7 +28,7 @@ and sources in ``workloads/presets/kernels/gpu-efficiency.yaml``): the A100
 curve is carried over with ``eta_max`` scaled by the ratio of the GPUs'
 maximum achievable matmul fractions (MAMF: 80.1 % on H100 vs 85.9 % on A100)
 times their sustained in-training fraction (1 on A100 by definition; for H100
-fitted on one declared Llama 3 row, 0.787), and ``d0`` scaled by the ratio of
+fitted on one declared Llama 3 row, 0.778), and ``d0`` scaled by the ratio of
 their machine balances (dense peak / HBM bandwidth, from the catalog: a faster
 GPU needs larger matrices to amortise the same operand traffic and tile
 quantisation).
@@ -129,7 +129,7 @@ class GemmEfficiency:
 # korthikanti2022-table.csv (DGX A100, default runtime, collectives timed by fabric.sim); every other row of every
 # set is held out.  eta_max sits at its bound (validation.ETA_MAX_BOUND): d0 carries the size dependence.
 DEFAULT_GEMM = GemmEfficiency(
-    eta_max=0.95, d0=356.7, mem_efficiency=0.85,
+    eta_max=0.95, d0=339.4, mem_efficiency=0.85,
     source="calibrated: least squares on rows 22B selective+SP, 175B full, 1T selective+SP of "
            "korthikanti2022-table.csv (Korthikanti et al. 2022, DGX A100); other rows and sets held out; "
            "eta_max at its bound 0.95 (assumed); mem_efficiency assumed",
