@@ -67,6 +67,9 @@ class GemmEfficiency:
         Fraction of the dense peak a large GEMM reaches.
     d0 : float
         Matrix dimension (elements) at which one small dimension halves efficiency.
+    ceiling : float
+        No product exceeds this fraction of the peak: the GPU's maximum
+        achievable matmul FLOP/s (set by :meth:`for_gpu`; 1 = no ceiling).
     mem_efficiency : float
         Fraction of the HBM bandwidth memory-bound kernels reach (assumed).
     source : str
@@ -78,11 +81,12 @@ class GemmEfficiency:
     mem_efficiency: float = 0.85
     source: str = ""
     calibration_gpu: str = "gpu_a100"
+    ceiling: float = 1.0
 
     def efficiency(self, m: float, n: float, k: float) -> float:
         """Achieved fraction of peak for an (m x k)(k x n) product."""
         d0 = self.d0
-        return self.eta_max * (m / (m + d0)) * (n / (n + d0)) * (k / (k + d0))
+        return min(self.eta_max * (m / (m + d0)) * (n / (n + d0)) * (k / (k + d0)), self.ceiling)
 
     def gemm_time(self, g: Gemm, peak_flops: float, hbm_bandwidth: float, dtype_bytes: float = 2.0) -> float:
         """Seconds for the forward product ``g`` (the backward takes twice this)."""
@@ -103,12 +107,14 @@ class GemmEfficiency:
         ratios are 1 and the curve is unchanged.
         """
         ref = self.reference
-        if gpu.kernels is None or ref is None or gpu.item == ref.item:
+        if gpu.kernels is None or ref is None:
             return self
         k, kr = gpu.kernels, ref.kernels
+        if gpu.item == ref.item:  # the calibration GPU: only the ceiling (no GEMM beats the MAMF)
+            return replace(self, ceiling=min(self.ceiling, k.matmul), calibration_gpu="")
         eta = self.eta_max * (k.matmul * k.training) / (kr.matmul * kr.training)
         d0 = self.d0 * (gpu.peak_bf16_flops / gpu.hbm_bandwidth) / (ref.peak_bf16_flops / ref.hbm_bandwidth)
-        return replace(self, eta_max=eta, d0=d0, calibration_gpu="")
+        return replace(self, eta_max=eta, d0=d0, ceiling=min(self.ceiling, k.matmul), calibration_gpu="")
 
     @property
     def reference(self) -> "GpuSpec | None":
@@ -122,7 +128,7 @@ class GemmEfficiency:
 
     def to_dict(self) -> dict:
         return {"eta_max": self.eta_max, "d0": self.d0, "mem_efficiency": self.mem_efficiency,
-                "source": self.source, "calibration_gpu": self.calibration_gpu}
+                "ceiling": self.ceiling, "source": self.source, "calibration_gpu": self.calibration_gpu}
 
 
 # Fitted by workloads.validation.Validator.calibrate() on rows 22B selective+SP, 175B full and 1T selective+SP of

@@ -28,6 +28,17 @@ Every set is a CSV file shipped beside the presets, with its source:
     future computation", which the norms' memory-efficient mode
     (``Runtime.memory_efficient_norm``) expresses.
 
+``mosaic-mpt``  (``mosaic-mpt-benchmarks.csv``)
+    MosaicML's MPT training benchmarks (llm-foundry, ``scripts/train/benchmarking/
+    README.md``, tables "H100 80GB BF16" and "A100 80GB with 1600 Gbps node-node
+    interconnect"): MPT 1B-70B (GeLU MLP 4h, MHA, vocab 50,368, no dropout,
+    tied embeddings, flash attention) with PyTorch FSDP ``FULL_SHARD`` (ZeRO-3),
+    no TP/PP, 8 or 64 GPUs, with or without activation checkpointing (full
+    recomputation); MFU counted as they count it: ``(6 N s + 12 l h s^2)`` per
+    sequence over the dense bf16 peak, ``N`` their published parameter count.
+    A different framework, both GPU generations, all rows held out: the same
+    models on A100 and H100 check the H100 transfer of the GEMM curve.
+
 Every row is predicted with the *default* runtime (:data:`workloads.step.MEGATRON_CORE`)
 and only the run's own model, parallelism and recomputation; the fabric is
 DGX nodes of the row's GPU on a fat-tree DCN (``build_fabric``, passed in by
@@ -61,7 +72,9 @@ from workloads.models import ModelSpec, load_model
 from workloads.parallelism import Parallelism
 from workloads.step import MEGATRON_CORE, Runtime, StepModel, StepResult
 
-SETS = ("narayanan2021", "korthikanti2022", "llama3-2024")
+RUNTIME_FIELDS = frozenset(Runtime.__dataclass_fields__)
+
+SETS = ("narayanan2021", "korthikanti2022", "llama3-2024", "mosaic-mpt")
 # (set, row) pairs the GEMM model is fitted on: a small, a middle and a large model of Korthikanti et al.
 # 2022 (both recomputation modes among them), nothing else.
 CALIBRATION_ROWS = (("korthikanti2022", "22B selective+SP"), ("korthikanti2022", "175B full"),
@@ -100,11 +113,12 @@ class Case:
         The published configuration (free fields at their first option).
     free : dict
         Unpublished fields and the options tried (the fastest fitting wins).
-    metric : {'iteration_time_s', 'megatron_tflops_per_gpu', 'mfu'}
+    metric : {'iteration_time_s', 'megatron_tflops_per_gpu', 'mfu', 'mosaic_mfu'}
     measured : float
     runtime : dict
         Documented runtime switches the publication states, applied over the
-        default runtime (e.g. ``memory_efficient_norm``).
+        default runtime (e.g. ``memory_efficient_norm``), and published
+        constants its metric needs (``num_params``).
     """
 
     set: str
@@ -169,6 +183,18 @@ def cases(sets: tuple[str, ...] = SETS) -> list[Case]:
                               account_for_embedding=True, account_for_loss=True)
             out.append(Case("llama3-2024", r["row"], model, "gpu_h100", int(r["gpus"]), par, {}, "mfu",
                             float(r["bf16_mfu"]), {"memory_efficient_norm": True}))
+    if "mosaic-mpt" in sets:
+        for r in _csv("mosaic-mpt-benchmarks.csv"):
+            h, g = int(r["hidden"]), int(r["gpus"])
+            model = ModelSpec.from_dict({
+                "name": f"mpt-{r['row'].split()[0]}", "hidden": h, "layers": int(r["layers"]),
+                "heads": int(r["heads"]), "ffn_hidden": 4 * h, "vocab": 50368, "seq_len": int(r["seq_len"]),
+                "tied_embeddings": True, "source": "P: llm-foundry MPT benchmark configurations (GeLU 4h, MHA, "
+                                                  "vocab 50,368, no dropout)"})
+            par = Parallelism(dp=g, micro_batch=int(r["micro_batch"]), global_batch=int(r["global_batch"]),
+                              recompute="full" if r["activation_checkpointing"] == "true" else "none", zero_stage=3)
+            out.append(Case("mosaic-mpt", f"{r['row']} {r['gpu'].replace('gpu_', '').upper()}", model, r["gpu"], g,
+                            par, {}, "mosaic_mfu", float(r["mfu"]), {"num_params": float(r["num_params"])}))
     return out
 
 
@@ -215,6 +241,11 @@ def metric_value(case: Case, res: StepResult) -> float:
         m, par = case.model, res.parallelism
         return gpt_hardware_flops_full(par.global_batch, m.seq_len, m.layers, m.hidden, m.vocab) / (
             res.step_time_s * par.world) / 1e12
+    if case.metric == "mosaic_mfu":
+        # llm-foundry's own count: 2 N FLOPs per token per pass plus 4 h s^2 per layer of attention, times 3
+        m, par = case.model, res.parallelism
+        per_seq = 6.0 * case.runtime["num_params"] * m.seq_len + 12.0 * m.layers * m.hidden * m.seq_len ** 2
+        return per_seq * par.global_batch / (res.step_time_s * par.world * res.peak_tflops * 1e12)
     return res.mfu
 
 
@@ -245,7 +276,8 @@ class Validator:
             key = (c.gpus, c.gpu)
             if key not in fabrics:
                 fabrics[key] = build_fabric(c.gpus, c.gpu) if two else build_fabric(c.gpus)
-            rt = replace(runtime, **c.runtime) if c.runtime else runtime
+            switches = {k: v for k, v in c.runtime.items() if k in RUNTIME_FIELDS}
+            rt = replace(runtime, **switches) if switches else runtime
             self.models[(c.set, c.row)] = StepModel(fabrics[key], c.model, runtime=rt, backend=backend)
 
     def predict(self, case: Case, gemm: GemmEfficiency = DEFAULT_GEMM, training: float | None = None) -> Prediction:
@@ -344,7 +376,7 @@ def summary(preds: list[Prediction]) -> dict:
 
 
 _METRIC = {"iteration_time_s": ("iteration time", "{:.2f} s"), "megatron_tflops_per_gpu": ("TFLOP/s", "{:.1f}"),
-           "mfu": ("MFU", "{:.1%}")}
+           "mfu": ("MFU", "{:.1%}"), "mosaic_mfu": ("MFU (llm-foundry count)", "{:.1%}")}
 
 
 def table(preds: list[Prediction], loo: list[Prediction] | None = None) -> str:

@@ -48,11 +48,16 @@ def test_fp8_speeds_up_weight_gemms():
 
 
 def test_gemm_curve_carried_to_other_gpus_by_mamf_and_machine_balance():
-    """Closed form: eta_max x (MAMF x training) ratio, d0 x (peak / HBM bandwidth) ratio; identity on the A100."""
+    """Closed form: eta_max x (MAMF x training) ratio, d0 x (peak / HBM bandwidth) ratio; on the A100 the same curve;
+    on every GPU no product beats its maximum achievable matmul FLOP/s (MAMF)."""
     cat = load_catalog()
     h100 = GpuSpec.from_catalog(cat, "gpu_h100")
-    assert DEFAULT_GEMM.for_gpu(A100) == DEFAULT_GEMM
+    a = DEFAULT_GEMM.for_gpu(A100)
+    assert (a.eta_max, a.d0, a.ceiling) == (DEFAULT_GEMM.eta_max, DEFAULT_GEMM.d0, A100.kernels.matmul)
+    assert a.efficiency(1e6, 1e6, 1e6) == pytest.approx(A100.kernels.matmul)  # the ceiling, not eta_max
+    assert a.efficiency(1024, 2048, 512) == pytest.approx(DEFAULT_GEMM.efficiency(1024, 2048, 512))
     g = DEFAULT_GEMM.for_gpu(h100)
+    assert g.ceiling == h100.kernels.matmul
     ka, kh = A100.kernels, h100.kernels
     assert g.eta_max == pytest.approx(DEFAULT_GEMM.eta_max * kh.matmul * kh.training / (ka.matmul * ka.training))
     balance = (h100.peak_bf16_flops / h100.hbm_bandwidth) / (A100.peak_bf16_flops / A100.hbm_bandwidth)
