@@ -74,6 +74,10 @@ def test_every_catalog_gpu_has_sourced_kernel_efficiencies():
         assert k is not None and 0 < k.flash_bwd < k.flash_fwd < 1 and 0 < k.matmul < 1 and 0 < k.training <= 1
         assert set(k.sources) == {"matmul", "flash_fwd", "flash_bwd", "training"} and all(k.sources.values())
     assert GpuSpec.from_catalog(cat, "gpu_a100").kernels.training == 1.0  # the calibration GPU
+    h100 = GpuSpec.from_catalog(cat, "gpu_h100").kernels.training
+    for item in ("gpu_h800", "gpu_h20", "gpu_b200", "gpu_gb200"):  # carried over from H100, said so
+        k = GpuSpec.from_catalog(cat, item).kernels
+        assert k.training == h100 and "as H100" in k.sources["training"]
 
 
 def test_flash_attention_at_its_own_kernel_efficiency():
