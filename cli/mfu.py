@@ -133,6 +133,10 @@ def mfu_command(
     hardware_tflops_per_gpu are the two numerators per GPU; the JSON states
     the conventions under "conventions".  Layer counts that --pp does not
     divide are split with the first and last stages one layer lighter.
+    Compute efficiency per GPU generation (maximum achievable matmul, in-training
+    fraction, flash-attention kernels) comes from
+    workloads/presets/kernels/gpu-efficiency.yaml, with sources, shown under
+    "kernel_efficiency" and "gemm_model_on_gpu" in the JSON.
     """
     from workloads import comm as comm_mod
 
