@@ -114,7 +114,9 @@ class GemmEfficiency:
             return replace(self, ceiling=min(self.ceiling, k.matmul), calibration_gpu="")
         eta = self.eta_max * (k.matmul * k.training) / (kr.matmul * kr.training)
         d0 = self.d0 * (gpu.peak_bf16_flops / gpu.hbm_bandwidth) / (ref.peak_bf16_flops / ref.hbm_bandwidth)
-        return replace(self, eta_max=eta, d0=d0, ceiling=min(self.ceiling, k.matmul), calibration_gpu="")
+        how = (f"{self.source}; carried from {ref.item} to {gpu.item}: eta_max x (MAMF x in-training fraction) "
+               f"ratio, d0 x machine-balance ratio, capped at the MAMF")
+        return replace(self, eta_max=eta, d0=d0, ceiling=min(self.ceiling, k.matmul), calibration_gpu="", source=how)
 
     @property
     def reference(self) -> "GpuSpec | None":
