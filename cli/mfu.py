@@ -107,6 +107,13 @@ def mfu_command(
                                                      help="layers on the first pipeline stage (default: spread)"),
     last_stage_layers: Optional[int] = typer.Option(None, "--last-stage-layers",
                                                     help="layers on the last pipeline stage (default: spread)"),
+    account_for_embedding: bool = typer.Option(False, "--account-for-embedding",
+                                               help="count the input embedding as a layer when splitting stages"),
+    account_for_loss: bool = typer.Option(False, "--account-for-loss",
+                                          help="count the output layer and loss as a layer when splitting stages"),
+    memory_efficient_norm: bool = typer.Option(False, "--memory-efficient-norm",
+                                               help="norms keep their output, not their input, for the backward "
+                                                    "(Megatron --memory-efficient-layer-norm)"),
     comm: str = typer.Option("sim", "--comm", help="collective timing: sim (flow simulator) | analytic (fallback)"),
     comm_cache: Optional[Path] = typer.Option(None, "--comm-cache", help="JSON file of cached collective fits "
                                                                          "(read if present, written after)"),
@@ -126,6 +133,10 @@ def mfu_command(
     hardware_tflops_per_gpu are the two numerators per GPU; the JSON states
     the conventions under "conventions".  Layer counts that --pp does not
     divide are split with the first and last stages one layer lighter.
+    Compute efficiency per GPU generation (maximum achievable matmul, in-training
+    fraction, flash-attention kernels) comes from
+    workloads/presets/kernels/gpu-efficiency.yaml, with sources, shown under
+    "kernel_efficiency" and "gemm_model_on_gpu" in the JSON.
     """
     from workloads import comm as comm_mod
 
@@ -141,11 +152,13 @@ def mfu_command(
             raise FabricError("--comm-cache", f"{comm_cache.name} is not a cache written by fabric mfu") from None
     fixed = {"tp": tp, "pp": pp, "dp": dp, "ep": ep, "cp": cp, "micro_batch": micro_batch, "interleave": interleave,
              "recompute": recompute, "sequence_parallel": sequence_parallel, "zero_stage": zero,
-             "first_stage_layers": first_stage_layers, "last_stage_layers": last_stage_layers}
+             "first_stage_layers": first_stage_layers, "last_stage_layers": last_stage_layers,
+             "account_for_embedding": account_for_embedding or None, "account_for_loss": account_for_loss or None}
     if recompute is not None and recompute not in ("none", "selective", "full"):
         raise FabricError("--recompute", f"{recompute!r} not allowed; use none, selective or full")
     opts = dict(catalog=cat, search=do_search, global_batch=global_batch, seq_len=seq_len, runtime=runtime,
-                comm=comm, confirm=confirm, fp8=fp8, flops_convention=flops_convention, **fixed)
+                comm=comm, confirm=confirm, fp8=fp8, flops_convention=flops_convention,
+                memory_efficient_norm=memory_efficient_norm, **fixed)
     fab = build_fabric(arch, gpus, param, cat, topology)
     data = mfu_summary(fab, model, **opts)
     for w in data.get("warnings", []):  # e.g. TP beyond the HBD: said once the configuration is valid

@@ -20,15 +20,26 @@ forward time, as their FLOPs do.
 Calibration (see :data:`DEFAULT_GEMM` and ``workloads.validation``): ``eta_max``
 and ``d0`` are fitted by least squares on the relative iteration-time error of
 three *calibration rows* of Korthikanti et al. 2022 (22B, 175B and 1T: small,
-middle and large models) and judged on every other row of every set, which
-are not used.  The efficiency is the same for every GPU (a calibration on
-A100, assumed to carry over to H100/B200: an assumption, not a measurement).
+middle and large models) on DGX A100 and judged on every other row of every
+set, which are not used.
+
+Other GPUs (:meth:`GemmEfficiency.for_gpu`, :class:`KernelEfficiency`, values
+and sources in ``workloads/presets/kernels/gpu-efficiency.yaml``): the A100
+curve is carried over with ``eta_max`` scaled by the ratio of the GPUs'
+maximum achievable matmul fractions (MAMF: 80.1 % on H100 vs 85.9 % on A100)
+times their sustained in-training fraction (1 on A100 by definition; for H100
+fitted on one declared Llama 3 row, 0.778), and ``d0`` scaled by the ratio of
+their machine balances (dense peak / HBM bandwidth, from the catalog: a faster
+GPU needs larger matrices to amortise the same operand traffic and tile
+quantisation).
 
 Per operator: weight GEMMs by their shape (above); attention either as one
-flash kernel (causal blocks skipped) or as explicit score/context batched
-GEMMs plus the memory-bound scale-mask-softmax and dropout kernels over the
-``s x s`` scores; norms, activations, residual adds and the optimizer step by
-the bytes they move.
+flash kernel timed at the kernel's own published throughput (causal blocks
+skipped; FlashAttention-2 on A100, FlashAttention-3 / cuDNN class on Hopper and
+later; a short key loop ``s/cp`` costs ``d0/(s/cp + d0)`` as a GEMM's short
+dimension does) or as explicit score/context batched GEMMs plus the
+memory-bound scale-mask-softmax and dropout kernels over the ``s x s`` scores;
+norms, activations, residual adds and the optimizer step by the bytes they move.
 
 Memory-bound kernels
 --------------------
@@ -40,7 +51,8 @@ what a streaming kernel reaches on A100/H100 HBM, not fitted).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import functools
+from dataclasses import dataclass, field, replace
 
 from workloads.flops import Gemm
 
@@ -55,6 +67,9 @@ class GemmEfficiency:
         Fraction of the dense peak a large GEMM reaches.
     d0 : float
         Matrix dimension (elements) at which one small dimension halves efficiency.
+    ceiling : float
+        No product exceeds this fraction of the peak: the GPU's maximum
+        achievable matmul FLOP/s (set by :meth:`for_gpu`; 1 = no ceiling).
     mem_efficiency : float
         Fraction of the HBM bandwidth memory-bound kernels reach (assumed).
     source : str
@@ -65,11 +80,13 @@ class GemmEfficiency:
     d0: float
     mem_efficiency: float = 0.85
     source: str = ""
+    calibration_gpu: str = "gpu_a100"
+    ceiling: float = 1.0
 
     def efficiency(self, m: float, n: float, k: float) -> float:
         """Achieved fraction of peak for an (m x k)(k x n) product."""
         d0 = self.d0
-        return self.eta_max * (m / (m + d0)) * (n / (n + d0)) * (k / (k + d0))
+        return min(self.eta_max * (m / (m + d0)) * (n / (n + d0)) * (k / (k + d0)), self.ceiling)
 
     def gemm_time(self, g: Gemm, peak_flops: float, hbm_bandwidth: float, dtype_bytes: float = 2.0) -> float:
         """Seconds for the forward product ``g`` (the backward takes twice this)."""
@@ -81,23 +98,107 @@ class GemmEfficiency:
         """Seconds for a memory-bound kernel moving ``nbytes``."""
         return nbytes / (hbm_bandwidth * self.mem_efficiency)
 
+    def for_gpu(self, gpu: "GpuSpec") -> "GemmEfficiency":
+        """The curve carried from the calibration GPU to ``gpu`` (module docstring, *Other GPUs*).
+
+        ``eta_max`` scales with the GPU's maximum achievable matmul fraction
+        (:class:`KernelEfficiency` ``matmul``) and ``d0`` with its machine
+        balance (dense peak / HBM bandwidth); on the calibration GPU both
+        ratios are 1 and the curve is unchanged.
+        """
+        ref = self.reference
+        if gpu.kernels is None or ref is None:
+            return self
+        k, kr = gpu.kernels, ref.kernels
+        if gpu.item == ref.item:  # the calibration GPU: only the ceiling (no GEMM beats the MAMF)
+            return replace(self, ceiling=min(self.ceiling, k.matmul), calibration_gpu="")
+        eta = self.eta_max * (k.matmul * k.training) / (kr.matmul * kr.training)
+        d0 = self.d0 * (gpu.peak_bf16_flops / gpu.hbm_bandwidth) / (ref.peak_bf16_flops / ref.hbm_bandwidth)
+        how = (f"{self.source}; carried from {ref.item} to {gpu.item}: eta_max x (MAMF x in-training fraction) "
+               f"ratio, d0 x machine-balance ratio, capped at the MAMF")
+        return replace(self, eta_max=eta, d0=d0, ceiling=min(self.ceiling, k.matmul), calibration_gpu="", source=how)
+
+    @property
+    def reference(self) -> "GpuSpec | None":
+        """The GPU the curve was calibrated on (``calibration_gpu``), from the catalog."""
+        if not self.calibration_gpu:
+            return None
+        return _reference_gpu(self.calibration_gpu)
+
     def with_values(self, **changes) -> "GemmEfficiency":
         return replace(self, **changes)
 
     def to_dict(self) -> dict:
         return {"eta_max": self.eta_max, "d0": self.d0, "mem_efficiency": self.mem_efficiency,
-                "source": self.source}
+                "ceiling": self.ceiling, "source": self.source, "calibration_gpu": self.calibration_gpu}
 
 
 # Fitted by workloads.validation.Validator.calibrate() on rows 22B selective+SP, 175B full and 1T selective+SP of
 # korthikanti2022-table.csv (DGX A100, default runtime, collectives timed by fabric.sim); every other row of every
 # set is held out.  eta_max sits at its bound (validation.ETA_MAX_BOUND): d0 carries the size dependence.
 DEFAULT_GEMM = GemmEfficiency(
-    eta_max=0.95, d0=356.7, mem_efficiency=0.85,
+    eta_max=0.95, d0=339.4, mem_efficiency=0.85,
     source="calibrated: least squares on rows 22B selective+SP, 175B full, 1T selective+SP of "
            "korthikanti2022-table.csv (Korthikanti et al. 2022, DGX A100); other rows and sets held out; "
            "eta_max at its bound 0.95 (assumed); mem_efficiency assumed",
 )
+
+
+# --------------------------------------------------------------------------- per-GPU kernel efficiencies
+KERNELS_FILE = "kernels/gpu-efficiency.yaml"
+
+
+@dataclass(frozen=True)
+class KernelEfficiency:
+    """Per-GPU kernel efficiencies (``workloads/presets/kernels/gpu-efficiency.yaml``, each with its source).
+
+    Attributes
+    ----------
+    matmul : float
+        Maximum achievable bf16 matmul FLOP/s over the dense peak (MAMF).
+    training : float
+        Sustained in-training fraction of ``matmul`` relative to the
+        calibration GPU's (1 on it; fitted on a declared row for H100).
+    flash_fwd, flash_bwd : float
+        Fused flash-attention forward / backward FLOP/s over the dense peak
+        (causal, head dim 128, long sequences).
+    sources : dict
+        Field -> source.
+    """
+
+    matmul: float
+    flash_fwd: float
+    flash_bwd: float
+    training: float = 1.0
+    sources: dict = field(default_factory=dict, compare=False, hash=False)
+
+    def with_training(self, training: float) -> "KernelEfficiency":
+        return replace(self, training=training)
+
+
+@functools.lru_cache(maxsize=1)
+def _kernel_table() -> dict:
+    import yaml
+    from importlib import resources
+
+    return yaml.safe_load((resources.files("workloads") / "presets" / KERNELS_FILE).read_text())
+
+
+def kernel_efficiency(item: str) -> KernelEfficiency | None:
+    """The kernel efficiencies of catalog GPU ``item`` (``None`` if the file has no entry for it)."""
+    row = _kernel_table().get(item)
+    if row is None:
+        return None
+    return KernelEfficiency(float(row["matmul"]["value"]), float(row["flash_fwd"]["value"]),
+                            float(row["flash_bwd"]["value"]), float(row["training"]["value"]),
+                            {k: v["source"] for k, v in row.items()})
+
+
+@functools.lru_cache(maxsize=8)
+def _reference_gpu(item: str) -> "GpuSpec":
+    from fabric.catalog import load_catalog
+
+    return GpuSpec.from_catalog(load_catalog(), item)
 
 
 # --------------------------------------------------------------------------- one layer on one GPU
@@ -121,11 +222,13 @@ class GpuSpec:
     peak_fp8_flops: float
     hbm_bytes: float
     hbm_bandwidth: float
+    kernels: KernelEfficiency | None = None
 
     @classmethod
     def from_catalog(cls, catalog, item: str) -> "GpuSpec":
         return cls(item, catalog.value(item, "peak_bf16_flops"), catalog.value(item, "peak_fp8_flops"),
-                   catalog.value(item, "hbm_bytes"), catalog.value(item, "hbm_bandwidth"))
+                   catalog.value(item, "hbm_bytes"), catalog.value(item, "hbm_bandwidth"),
+                   kernel_efficiency(item))
 
 
 @dataclass(frozen=True)
@@ -174,6 +277,7 @@ def layer_times(model, par, moe: bool, gpu: GpuSpec, gemm: GemmEfficiency, *, fl
     """
     from workloads.flops import layer_gemms
 
+    gemm = gemm.for_gpu(gpu)
     peak16 = gpu.peak_bf16_flops
     peak_w = gpu.peak_fp8_flops if fp8 else peak16
     bw = gpu.hbm_bandwidth
@@ -183,11 +287,24 @@ def layer_times(model, par, moe: bool, gpu: GpuSpec, gemm: GemmEfficiency, *, fl
     drop = 1.0 if model.dropout > 0 else 0.0
     gemms = layer_gemms(model, b, moe=moe, tp=t, cp=par.cp, ep=par.ep)
     w_fwd = attn_fwd = column = 0.0
+    flash_fwd = flash_bwd = 0.0
     for g in gemms:
         if g.name in ("scores", "context"):
             if flash:
-                # one fused kernel; causal masking skips half the blocks
-                attn_fwd += 0.5 * g.flops / (peak16 * gemm.efficiency(g.m, g.n, g.k))
+                # one fused kernel, causal masking skips half the blocks; timed at the kernel's own
+                # published throughput (KernelEfficiency), or on the GEMM curve for a GPU without one
+                executed = 0.5 * g.flops
+                if gpu.kernels is not None:
+                    # short key loops (per call: s / cp keys under ring CP) do not amortise the
+                    # kernel's prologue and epilogue; same d0 as the GEMMs
+                    keys = s / par.cp
+                    short = keys / (keys + gemm.d0)
+                    flash_fwd += executed / (peak16 * gpu.kernels.flash_fwd * short)
+                    flash_bwd += 2.5 * executed / (peak16 * gpu.kernels.flash_bwd * short)
+                else:
+                    t_g = executed / (peak16 * gemm.efficiency(g.m, g.n, g.k))
+                    flash_fwd += t_g
+                    flash_bwd += 2.5 * t_g
             else:
                 attn_fwd += gemm.gemm_time(g, peak16, bw)
         else:
@@ -195,7 +312,10 @@ def layer_times(model, par, moe: bool, gpu: GpuSpec, gemm: GemmEfficiency, *, fl
             w_fwd += t_g
             if g.tp_split and (g.name in ("qkv", "q", "q_up", "kv_up") or g.name.endswith("_up")):
                 column += t_g  # its weight gradient takes as long as its forward
-    attn_bwd = 2.5 * attn_fwd if flash else 2.0 * attn_fwd
+    if flash:
+        attn_fwd, attn_bwd = flash_fwd, flash_bwd
+    else:
+        attn_bwd = 2.0 * attn_fwd
     # memory-bound kernels: bytes moved (2-byte activations, 1-byte dropout masks)
     mult_f = 6.0 if model.swiglu else 4.0   # activation forward: read 2 (or 4) + write 2 per output element
     mult_b = 10.0 if model.swiglu else 6.0  # activation backward
@@ -235,6 +355,7 @@ def logits_times(model, par, gpu: GpuSpec, gemm: GemmEfficiency, *, fp8: bool = 
     """(forward, backward) seconds of the output layer and the cross-entropy loss, one micro-batch."""
     from workloads.flops import logits_gemm
 
+    gemm = gemm.for_gpu(gpu)
     g = logits_gemm(model, par.micro_batch, tp=par.tp, cp=par.cp)
     peak = gpu.peak_fp8_flops if fp8 else gpu.peak_bf16_flops
     t = gemm.gemm_time(g, peak, gpu.hbm_bandwidth)
@@ -245,6 +366,7 @@ def logits_times(model, par, gpu: GpuSpec, gemm: GemmEfficiency, *, fp8: bool = 
 
 def embedding_times(model, par, gpu: GpuSpec, gemm: GemmEfficiency) -> tuple[float, float]:
     """(forward, backward) seconds of the input embedding lookup (a gather and a scatter-add)."""
+    gemm = gemm.for_gpu(gpu)
     T = par.micro_batch * model.seq_len / par.cp
     nbytes = 4 * T * model.hidden
     return gemm.memory_time(nbytes, gpu.hbm_bandwidth), gemm.memory_time(2 * nbytes, gpu.hbm_bandwidth)

@@ -145,7 +145,7 @@ def stage_layers(model: ModelSpec, par: Parallelism, stage: int) -> list[int]:
 
 
 def layer_activation_bytes(model: ModelSpec, par: Parallelism, moe: bool, *, flash: bool,
-                           recompute: str | None = None) -> float:
+                           recompute: str | None = None, memory_efficient_norm: bool = False) -> float:
     """Bytes one layer stores for backward, per micro-batch, on one GPU.
 
     Parameters
@@ -156,6 +156,11 @@ def layer_activation_bytes(model: ModelSpec, par: Parallelism, moe: bool, *, fla
     recompute : str, optional
         Overrides ``par.recompute``; ``"none"`` gives the full working set of
         a layer (live while its backward runs).
+    memory_efficient_norm : bool
+        The norms keep their output (which the next linear stores anyway)
+        instead of their input for the backward (Apex's memory-efficient
+        fused norm, Megatron ``--memory-efficient-layer-norm``): the two
+        ``2 Tn h`` norm inputs are not stored.
     """
     rc = par.recompute if recompute is None else recompute
     b, s, h, t = par.micro_batch, model.seq_len, model.hidden, par.tp
@@ -167,8 +172,9 @@ def layer_activation_bytes(model: ModelSpec, par: Parallelism, moe: bool, *, fla
     a_t = model.heads / t
     g_t = max(model.kv_heads / t, 1.0)
     d, dv = model.head_dim, model.v_head_dim
+    norm_in = 0.0 if memory_efficient_norm else 2 * Tn * h
     # attention block
-    act = 2 * Tn * h + 2 * Tn * h  # norm input, QKV input (norm output)
+    act = norm_in + 2 * Tn * h  # norm input, QKV input (norm output)
     act += 2 * T * a_t * d + 2 * T * g_t * (d + dv)  # Q, K, V
     E = b * a_t * (s / par.cp) * s  # score elements
     if flash:
@@ -177,7 +183,7 @@ def layer_activation_bytes(model: ModelSpec, par: Parallelism, moe: bool, *, fla
         act += 2 * E + drop * 3 * E  # softmax output; dropout mask (1 B) and output (2 B)
     act += 2 * T * a_t * dv + drop * Tn * h  # projection input, dropout mask
     # MLP block
-    act += 2 * Tn * h + drop * Tn * h  # norm input, dropout mask
+    act += norm_in + drop * Tn * h  # norm input, dropout mask
     mult = 2 if model.swiglu else 1
     if moe:
         T_loc = T / t
@@ -258,7 +264,8 @@ def _sharded_states(par: Parallelism, dense: float, experts: float, param_bytes:
 
 def memory_per_gpu(model: ModelSpec, par: Parallelism, hbm_bytes: float, *, flash: bool = True,
                    param_bytes: float = 2.0, grad_bytes: float = 4.0, optimizer_bytes: float = 12.0,
-                   reserve_fraction: float = 0.1, reserve_bytes: float = 0.0) -> MemoryReport:
+                   reserve_fraction: float = 0.1, reserve_bytes: float = 0.0,
+                   memory_efficient_norm: bool = False) -> MemoryReport:
     """Peak memory of the most loaded pipeline stage (every stage is counted; the largest is reported).
 
     Parameters
@@ -276,11 +283,15 @@ def memory_per_gpu(model: ModelSpec, par: Parallelism, hbm_bytes: float, *, flas
         for the CUDA context, NCCL buffers and framework workspaces (bytes):
         capacity = ``hbm_bytes * (1 - reserve_fraction) - reserve_bytes``
         (values and their sources: :data:`workloads.step.RUNTIME_SOURCES`).
+    memory_efficient_norm : bool
+        Norms store their output, not their input (:func:`layer_activation_bytes`).
     """
     best: MemoryReport | None = None
     kinds = [False, True] if model.is_moe else [False]
-    stored = {moe: layer_activation_bytes(model, par, moe, flash=flash) for moe in kinds}
-    working = {moe: layer_activation_bytes(model, par, moe, flash=flash, recompute="none") for moe in kinds}
+    men = memory_efficient_norm
+    stored = {moe: layer_activation_bytes(model, par, moe, flash=flash, memory_efficient_norm=men) for moe in kinds}
+    working = {moe: layer_activation_bytes(model, par, moe, flash=flash, recompute="none", memory_efficient_norm=men)
+               for moe in kinds}
     d0, _ = layer_params(model, par, moe=False)
     d1, e1 = layer_params(model, par, moe=True) if model.is_moe else (0.0, 0.0)
     layer_max = max(d0, d1 + e1)

@@ -24,17 +24,18 @@ def default_global_batch(seq_len: int) -> int:
     return max(1, round(DEFAULT_TOKENS_PER_STEP / seq_len))
 
 
-def runtime_named(name: str, fp8: bool = False):
-    """The :class:`~workloads.step.Runtime` called ``name`` (``--runtime``), with fp8 weight GEMMs if asked."""
+def runtime_named(name: str, fp8: bool = False, memory_efficient_norm: bool = False):
+    """The :class:`~workloads.step.Runtime` called ``name`` (``--runtime``), with fp8 weight GEMMs and
+    memory-efficient norms if asked."""
     from workloads.step import MEGATRON_2021, MEGATRON_CORE
 
     if name not in RUNTIMES:
         raise FabricError("runtime", f"{name!r} not allowed; use one of {', '.join(RUNTIMES)}")
     rt = MEGATRON_CORE if name == "megatron-core" else MEGATRON_2021
-    if fp8:
+    if fp8 or memory_efficient_norm:
         from dataclasses import replace
 
-        rt = replace(rt, fp8=True)
+        rt = replace(rt, fp8=fp8 or rt.fp8, memory_efficient_norm=memory_efficient_norm or rt.memory_efficient_norm)
     return rt
 
 
@@ -75,7 +76,7 @@ def default_dp(sm, par_kwargs: dict, global_batch: int) -> int:
 def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: bool = True,
                 global_batch: Optional[int] = None, seq_len: Optional[int] = None, runtime: str = "megatron-core",
                 comm: str = "sim", confirm: int = 3, fp8: bool = False, flops_convention: str = "causal",
-                **fixed: Any) -> dict:
+                memory_efficient_norm: bool = False, **fixed: Any) -> dict:
     """The JSON object of `fabric mfu` for a built Fabric (also the sweep metric).
 
     Parameters
@@ -94,6 +95,8 @@ def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: b
         Search: candidates re-timed by the simulator.
     flops_convention : {'causal', 'full'}
         How model FLOPs count attention (:mod:`workloads.flops`); stated in the result.
+    memory_efficient_norm : bool
+        Norms keep their output, not their input (``Runtime.memory_efficient_norm``).
     fixed : dict
         ``tp, pp, dp, ep, cp, micro_batch, interleave, recompute, sequence_parallel``
         and optionally ``zero_stage, distributed_optimizer, first_stage_layers,
@@ -116,12 +119,13 @@ def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: b
     B = global_batch if global_batch is not None else default_global_batch(spec.seq_len)
     if isinstance(B, bool) or not isinstance(B, int) or B < 1:
         raise FabricError("global_batch", f"{B!r} must be a whole number >= 1")
-    sm = StepModel(fabric, spec, catalog=catalog or load_catalog(), runtime=runtime_named(runtime, fp8),
+    sm = StepModel(fabric, spec, catalog=catalog or load_catalog(), runtime=runtime_named(runtime, fp8, memory_efficient_norm),
                    backend=backend_named(comm), flops_convention=flops_convention)
     head = {"architecture": fabric.architecture, "params": fabric.params, "gpus": fabric.n_gpus, "gpu": sm.gpu.item,
             "model_spec": spec.to_dict(), "model_params_billion": spec.params() / 1e9,
             "active_params_billion": spec.active_params() / 1e9, "global_batch": B, "runtime": sm.runtime.name,
-            "gemm_model": sm.gemm.to_dict(), "comm_backend": sm.backend_name,
+            "gemm_model": sm.gemm.to_dict(), "gemm_model_on_gpu": sm.gemm.for_gpu(sm.gpu).to_dict(),
+            "kernel_efficiency": _kernels_dict(sm.gpu), "comm_backend": sm.backend_name,
             "runtime_switches": sm.runtime.to_dict(), "runtime_sources": dict(RUNTIME_SOURCES),
             "attention_kernel": "flash" if sm.flash else "unfused",
             "flops_convention": flops_convention, "conventions": conventions(flops_convention, sm.precision)}
@@ -146,6 +150,15 @@ def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: b
     result = sm.evaluate(par)
     check_fit(result)
     return {**head, **result.to_dict()}
+
+
+def _kernels_dict(gpu) -> dict:
+    """The GPU's kernel efficiencies with their sources (``workloads/presets/kernels/gpu-efficiency.yaml``)."""
+    k = gpu.kernels
+    if k is None:
+        return {}
+    return {"matmul": k.matmul, "training": k.training, "flash_fwd": k.flash_fwd, "flash_bwd": k.flash_bwd,
+            "sources": dict(k.sources)}
 
 
 def tp_beyond_hbd(sm, tp: Optional[int]) -> list[str]:

@@ -92,6 +92,9 @@ class Runtime:
     distributed_optimizer : bool or None
         Megatron's ``--use-distributed-optimizer`` as the framework default
         for configurations that do not set it (None: leave them as given).
+    memory_efficient_norm : bool
+        Norms keep their output instead of their input for the backward
+        (:func:`workloads.memory.layer_activation_bytes`).
     """
 
     name: str = "megatron-core"
@@ -106,6 +109,7 @@ class Runtime:
     memory_reserve: float = 0.05
     memory_reserve_bytes: float = 4e9
     distributed_optimizer: bool | None = True
+    memory_efficient_norm: bool = False
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -126,6 +130,8 @@ RUNTIME_SOURCES = {
     "memory_reserve_bytes": "assumed: CUDA context (~0.5-1 GB), NCCL communicator buffers (~1-2 GB) and "
                             "cuBLAS/TE workspaces, about 4 GB per GPU",
     "distributed_optimizer": "Megatron-Core --use-distributed-optimizer (ZeRO-1); off in Megatron-LM 2021",
+    "memory_efficient_norm": "Megatron --memory-efficient-layer-norm (Apex fused norm that keeps its output, not its "
+                             "input, for the backward); off by default (Transformer Engine's LayerNormLinear keeps both)",
 }
 
 
@@ -247,6 +253,15 @@ class StepModel:
     # traffic over the scale-out NICs; off by default, set by `fabric mfu --tp N` beyond the HBD (with a warning).
     tp_beyond_hbd: bool = False
 
+    def with_gpu(self, gpu: GpuSpec) -> "StepModel":
+        """A StepModel with other GPU numbers (e.g. kernel efficiencies), sharing placements and collectives."""
+        if gpu == self.gpu:
+            return self
+        other = StepModel(self.fabric, self.model, catalog=self.catalog, runtime=self.runtime, gemm=self.gemm,
+                          backend=self.backend, gpu=gpu, flops_convention=self.flops_convention)
+        other._placements, other._comms = self._placements, self._comms
+        return other
+
     def with_gemm(self, gemm: GemmEfficiency) -> "StepModel":
         """A StepModel with another GEMM model, sharing placements and collective caches."""
         if gemm == self.gemm:
@@ -292,7 +307,8 @@ class StepModel:
         rt = self.runtime
         return memory_per_gpu(self.model, par, self.gpu.hbm_bytes, flash=self.flash,
                               grad_bytes=rt.grad_bytes, reserve_fraction=rt.memory_reserve,
-                              reserve_bytes=rt.memory_reserve_bytes)
+                              reserve_bytes=rt.memory_reserve_bytes,
+                              memory_efficient_norm=rt.memory_efficient_norm)
 
     def layer(self, par: Parallelism, moe: bool) -> LayerTimes:
         """Compute times of one layer (cached per shape-relevant fields)."""

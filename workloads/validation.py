@@ -15,10 +15,29 @@ Every set is a CSV file shipped beside the presets, with its source:
     selective recomputation with sequence parallelism; iteration time (s).
 ``llama3-2024``  (``llama3-2024-table4.csv``)
     Llama 3 405B pre-training on H100 80GB (arXiv 2407.21783, Table 4): TP 8,
-    PP 16 (126 layers: uneven stages), CP 1 or 16, seq 8K or 131K, 16M tokens
-    per step, no activation checkpointing at 8K (Sec. 3.3.2); BF16 MFU.  The
-    interleaving depth is not published: the rule is the predicted-fastest
-    ``v`` in {1, 2, 4, 8} that fits in memory.
+    PP 16, CP 1 or 16, seq 8K or 131K, 16M tokens per step, no activation
+    checkpointing (Sec. 3.3.2); BF16 MFU.  The layout is the paper's
+    (Sec. 3.3.2): one Transformer layer fewer on the first and the last stage,
+    "the first model chunk on the first stage has only the embedding, and the
+    last model chunk on the last stage has only output projection and loss":
+    126 layers + embedding + loss = 128 one-layer chunks, i.e. an interleaved
+    schedule with ``v = 8`` and the embedding and loss counted as layers
+    (``account_for_embedding`` / ``account_for_loss``).  Its FSDP shards the
+    optimizer states and gradients but keeps the weights after the forward
+    (ZeRO stage 2 memory), and it "proactively deallocates tensors not used for
+    future computation", which the norms' memory-efficient mode
+    (``Runtime.memory_efficient_norm``) expresses.
+
+``mosaic-mpt``  (``mosaic-mpt-benchmarks.csv``)
+    MosaicML's MPT training benchmarks (llm-foundry, ``scripts/train/benchmarking/
+    README.md``, tables "H100 80GB BF16" and "A100 80GB with 1600 Gbps node-node
+    interconnect"): MPT 1B-70B (GeLU MLP 4h, MHA, vocab 50,368, no dropout,
+    tied embeddings, flash attention) with PyTorch FSDP ``FULL_SHARD`` (ZeRO-3),
+    no TP/PP, 8 or 64 GPUs, with or without activation checkpointing (full
+    recomputation); MFU counted as they count it: ``(6 N s + 12 l h s^2)`` per
+    sequence over the dense bf16 peak, ``N`` their published parameter count.
+    A different framework, both GPU generations, all rows held out: the same
+    models on A100 and H100 check the H100 transfer of the GEMM curve.
 
 Every row is predicted with the *default* runtime (:data:`workloads.step.MEGATRON_CORE`)
 and only the run's own model, parallelism and recomputation; the fabric is
@@ -27,7 +46,9 @@ the caller: workloads does not import topologies).
 
 Calibration: only the GEMM-efficiency parameters ``eta_max`` and ``d0``
 (:mod:`workloads.compute`) are fitted, by least squares on the relative
-errors of :data:`CALIBRATION_ROWS`; every other row is held out.
+errors of :data:`CALIBRATION_ROWS` (DGX A100), and the H100's sustained
+in-training fraction (``KernelEfficiency.training``) on
+:data:`H100_CALIBRATION_ROWS`; every other row is held out.
 :func:`leave_one_out` refits without each row in turn.  Everything else (NVLink
 and NIC bandwidths, latencies, HBM bandwidth and capacity, kernel byte
 counts, the memory allowance) comes from the catalog or is stated in the
@@ -40,7 +61,7 @@ from __future__ import annotations
 
 import csv
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Callable
 
@@ -51,16 +72,18 @@ from workloads.models import ModelSpec, load_model
 from workloads.parallelism import Parallelism
 from workloads.step import MEGATRON_CORE, Runtime, StepModel, StepResult
 
-SETS = ("narayanan2021", "korthikanti2022", "llama3-2024")
+SETS = ("narayanan2021", "korthikanti2022", "llama3-2024", "mosaic-mpt")
 # (set, row) pairs the GEMM model is fitted on: a small, a middle and a large model of Korthikanti et al.
 # 2022 (both recomputation modes among them), nothing else.
 CALIBRATION_ROWS = (("korthikanti2022", "22B selective+SP"), ("korthikanti2022", "175B full"),
                     ("korthikanti2022", "1T selective+SP"))
+# The H100's in-training GEMM fraction (workloads/presets/kernels/gpu-efficiency.yaml) is fitted on one row: the
+# 16,384-GPU 8K run (no context parallelism; the other two Llama 3 rows are held out).
+H100_CALIBRATION_ROWS = (("llama3-2024", "8K on 16384"),)
 MICRO_BATCHES = (1, 2)
-# Upper bound of the fitted eta_max: the largest fraction of the dense peak cuBLAS sustains on the biggest
-# bf16 GEMMs (assumed: ~95 % on A100 at the boost clock; no GEMM reaches the marketing peak).
+# Upper bound of the fitted eta_max, the scale of the GEMM curve (assumed: 95 %); what a product achieves is
+# capped separately at the GPU's maximum achievable matmul FLOP/s (85.9 % on A100, KernelEfficiency.matmul).
 ETA_MAX_BOUND = 0.95
-INTERLEAVES = (1, 2, 4, 8)
 
 NOT_EXPRESSED = {
     "MegaScale (Jiang et al. 2024, arXiv 2402.15627) 175B on 256-12,288 GPUs, 53-55 % MFU":
@@ -88,8 +111,13 @@ class Case:
         The published configuration (free fields at their first option).
     free : dict
         Unpublished fields and the options tried (the fastest fitting wins).
-    metric : {'iteration_time_s', 'megatron_tflops_per_gpu', 'mfu'}
+    metric : {'iteration_time_s', 'megatron_tflops_per_gpu', 'mfu', 'mosaic_mfu'}
     measured : float
+    runtime : dict
+        Documented runtime switches the publication states, applied over the
+        default runtime (e.g. ``memory_efficient_norm``).
+    published : dict
+        Published constants the metric needs (e.g. ``num_params``).
     """
 
     set: str
@@ -101,10 +129,12 @@ class Case:
     free: dict = field(default_factory=dict)
     metric: str = "iteration_time_s"
     measured: float = 0.0
+    runtime: dict = field(default_factory=dict)
+    published: dict = field(default_factory=dict)
 
     @property
     def calibration(self) -> bool:
-        return (self.set, self.row) in CALIBRATION_ROWS
+        return (self.set, self.row) in CALIBRATION_ROWS + H100_CALIBRATION_ROWS
 
 
 def _csv(name: str) -> list[dict]:
@@ -149,9 +179,22 @@ def cases(sets: tuple[str, ...] = SETS) -> list[Case]:
             par = Parallelism(tp=int(r["tensor_parallel"]), cp=int(r["context_parallel"]),
                               pp=int(r["pipeline_parallel"]), dp=int(r["data_parallel"]), micro_batch=1,
                               global_batch=int(r["global_batch"]), recompute=r["recompute"], sequence_parallel=True,
-                              zero_stage=2)
-            out.append(Case("llama3-2024", r["row"], model, "gpu_h100", int(r["gpus"]), par,
-                            {"interleave": INTERLEAVES}, "mfu", float(r["bf16_mfu"])))
+                              interleave=int(r["interleave"]), zero_stage=int(r["zero_stage"]),
+                              account_for_embedding=True, account_for_loss=True)
+            out.append(Case("llama3-2024", r["row"], model, "gpu_h100", int(r["gpus"]), par, {}, "mfu",
+                            float(r["bf16_mfu"]), {"memory_efficient_norm": True}))
+    if "mosaic-mpt" in sets:
+        for r in _csv("mosaic-mpt-benchmarks.csv"):
+            h, g = int(r["hidden"]), int(r["gpus"])
+            model = ModelSpec.from_dict({
+                "name": f"mpt-{r['row'].split()[0]}", "hidden": h, "layers": int(r["layers"]),
+                "heads": int(r["heads"]), "ffn_hidden": 4 * h, "vocab": 50368, "seq_len": int(r["seq_len"]),
+                "tied_embeddings": True, "source": "P: llm-foundry MPT benchmark configurations (GeLU 4h, MHA, "
+                                                  "vocab 50,368, no dropout)"})
+            par = Parallelism(dp=g, micro_batch=int(r["micro_batch"]), global_batch=int(r["global_batch"]),
+                              recompute="full" if r["activation_checkpointing"] == "true" else "none", zero_stage=3)
+            out.append(Case("mosaic-mpt", f"{r['row']} {r['gpu'].replace('gpu_', '').upper()}", model, r["gpu"], g,
+                            par, {}, "mosaic_mfu", float(r["mfu"]), published={"num_params": float(r["num_params"])}))
     return out
 
 
@@ -198,6 +241,11 @@ def metric_value(case: Case, res: StepResult) -> float:
         m, par = case.model, res.parallelism
         return gpt_hardware_flops_full(par.global_batch, m.seq_len, m.layers, m.hidden, m.vocab) / (
             res.step_time_s * par.world) / 1e12
+    if case.metric == "mosaic_mfu":
+        # llm-foundry's own count: 2 N FLOPs per token per pass plus 4 h s^2 per layer of attention, times 3
+        m, par = case.model, res.parallelism
+        per_seq = 6.0 * case.published["num_params"] * m.seq_len + 12.0 * m.layers * m.hidden * m.seq_len ** 2
+        return per_seq * par.global_batch / (res.step_time_s * par.world * res.peak_tflops * 1e12)
     return res.mfu
 
 
@@ -228,11 +276,18 @@ class Validator:
             key = (c.gpus, c.gpu)
             if key not in fabrics:
                 fabrics[key] = build_fabric(c.gpus, c.gpu) if two else build_fabric(c.gpus)
-            self.models[(c.set, c.row)] = StepModel(fabrics[key], c.model, runtime=runtime, backend=backend)
+            rt = replace(runtime, **c.runtime) if c.runtime else runtime
+            self.models[(c.set, c.row)] = StepModel(fabrics[key], c.model, runtime=rt, backend=backend)
 
-    def predict(self, case: Case, gemm: GemmEfficiency = DEFAULT_GEMM) -> Prediction:
-        """The case's prediction at the fastest fitting choice of its unpublished fields."""
+    def predict(self, case: Case, gemm: GemmEfficiency = DEFAULT_GEMM, training: float | None = None) -> Prediction:
+        """The case's prediction at the fastest fitting choice of its unpublished fields.
+
+        ``training``: overrides the GPU's in-training GEMM fraction
+        (``KernelEfficiency.training``; used by :meth:`calibrate_training`).
+        """
         sm = self.models[(case.set, case.row)].with_gemm(gemm)
+        if training is not None and sm.gpu.kernels is not None:
+            sm = sm.with_gpu(replace(sm.gpu, kernels=sm.gpu.kernels.with_training(training)))
         options = [{}]
         for name, values in case.free.items():
             options = [{**o, name: v} for o in options for v in values]
@@ -276,6 +331,24 @@ class Validator:
         return start.with_values(eta_max=round(float(fit.x[0]), 4), d0=round(float(fit.x[1]), 1),
                                  source=f"calibrated: least squares on {label}")
 
+    def calibrate_training(self, names=H100_CALIBRATION_ROWS) -> float:
+        """Least-squares fit of the GPU's in-training GEMM fraction on rows ``names`` (one GPU type).
+
+        Returns the fraction (``KernelEfficiency.training``) that zeroes the
+        mean relative error of the rows; the A100 curve is held fixed.
+        """
+        from scipy.optimize import least_squares
+
+        chosen = [c for c in self.cases if (c.set, c.row) in set(names)]
+        if len({c.gpu for c in chosen}) != 1:
+            raise ValueError("calibrate_training needs rows of one GPU type")
+
+        def resid(x):
+            return [self.predict(c, training=float(x[0])).error for c in chosen]
+
+        fit = least_squares(resid, x0=[0.8], bounds=([0.3], [1.2]), diff_step=1e-3)
+        return round(float(fit.x[0]), 3)
+
     def leave_one_out(self) -> list[Prediction]:
         """Out-of-sample prediction of every case, calibrated on all the others."""
         out = []
@@ -302,7 +375,7 @@ def summary(preds: list[Prediction]) -> dict:
 
 
 _METRIC = {"iteration_time_s": ("iteration time", "{:.2f} s"), "megatron_tflops_per_gpu": ("TFLOP/s", "{:.1f}"),
-           "mfu": ("MFU", "{:.1%}")}
+           "mfu": ("MFU", "{:.1%}"), "mosaic_mfu": ("MFU (llm-foundry count)", "{:.1%}")}
 
 
 def table(preds: list[Prediction], loo: list[Prediction] | None = None) -> str:

@@ -90,11 +90,20 @@ def test_megatron_2021_turns_the_distributed_optimizer_off(capsys):
 
 
 def test_llama3_405b_as_published_is_expressible(capsys):
-    """126 layers on PP 16 (uneven), no recomputation, TP 8, seq 8K, 8,192 H100: fits, MFU near the published 43 %."""
-    rc, out, err = run(capsys, "mfu", "dgx", "--gpus", 8192, "-p", "gpu=h100", "--model", "llama3-405b", "--tp", 8,
-                       "--pp", 16, "--dp", 64, "--global-batch", 2048, "--recompute", "none", "--zero", 2,
-                       "--comm", "analytic", "--json")
+    """126 layers on PP 16 as Llama 3 laid them out (128 one-layer chunks with the embedding and the loss counted:
+    v = 8), no recomputation, TP 8, seq 8K, FSDP-style ZeRO-2, 8,192 H100: fits, MFU within 10 % of the published 43 %
+    (arXiv 2407.21783 Table 4).  Without interleaving the 1F1B bubble (15/32) costs a third, as the paper's
+    interleaved schedule avoids."""
+    args = ("mfu", "dgx", "--gpus", 8192, "-p", "gpu=h100", "--model", "llama3-405b", "--tp", 8, "--pp", 16,
+            "--dp", 64, "--global-batch", 2048, "--recompute", "none", "--zero", 2, "--comm", "analytic", "--json")
+    rc, out, err = run(capsys, *args, "--interleave", 8, "--account-for-embedding", "--account-for-loss",
+                       "--memory-efficient-norm")
     assert rc == 0, err
     d = json.loads(out)
     assert d["fits"] and d["stage_layers"][0] == 7 and d["stage_layers"][-1] == 7 and sum(d["stage_layers"]) == 126
-    assert 0.36 < d["mfu"] < 0.48
+    assert d["parallelism"]["interleave"] == 8 and d["runtime_switches"]["memory_efficient_norm"] is True
+    assert abs(d["mfu"] / 0.43 - 1) < 0.10
+    rc, out, err = run(capsys, *args)
+    flat = json.loads(out)
+    assert rc == 0, err
+    assert flat["fits"] and flat["mfu"] < 0.85 * d["mfu"]

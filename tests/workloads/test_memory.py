@@ -102,3 +102,16 @@ def test_llama3_405b_fits_without_recomputation_on_80gb():
     # the same without sharded gradients and with fp32 unsharded gradients costs ~13 GB more
     one = memory_per_gpu(m, par.replace(zero_stage=1), 80 * 2**30, flash=True)
     assert one.grads - rep.grads > 10e9
+
+
+def test_memory_efficient_norm_drops_the_two_norm_inputs():
+    """Megatron --memory-efficient-layer-norm: the norms keep their output (stored by the next linear anyway),
+    so exactly the two norm inputs, 2 x 2 bytes x (s b h / t with SP), are not stored."""
+    llama = load_model("llama3-405b")
+    par = Parallelism(tp=8, pp=16, micro_batch=1, global_batch=32, sequence_parallel=True)
+    a = layer_activation_bytes(llama, par, False, flash=True)
+    b = layer_activation_bytes(llama, par, False, flash=True, memory_efficient_norm=True)
+    assert a - b == pytest.approx(4 * llama.seq_len * llama.hidden / 8)
+    full = par.replace(recompute="full")
+    assert layer_activation_bytes(llama, full, False, flash=True, memory_efficient_norm=True) == pytest.approx(
+        layer_activation_bytes(llama, full, False, flash=True))
