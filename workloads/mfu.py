@@ -148,8 +148,47 @@ def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: b
         kw["dp"] = default_dp(sm, kw, B)
     par = Parallelism(global_batch=B, **kw)
     result = sm.evaluate(par)
+    if not result.fits and not ("zero_stage" in fixed and memory_efficient_norm):
+        result, raised, step = _fit_by_memory_switches(sm, par, runtime, fp8, zero_fixed="zero_stage" in fixed)
+        if raised:
+            head["memory_switches_raised"] = raised
+            head["runtime_switches"] = step.runtime.to_dict()
+            head.setdefault("warnings", []).append(
+                f"{par.label()} does not fit with the runtime's defaults ({sm.runtime.name}); raised "
+                f"{', '.join(raised)} (give the ZeRO stage or the norm switch to choose)")
     check_fit(result)
     return {**head, **result.to_dict()}
+
+
+def _fit_by_memory_switches(sm, par, runtime: str, fp8: bool, zero_fixed: bool = False):
+    """The first of the memory-only switches practice reaches for that makes ``par`` fit, and what was raised.
+
+    When a configuration does not fit with the runtime's defaults and the
+    caller left the ZeRO stage or the norm switch open, step up (only what is open) as
+    large runs do (Llama 3 405B: gradients sharded as in ZeRO-2 / FSDP
+    without re-sharding, tensors freed once used): ZeRO-1, then ZeRO-2
+    (gradients sharded too), then norms keeping their output; each result
+    is timed as evaluated, so any cost the model gives the switch is kept.
+    ZeRO-3 is not tried: it adds all-gathers, a choice the caller makes.
+    Returns the fitting result, the switches raised and the StepModel that
+    fitted; if nothing fits, the defaults' result, ``[]`` and ``sm``.
+    """
+    from workloads.step import StepModel
+
+    top = par.zero if zero_fixed else max(par.zero, 2)
+    ladder = [(z, False) for z in (1, 2) if z > par.zero and not zero_fixed]
+    if not sm.runtime.memory_efficient_norm:
+        ladder.append((top, True))
+    for zero, men in ladder:
+        step = sm if not men else StepModel(sm.fabric, sm.model, catalog=sm.catalog,
+                                            runtime=runtime_named(runtime, fp8, True), backend=sm.backend,
+                                            flops_convention=sm.flops_convention)
+        result = step.evaluate(par.replace(zero_stage=zero))
+        if result.fits:
+            raised = ([f"zero_stage {par.zero} -> {zero}"] if zero != par.zero else []) + \
+                (["memory_efficient_norm"] if men else [])
+            return result, raised, step
+    return sm.evaluate(par), [], sm
 
 
 def _kernels_dict(gpu) -> dict:

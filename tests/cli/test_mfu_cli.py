@@ -107,3 +107,26 @@ def test_llama3_405b_as_published_is_expressible(capsys):
     flat = json.loads(out)
     assert rc == 0, err
     assert flat["fits"] and flat["mfu"] < 0.85 * d["mfu"]
+
+
+def test_memory_switches_are_raised_only_when_left_open(capsys):
+    """The 405B layout of Llama 3 with the runtime's defaults (ZeRO-1 keeps fp32 gradients whole: 94.9 GB) is
+    made to fit by the memory-only switches the run used (ZeRO-2, norms keeping their output: 74.5 GB), stated in
+    the JSON and on stderr; the result equals giving them by hand (same model, same switches: exact).  A stage the
+    caller fixed is never raised: ZeRO-1 fixed does not fit, a one-line error, exit 2."""
+    args = ("mfu", "dgx", "--gpus", 8192, "-p", "gpu=h100", "--model", "llama3-405b", "--tp", 8, "--pp", 16,
+            "--dp", 64, "--global-batch", 2048, "--recompute", "none", "--interleave", 8, "--comm", "analytic",
+            "--json")
+    rc, out, err = run(capsys, *args)
+    assert rc == 0, err
+    auto = json.loads(out)
+    assert auto["memory_switches_raised"] == ["zero_stage 1 -> 2", "memory_efficient_norm"]
+    assert auto["fits"] and auto["parallelism"]["zero_stage"] == 2
+    assert auto["runtime_switches"]["memory_efficient_norm"] is True
+    assert "raised zero_stage 1 -> 2" in err and err.count("\n") == 1
+    rc, out, _ = run(capsys, *args, "--zero", 2, "--memory-efficient-norm")
+    by_hand = json.loads(out)
+    assert rc == 0 and "memory_switches_raised" not in by_hand
+    assert auto["mfu"] == by_hand["mfu"] and auto["memory_gb_per_gpu"] == by_hand["memory_gb_per_gpu"]
+    rc, out, err = run(capsys, *args, "--zero", 1)
+    assert rc == 2 and out == "" and "does not fit" in err and err.count("\n") == 1
