@@ -142,6 +142,20 @@ def check_writable_file(path: Path, field: str) -> None:
         raise FabricError(field, f"cannot write {str(path)!r} (permission denied)")
 
 
+def parse_dp(text: str) -> int | None:
+    """``--dp``: a whole number >= 1, or ``max``."""
+    t = str(text).strip().lower()
+    if t == "max":
+        return None
+    try:
+        v = int(t)
+    except ValueError:
+        raise FabricError("--dp", f"{text!r} must be a whole number >= 1 or 'max'") from None
+    if v < 1:
+        raise FabricError("--dp", f"{text!r} must be a whole number >= 1 or 'max'")
+    return v
+
+
 def parse_versus(text: str) -> tuple[str, dict[str, str]]:
     """``--versus nvl:size=72,gpu=gb200`` -> (``nvl``, {size: 72, ...})."""
 

@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 
 from cli.common import JSON_OPT, emit_json
-from cli.sweep_store import REPORT as REPORT_NAME
+from cli.study.store import REPORT as REPORT_NAME
 
 
 

@@ -28,7 +28,7 @@ Spec format (every key but ``architectures`` and ``metrics`` is optional)::
       component: node             # what fails at that ratio (default node; see fabric.faults.COMPONENTS)
       traces: [stepfun, my-trace.json]   # replayed traces: shipped names or files (relative to this file)
     seeds: [0, 1, 2]              # default [0]
-    metrics: [cost, build, {noop: {sleep_s: 0.0}}]   # names or {name: {options}} (see cli.evaluate.METRICS)
+    metrics: [cost, build, {noop: {sleep_s: 0.0}}]   # names or {name: {options}} (see cli.study.registry.METRICS)
     batch_size: 200               # most points per task (default 200)
 
 Points are expanded architecture by architecture, then parameter variant, GPU
@@ -47,8 +47,10 @@ from typing import Any
 
 import yaml
 
-from cli.evaluate import METRICS, SCHEMA_VERSION, MetricRequest
-from cli.point import DesignPoint, FaultScenario, Workload, point_id
+from cli.study import metrics as _metrics  # noqa: F401  (registers the shipped metrics)
+from cli.study.point import DesignPoint, FaultScenario, Workload, point_id
+from cli.study.registry import METRICS, MetricRequest
+from cli.study.store import SCHEMA_VERSION
 from fabric.catalog import load_catalog, shipped_catalog_path
 from fabric.errors import FabricError
 from fabric.faults import COMPONENTS
