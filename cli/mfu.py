@@ -79,13 +79,7 @@ def mfu_command(
     cat = load_catalog(catalog)
     if confirm < 1:
         raise FabricError("--confirm", f"{confirm} must be >= 1")
-    if comm_cache is not None:
-        check_writable_file(comm_cache, "--comm-cache")
-    if comm_cache is not None and comm_cache.is_file():
-        try:
-            comm_mod.load_fits(comm_cache)
-        except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
-            raise FabricError("--comm-cache", f"{comm_cache.name} is not a cache written by fabric mfu") from None
+    _load_comm_cache(comm_cache)
     fixed = {"tp": tp, "pp": pp, "dp": dp, "ep": ep, "cp": cp, "micro_batch": micro_batch, "interleave": interleave,
              "recompute": recompute, "sequence_parallel": sequence_parallel, "zero_stage": zero,
              "first_stage_layers": first_stage_layers, "last_stage_layers": last_stage_layers}
@@ -101,16 +95,34 @@ def mfu_command(
         from topologies import build
 
         vname, vparams = parse_versus(versus)
-        other = mfu_summary(build(vname, fab.n_gpus, vparams, cat), model, **opts)
-        data["versus"] = other
-        data["mfu_ratio"] = data["mfu"] / other["mfu"]
-        data["throughput_ratio"] = data["tokens_per_s"] / other["tokens_per_s"]
+        _add_versus(data, mfu_summary(build(vname, fab.n_gpus, vparams, cat), model, **opts))
     if comm_cache is not None:
         comm_mod.save_fits(comm_cache)
     if as_json:
         emit_json(data)
         return
     _print(data)
+
+
+def _add_versus(data: dict, other: dict) -> None:
+    """The second architecture's object and the MFU and throughput ratios, into ``data``."""
+    data["versus"] = other
+    data["mfu_ratio"] = data["mfu"] / other["mfu"]
+    data["throughput_ratio"] = data["tokens_per_s"] / other["tokens_per_s"]
+
+
+def _load_comm_cache(path: Optional[Path]) -> None:
+    """``--comm-cache``: check it can be written, and read the fits it holds already."""
+    from workloads import comm as comm_mod
+
+    if path is None:
+        return
+    check_writable_file(path, "--comm-cache")
+    if path.is_file():
+        try:
+            comm_mod.load_fits(path)
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
+            raise FabricError("--comm-cache", f"{path.name} is not a cache written by fabric mfu") from None
 
 
 def _print(data: dict) -> None:

@@ -274,24 +274,7 @@ def rl_table(topologies: Topologies, gpus: int, model: Any, *, reconfig_times: t
         first = rfabs[0]
         raise ComputeError("rl table", f"every rfabric candidate failed ({len(rfabs)}); first, "
                                        f"{first['label']}: {first['error']}")
-    rows = []
-    for s in statics:
-        cheap = [r for r in ok if r["capex_usd"] <= s["capex_usd"] * (1 + 1e-9)]
-        eq_cost = max(cheap, key=lambda r: (r["samples_per_s"], -r["capex_usd"])) if cheap else None
-        fast = [r for r in ok if r["samples_per_s"] >= s["samples_per_s"] * (1 - EQUAL_PERF_TOLERANCE)]
-        eq_perf = min(fast, key=lambda r: (r["capex_usd"], -r["samples_per_s"])) if fast else None
-        rows.append({
-            "static": s["label"], "static_capex_usd": s["capex_usd"], "static_samples_per_s": s["samples_per_s"],
-            "static_samples_per_s_per_musd": s["samples_per_s_per_musd"],
-            "equal_cost": eq_cost and eq_cost["label"],
-            "equal_cost_samples_per_s": eq_cost and eq_cost["samples_per_s"],
-            "equal_cost_speedup": eq_cost and eq_cost["samples_per_s"] / s["samples_per_s"],
-            "equal_cost_per_dollar_gain": eq_cost and eq_cost["samples_per_s_per_musd"] / s["samples_per_s_per_musd"],
-            "equal_perf": eq_perf and eq_perf["label"],
-            "equal_perf_capex_usd": eq_perf and eq_perf["capex_usd"],
-            "equal_perf_capex_saving": eq_perf and 1 - eq_perf["capex_usd"] / s["capex_usd"],
-            "equal_perf_per_dollar_gain": eq_perf and eq_perf["samples_per_s_per_musd"] / s["samples_per_s_per_musd"],
-        })
+    rows = [_matches(s, ok) for s in statics]
     # the sweep: the rfabric that matches the reference fat-tree (first ratio) at equal performance, against it
     ref = statics[0]
     pick = rows[0]["equal_perf"] if rows else None
@@ -311,6 +294,27 @@ def rl_table(topologies: Topologies, gpus: int, model: Any, *, reconfig_times: t
                           "per_dollar_gain": r.samples_per_s_per_musd / best_static["samples_per_s_per_musd"]})
     return {"model": m.name, "gpus": gpus, "pipeline": pipeline, "timing": timing, "static": statics,
             "rfabric": rfabs, "rows": rows, "sweep": sweep}
+
+
+def _matches(s: dict, ok: list[dict]) -> dict:
+    """One comparison row: static fat-tree ``s`` and, among the rfabric candidates ``ok``, the fastest at
+    equal (or lower) capex and the cheapest at equal performance (within :data:`EQUAL_PERF_TOLERANCE`)."""
+    cheap = [r for r in ok if r["capex_usd"] <= s["capex_usd"] * (1 + 1e-9)]
+    eq_cost = max(cheap, key=lambda r: (r["samples_per_s"], -r["capex_usd"])) if cheap else None
+    fast = [r for r in ok if r["samples_per_s"] >= s["samples_per_s"] * (1 - EQUAL_PERF_TOLERANCE)]
+    eq_perf = min(fast, key=lambda r: (r["capex_usd"], -r["samples_per_s"])) if fast else None
+    return {
+        "static": s["label"], "static_capex_usd": s["capex_usd"], "static_samples_per_s": s["samples_per_s"],
+        "static_samples_per_s_per_musd": s["samples_per_s_per_musd"],
+        "equal_cost": eq_cost and eq_cost["label"],
+        "equal_cost_samples_per_s": eq_cost and eq_cost["samples_per_s"],
+        "equal_cost_speedup": eq_cost and eq_cost["samples_per_s"] / s["samples_per_s"],
+        "equal_cost_per_dollar_gain": eq_cost and eq_cost["samples_per_s_per_musd"] / s["samples_per_s_per_musd"],
+        "equal_perf": eq_perf and eq_perf["label"],
+        "equal_perf_capex_usd": eq_perf and eq_perf["capex_usd"],
+        "equal_perf_capex_saving": eq_perf and 1 - eq_perf["capex_usd"] / s["capex_usd"],
+        "equal_perf_per_dollar_gain": eq_perf and eq_perf["samples_per_s_per_musd"] / s["samples_per_s_per_musd"],
+    }
 
 
 def format_table(data: dict) -> list[str]:
