@@ -12,7 +12,7 @@ from typing import Any, Optional
 import numpy as np
 import typer
 
-from fabric.catalog import Catalog, load_catalog
+from fabric.catalog import Catalog
 from fabric.errors import FabricError
 from fabric.model import Fabric
 from topologies import build

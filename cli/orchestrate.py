@@ -13,12 +13,9 @@ architectures at equal GPU count, i.i.d. and with the production trace.
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
 import typer
 
 from cli.common import (CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json,

@@ -12,6 +12,7 @@ Modules, one job each (imports point down this list; none imports a command modu
 ``progress``   progress on stderr: a bar on a terminal, a line per batch in a log
 ``runner``     :func:`~cli.study.runner.run_study`: batches on this process, a process pool or Dask, into the folder
 ``report``     the per-architecture comparison of a sweep's rows and its tables
+``report_data`` what the study report page shows (designs, quality axes, costs by scope, BOM, tornado)
 ``sql``        DuckDB SQL over a sweep folder
 
 It sits in ``cli/`` because it needs topologies, solvers and workloads (DESIGN's layers); the commands
