@@ -36,8 +36,8 @@ import typer
 from cli.common import JSON_OPT, console, emit_json
 from cli.study.progress import say
 from cli.study.report import comparison, comparison_table, rows_table
-from cli.study.runner import run_study
-from cli.study.spec import Study, load_study
+from cli.study.runner import run_study, study_rows
+from cli.study.spec import load_study
 from cli.study.store import read_results
 from fabric.errors import FabricError
 
@@ -45,13 +45,6 @@ ROWS_SHOWN = 200
 """`fabric results --rows` prints at most this many rows as a table."""
 WIDE_COLUMNS = 300
 """`fabric results --wide` prints on a console at least this wide (the full titles need ~250)."""
-
-
-def _study_rows(out: Path, study: Study):
-    """The rows of this study's points (a resumed folder may hold rows of points since removed)."""
-    df = read_results(out)
-    ids = {p.point_id for p in study.points}
-    return df[df["point_id"].isin(ids)].reset_index(drop=True)
 
 
 def sweep_command(
@@ -79,15 +72,15 @@ def sweep_command(
         raise typer.Exit(130) from None
     except (OSError, BrokenProcessPool) as exc:  # disk full, a worker killed by the OOM killer, ...
         say(f"error: the sweep stopped: {type(exc).__name__}: {exc}; finished batches are in {out}: "
-             f"rerun with --resume")
+            f"rerun with --resume")
         raise typer.Exit(1) from None
-    rows, cols = comparison(_study_rows(out, study))
+    rows, cols = comparison(study_rows(study, out))
     all_failed = summary["failed"] > 0 and summary["done"] == 0
     for e in summary["errors"]:  # never silent: one line per distinct error, most frequent first
         say(f"{'error' if all_failed else 'warning'}: {e['points']} point(s) failed: {e['error']}")
     if summary["distinct_errors"] > len(summary["errors"]):
         say(f"... and {summary['distinct_errors'] - len(summary['errors'])} more distinct errors "
-             f"(see the status and error columns of the rows)")
+            f"(see the status and error columns of the rows)")
     if as_json:
         emit_json({**summary, "comparison": rows})
     if all_failed:

@@ -27,7 +27,7 @@ from cli.study.progress import make_progress, say
 from cli.study.registry import MetricRequest
 from cli.study.spec import Study
 from cli.study.store import (SCHEMA_VERSION, FolderLock, check_out_dir, prepare_out_dir, present_point_ids,
-                             write_batch)
+                             read_results, write_batch)
 from fabric.errors import FabricError
 
 OnDone = Callable[[Batch, list[dict[str, Any]]], None]
@@ -279,3 +279,10 @@ def _run_locked(study: Study, out: Path, runner, overwrite: bool, fingerprint: s
             "errors": [{"error": e, "points": n} for e, n in errors.most_common(5)],
             "distinct_errors": len(errors),
             "batches": len(batches), "where": runner.where, "elapsed_s": time.perf_counter() - t0}
+
+
+def study_rows(study: Study, out: Path):
+    """The rows of ``study``'s points in folder ``out`` (a resumed folder may hold rows of points since removed)."""
+    df = read_results(out)
+    ids = {p.point_id for p in study.points}
+    return df[df["point_id"].isin(ids)].reset_index(drop=True)
