@@ -9,7 +9,7 @@ import typer
 
 from cli.common import CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json
 from fabric.catalog import load_catalog
-from topologies import ALIASES, ARCHITECTURES
+from topologies import ALIASES, ARCHITECTURES, build_summary
 
 
 def list_architectures(as_json: bool = JSON_OPT) -> None:
@@ -70,19 +70,6 @@ def build_command(
     con.print(inv)
     for n in fab.notes:
         con.print(f"note: {n}")
-
-
-def build_summary(fab) -> dict:
-    """The JSON object of `fabric build`."""
-    return {
-        "architecture": fab.architecture,
-        "gpus": fab.n_gpus,
-        "params": fab.params,
-        "hbd": fab.hbd.to_dict(),
-        "counts": fab.counts(),
-        "inventory": fab.inventory(),
-        "notes": list(fab.notes),
-    }
 
 
 def register(app: typer.Typer) -> None:

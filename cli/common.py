@@ -12,7 +12,7 @@ from typing import Any, Optional
 import numpy as np
 import typer
 
-from fabric.catalog import Catalog, load_catalog
+from fabric.catalog import Catalog
 from fabric.errors import FabricError
 from fabric.model import Fabric
 from topologies import build
@@ -140,6 +140,20 @@ def check_writable_file(path: Path, field: str) -> None:
         raise FabricError(field, f"folder {str(parent)!r} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise FabricError(field, f"cannot write {str(path)!r} (permission denied)")
+
+
+def parse_dp(text: str) -> int | None:
+    """``--dp``: a whole number >= 1, or ``max``."""
+    t = str(text).strip().lower()
+    if t == "max":
+        return None
+    try:
+        v = int(t)
+    except ValueError:
+        raise FabricError("--dp", f"{text!r} must be a whole number >= 1 or 'max'") from None
+    if v < 1:
+        raise FabricError("--dp", f"{text!r} must be a whole number >= 1 or 'max'")
+    return v
 
 
 def parse_versus(text: str) -> tuple[str, dict[str, str]]:

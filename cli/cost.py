@@ -9,16 +9,10 @@ import typer
 
 from cli.common import (CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json,
                         parse_versus)
-from fabric.catalog import Catalog, load_catalog
-from fabric.cost import cost_of, cost_table, price_sensitivity
+from fabric.catalog import load_catalog
+from fabric.cost import cost_of, cost_summary, cost_table, price_sensitivity
 from fabric.errors import FabricError
 from topologies import REFERENCE_ARCHITECTURES, build
-
-
-def cost_summary(fab, catalog: Catalog, report=None) -> dict:
-    """The JSON object of `fabric cost` (without sensitivity)."""
-    report = report or cost_of(fab, catalog)
-    return {"architecture": fab.architecture, "params": fab.params, **report.to_dict(), "notes": list(fab.notes)}
 
 
 def cost_command(

@@ -22,6 +22,7 @@ RENAMED: dict[str, str] = {
     "fault_ratios": "--fault",
     "path": "--out",
     "zero_stage": "--zero",
+    "params": "-p",  # params[k] -> -p k
 }
 """Parameters whose flag is not ``--`` + the parameter's name with dashes."""
 

@@ -12,14 +12,14 @@ per MW.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
 from cli.common import CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json
 from fabric.catalog import load_catalog
 from fabric.errors import FabricError
-from workloads.goodput.summary import NOTES, goodput_summary  # noqa: F401 (re-exported for the CLI's callers)
+from workloads.goodput.summary import goodput_summary
 
 def parse_recovery(items: list[str]) -> dict[str, str]:
     """``["restart=5min", ...]`` -> ``{"restart": "5min"}`` (validated later by the Recovery)."""

@@ -19,62 +19,9 @@ import typer
 
 from cli.common import (CATALOG_OPT, check_writable_file, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json,
                         parse_versus)
-from fabric.catalog import Catalog, load_catalog
+from fabric.catalog import load_catalog
 from fabric.errors import FabricError
 from workloads.mfu import mfu_summary
-
-# The seeds' comparison: the same B200-class GPU (bf16 2.25 PFLOP/s, 180 GB, 400G NIC) behind three HBDs.
-SEED_ARCHITECTURES = [
-    ("dgx-b200 (HBD 8)", "dgx", {"gpu": "b200"}),
-    ("nvl-72 (HBD 72)", "nvl", {"size": 72, "gpu": "gpu_b200"}),
-    ("khop-ring k=2 (HBD line)", "khop-ring", {"k": 2, "gpu": "gpu_b200"}),
-]
-
-
-def mfu_comparison(models, scales, entries=SEED_ARCHITECTURES, *, catalog: Catalog | None = None,
-                   comm: str = "sim", seq_len: Optional[int] = None, global_batch: Optional[int] = None,
-                   confirm: int = 3) -> list[dict]:
-    """Best-configuration MFU of each model at each scale on each architecture (one row each).
-
-    Every architecture is searched (:func:`workloads.search.search`), so each
-    is compared at its own best parallelism, on the same GPU and global batch.
-    """
-    from topologies import build
-
-    cat = catalog or load_catalog()
-    rows = []
-    for model in models:
-        for gpus in scales:
-            for label, arch, params in entries:
-                fab = build(arch, gpus, params, cat)
-                d = mfu_summary(fab, model, catalog=cat, search=True, comm=comm, seq_len=seq_len,
-                                global_batch=global_batch, confirm=confirm)
-                rows.append({"model": d["model"], "seq_len": d["model_spec"]["seq_len"], "gpus": gpus,
-                             "label": label, "architecture": arch, "config": d["config"], "mfu": d["mfu"],
-                             "cluster_mfu": d["cluster_mfu"], "step_time_s": d["step_time_s"],
-                             "gpus_used": d["gpus_used"], "memory_gb_per_gpu": d["memory_gb_per_gpu"],
-                             "breakdown_s": d["breakdown_s"], "search_s": d["search"]["seconds"],
-                             "comm_backend": d["comm_backend"]})
-    for r in rows:  # MFU relative to the DGX row of the same model and scale
-        ref = next((x for x in rows if x["model"] == r["model"] and x["gpus"] == r["gpus"]
-                    and x["architecture"] == "dgx"), None)
-        r["vs_dgx"] = r["cluster_mfu"] / ref["cluster_mfu"] if ref else None
-    return rows
-
-
-def format_mfu_comparison(rows: list[dict]) -> str:
-    """Markdown table of :func:`mfu_comparison` rows, with the exposed-time shares."""
-    out = ["| model | seq | GPUs | architecture | best configuration | MFU | MFU (all GPUs) | vs DGX | compute | "
-           "TP | CP | EP | PP | bubble | DP |",
-           "|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        b, t = r["breakdown_s"], r["step_time_s"]
-        share = [f"{100 * b.get(k, 0) / t:.0f} %" for k in ("compute", "tp", "cp", "ep", "pp", "bubble", "dp")]
-        out.append(f"| {r['model']} | {r['seq_len']:,} | {r['gpus']:,} | {r['label']} | {r['config']} | "
-                   f"{100 * r['mfu']:.1f} % | {100 * r['cluster_mfu']:.1f} % | {r['vs_dgx']:.2f}x | "
-                   + " | ".join(share) + " |")
-    return "\n".join(out)
-
 
 def mfu_command(
     arch: Optional[str] = typer.Argument(None, help="architecture (see `fabric list`)"),
@@ -143,13 +90,7 @@ def mfu_command(
     cat = load_catalog(catalog)
     if confirm < 1:
         raise FabricError("--confirm", f"{confirm} must be >= 1")
-    if comm_cache is not None:
-        check_writable_file(comm_cache, "--comm-cache")
-    if comm_cache is not None and comm_cache.is_file():
-        try:
-            comm_mod.load_fits(comm_cache)
-        except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
-            raise FabricError("--comm-cache", f"{comm_cache.name} is not a cache written by fabric mfu") from None
+    _load_comm_cache(comm_cache)
     fixed = {"tp": tp, "pp": pp, "dp": dp, "ep": ep, "cp": cp, "micro_batch": micro_batch, "interleave": interleave,
              "recompute": recompute, "sequence_parallel": sequence_parallel, "zero_stage": zero,
              "first_stage_layers": first_stage_layers, "last_stage_layers": last_stage_layers,
@@ -167,16 +108,34 @@ def mfu_command(
         from topologies import build
 
         vname, vparams = parse_versus(versus)
-        other = mfu_summary(build(vname, fab.n_gpus, vparams, cat), model, **opts)
-        data["versus"] = other
-        data["mfu_ratio"] = data["mfu"] / other["mfu"]
-        data["throughput_ratio"] = data["tokens_per_s"] / other["tokens_per_s"]
+        _add_versus(data, mfu_summary(build(vname, fab.n_gpus, vparams, cat), model, **opts))
     if comm_cache is not None:
         comm_mod.save_fits(comm_cache)
     if as_json:
         emit_json(data)
         return
     _print(data)
+
+
+def _add_versus(data: dict, other: dict) -> None:
+    """The second architecture's object and the MFU and throughput ratios, into ``data``."""
+    data["versus"] = other
+    data["mfu_ratio"] = data["mfu"] / other["mfu"]
+    data["throughput_ratio"] = data["tokens_per_s"] / other["tokens_per_s"]
+
+
+def _load_comm_cache(path: Optional[Path]) -> None:
+    """``--comm-cache``: check it can be written, and read the fits it holds already."""
+    from workloads import comm as comm_mod
+
+    if path is None:
+        return
+    check_writable_file(path, "--comm-cache")
+    if path.is_file():
+        try:
+            comm_mod.load_fits(path)
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
+            raise FabricError("--comm-cache", f"{path.name} is not a cache written by fabric mfu") from None
 
 
 def _print(data: dict) -> None:

@@ -13,36 +13,19 @@ architectures at equal GPU count, i.i.d. and with the production trace.
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
 import typer
 
 from cli.common import (CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json,
-                        parse_int_list)
+                        parse_dp, parse_int_list)
 from fabric.catalog import load_catalog
 from fabric.errors import FabricError
 from fabric.units import parse_bytes
 from topologies import build
 
 EXIT_INFEASIBLE = 1
-
-
-def parse_dp(text: str) -> int | None:
-    """``--dp``: a whole number >= 1, or ``max``."""
-    t = str(text).strip().lower()
-    if t == "max":
-        return None
-    try:
-        v = int(t)
-    except ValueError:
-        raise FabricError("--dp", f"{text!r} must be a whole number >= 1 or 'max'") from None
-    if v < 1:
-        raise FabricError("--dp", f"{text!r} must be a whole number >= 1 or 'max'")
-    return v
 
 
 def parse_tor_map(text: str) -> list[int]:

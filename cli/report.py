@@ -1,6 +1,6 @@
 """`fabric report DIR`: a standalone HTML page of plots and the comparison table of a study's results.
 
-The data comes from :func:`cli.report_data.report_data`, the page from
+The data comes from :func:`cli.study.report_data.report_data`, the page from
 :func:`fabric.viewer.report.write_report` (BokehJS inlined: it opens offline).
 """
 
@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 
 from cli.common import JSON_OPT, emit_json
-from cli.sweep_store import REPORT as REPORT_NAME
+from cli.study.store import REPORT as REPORT_NAME
 
 
 
@@ -23,7 +23,7 @@ def report_command(
     as_json: bool = JSON_OPT,
 ) -> None:
     """Write a study's HTML report: Pareto fronts of cost against quality, waste curves, cost breakdown, tornado."""
-    from cli.report_data import report_data
+    from cli.study.report_data import report_data
     from fabric.viewer.page import check_writable
     from fabric.viewer.report import write_report
 

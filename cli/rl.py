@@ -1,6 +1,6 @@
 """`fabric rl`: disaggregated RL post-training on a static fat-tree vs an OCS-reconfigured rfabric.
 
-A thin shell over :func:`workloads.rl.evaluate_rl`.  The static fabric is
+A thin shell over :mod:`workloads.rl.compare`.  The static fabric is
 ``dgx`` (8-GPU nodes, one NIC per GPU) on a fat-tree with the ToR
 oversubscription ``--oversubscription`` (3 tiers once the GPUs need more than
 one pod; a single pod is a 2-tier leaf-spine unless ``-p tiers=3``); the
@@ -21,9 +21,9 @@ OCS core.  ``--fabric both`` compares at equal lower tiers (neither equal cost
 nor equal performance is imposed: ``per_dollar_vs_static``); ``--table`` picks
 the rfabric at equal cost and at equal performance.
 
-:func:`rl_summary` is the importable evaluation (one object per fabric with
+:func:`workloads.rl.compare.rl_summary` is the importable evaluation (one object per fabric with
 ``phases``, ``iteration_s``, ``samples_per_s``, ``capex_usd`` and
-``samples_per_s_per_musd``); :func:`rl_table` is the comparison behind
+``samples_per_s_per_musd``); :func:`~workloads.rl.compare.rl_table` is the comparison behind
 ``--table``: static fat-trees at 1:1, 2:1 and 4:1 against the rfabric at equal
 cost and at equal performance, and the rfabric's win as the OCS
 reconfiguration time grows.
@@ -33,279 +33,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
+import topologies
 from cli.common import CATALOG_OPT, JSON_OPT, console, emit_json
-from fabric.catalog import Catalog, load_catalog
-from fabric.errors import ComputeError, FabricError
-
-FABRICS = ("static", "rfabric", "both")
-STATIC_RATIOS = (1.0, 2.0, 4.0)
-RFABRIC_CORE_RATIOS = (0.0, 0.5, 1.0)
-DEFAULT_GPU = "h800"  # OrchestrRL's testbed GPU (FIGURES: 64 H800)
-DEFAULT_RFABRIC_CORE_RATIO = 0.0
-RECONFIG_SWEEP = ("ocs_palomar", "10ms", "50ms", "100ms", "ocs_calient_s320")
-EQUAL_PERF_TOLERANCE = 0.005  # "equal performance": within 0.5 % of the static samples/s
-
-
-def _arch_params() -> tuple[set[str], set[str]]:
-    from topologies import ARCHITECTURES
-
-    static = {p.name for p in ARCHITECTURES["dgx"].params} - {"oversubscription"}
-    rfab = {p.name for p in ARCHITECTURES["rfabric"].params} - {"oversubscription"}
-    return static, rfab
-
-
-def split_params(given: dict[str, str]) -> tuple[dict, dict, dict]:
-    """``-p`` values into (RL parameters, static-fabric parameters, rfabric parameters).
-
-    Raises
-    ------
-    FabricError
-        A name that is neither an RL nor a fabric parameter.
-    """
-    from workloads.rl.config import PARAMS_BY_NAME
-
-    static_names, rfab_names = _arch_params()
-    rl, st, rf = {}, {}, {}
-    for name, value in given.items():
-        if name in PARAMS_BY_NAME:
-            rl[name] = value
-        elif name in static_names or name in rfab_names:
-            if name in static_names:
-                st[name] = value
-            if name in rfab_names:
-                rf[name] = value
-        else:
-            allowed = sorted(set(PARAMS_BY_NAME) | static_names | rfab_names)
-            raise FabricError(f"-p {name}", f"unknown parameter for `fabric rl`; allowed: {', '.join(allowed)}")
-    return rl, st, rf
-
-
-def build_pair(gpus: int, oversubscription: float, static_params: dict, rfabric_params: dict,
-               catalog: Catalog, which: str = "both") -> dict:
-    """The Fabrics to compare: ``{"static": dgx fat-tree, "rfabric": ...}`` (the ones asked for)."""
-    from topologies import build
-
-    if not oversubscription >= 1.0:
-        raise FabricError("--oversubscription", f"{oversubscription} must be >= 1 (ToR downlink:uplink)")
-    out = {}
-    if which in ("static", "both"):
-        out["static"] = build("dgx", gpus, {"gpu": DEFAULT_GPU, **static_params,
-                                            "oversubscription": oversubscription}, catalog)
-    if which in ("rfabric", "both"):
-        out["rfabric"] = build("rfabric", gpus, {"gpu": DEFAULT_GPU, "core_ratio": DEFAULT_RFABRIC_CORE_RATIO,
-                                                 **rfabric_params, "oversubscription": oversubscription}, catalog)
-    return out
-
-
-def fabric_result(result, fabric) -> dict:
-    """The JSON object of one fabric."""
-    d = result.to_dict()
-    d["params"] = {k: v for k, v in fabric.params.items()}
-    d["notes"] = list(d.get("notes", [])) + list(fabric.notes)
-    return d
-
-
-def rl_summary(gpus: int, model: Any, *, fabric: str = "both", oversubscription: float = 1.0,
-               reconfig_time: float | None = None, pipeline: str = "sync", params: dict | None = None,
-               catalog: Catalog | None = None, timing: str = "sim") -> dict:
-    """RL iteration on the static fat-tree and/or the rfabric: one object per fabric.
-
-    Parameters
-    ----------
-    gpus : int
-    model : str or ModelSpec
-        A preset name, a model file, or a spec.
-    fabric : {'static', 'rfabric', 'both'}
-    oversubscription : float
-        ToR downlink:uplink ratio of both fabrics.
-    reconfig_time : float, optional
-        OCS reconfiguration time, seconds (default: the catalog's, Palomar 1.2 ms).
-    pipeline : {'sync', 'async'}
-    params : dict, optional
-        ``-p`` values: RL parameters (:data:`workloads.rl.config.PARAMS`) and
-        fabric parameters (``k``, ``gpu``, ``core_ratio``, ...).
-    catalog : Catalog, optional
-    timing : {'sim', 'analytic'}
-
-    Returns
-    -------
-    dict
-        ``{"static": {...}, "rfabric": {...}}``, each with ``phases`` (name ->
-        seconds), ``iteration_s``, ``samples_per_s``, ``capex_usd``,
-        ``samples_per_s_per_musd`` and details.
-    """
-    from workloads.models import load_model
-    from workloads.rl import RLConfig, evaluate_rl
-
-    if fabric not in FABRICS:
-        raise FabricError("--fabric", f"{fabric!r} not allowed; use one of {', '.join(FABRICS)}")
-    if isinstance(gpus, bool) or int(gpus) != gpus or gpus <= 0:
-        raise FabricError("--gpus", f"{gpus!r} must be a whole number > 0")
-    cat = catalog or load_catalog()
-    m = load_model(model)
-    rl, st, rf = split_params(dict(params or {}))
-    cfg = RLConfig.from_params(rl, pipeline=pipeline)
-    fabrics = build_pair(int(gpus), oversubscription, st, rf, cat, "both" if fabric == "rfabric" else fabric)
-    reason = None if fabric == "static" else ocs_useless(fabrics["static"])
-    out = {}
-    for name, fab in fabrics.items():
-        if name == "static" and fabric == "rfabric":
-            continue
-        if name == "rfabric" and reason:
-            out[name] = {"model": m.name, "architecture": "rfabric", "gpus": int(gpus),
-                         "verdict": "no OCS design pays at this size", "reason": reason}
-            continue
-        r = evaluate_rl(fab, m, cfg, cat, reconfiguration_time=reconfig_time, timing=timing)
-        out[name] = {"model": m.name, **fabric_result(r, fab)}
-    if "rfabric" in out and "phases" in out["rfabric"]:
-        out["rfabric"]["comparison"] = (
-            f"same GPUs, ToRs and pods at {oversubscription:g}:1 as the static 3-tier fat-tree; the rfabric's "
-            f"aggregation uplinks go through OCS with core_ratio {fabrics['rfabric'].params['core_ratio']:g} "
-            "(0: no electrical core). Neither equal cost nor equal performance is imposed here: compare "
-            "samples/s per $M, or use --table for the rfabric at equal cost and at equal performance")
-        if "static" in out:
-            out["rfabric"]["per_dollar_vs_static"] = (out["rfabric"]["samples_per_s_per_musd"]
-                                                      / out["static"]["samples_per_s_per_musd"])
-    return out
-
-
-def ocs_useless(static) -> str | None:
-    """Why no OCS design can pay on this cluster (None if one might): the static fabric has a single pod.
-
-    An rfabric's OCS joins pods (or replaces the core between them).  When the
-    static fat-tree reaches every GPU within one pod (a 2-tier leaf-spine),
-    there is no pod-to-pod tier to replace or re-wire: an rfabric for the same
-    GPUs would only add an aggregation tier and idle OCS, so it is never better
-    per dollar.  The comparison is then decided by construction.
-    """
-    import numpy as np
-
-    pods = np.unique(static.group("pod")[static.gpu_ids]).size
-    if pods > 1:
-        return None
-    k = static.params.get("k")
-    from topologies.clos import split_ports
-
-    d, _ = split_ports(int(k), float(static.params.get("oversubscription", 1.0))) if k else (None, None)
-    limit = f" (up to {int(k) * d:,} GPUs at radix {k} and this oversubscription)" if k else ""
-    return (f"the static fabric reaches all {static.n_gpus:,} GPUs in one 2-tier leaf-spine{limit}, so there is no "
-            "pod-to-pod tier for an OCS to replace or re-wire; an rfabric for the same GPUs would add an "
-            "aggregation tier and idle OCS, and cost more for the same performance. Use more GPUs or a smaller "
-            "radix (-p k) for a size where the OCS can pay")
-
-
-def rl_point(fab, model: Any, *, params: dict | None = None, catalog: Catalog | None = None,
-             reconfig_time: float | None = None, pipeline: str = "sync", timing: str = "sim") -> dict:
-    """The RL object (as in :func:`rl_summary`) of one Fabric built elsewhere, e.g. a sweep's design point.
-
-    ``params`` holds RL parameters only (the Fabric is already built).
-    """
-    from workloads.models import load_model
-    from workloads.rl import RLConfig, evaluate_rl
-
-    cat = catalog or load_catalog()
-    m = load_model(model)
-    cfg = RLConfig.from_params(dict(params or {}), pipeline=pipeline)
-    r = evaluate_rl(fab, m, cfg, cat, reconfiguration_time=reconfig_time, timing=timing)
-    return {"model": m.name, **fabric_result(r, fab)}
-
-
-def rl_table(gpus: int, model: Any, *, reconfig_times: tuple = RECONFIG_SWEEP, pipeline: str = "sync",
-             params: dict | None = None, catalog: Catalog | None = None, timing: str = "sim",
-             ratios: tuple = STATIC_RATIOS, core_ratios: tuple = RFABRIC_CORE_RATIOS) -> dict:
-    """Static fat-trees (``ratios``) vs the rfabric at equal cost and at equal performance; reconfiguration sweep.
-
-    The rfabric candidates are every ToR ratio of ``ratios`` x every
-    ``core_ratios``.  For each static ratio: *at equal cost* is the fastest
-    rfabric whose capex does not exceed the static one's; *at equal
-    performance* the cheapest rfabric within 0.5 % of its samples/s.  The
-    sweep re-evaluates the rfabric that matches the first (reference) static
-    fat-tree at equal performance, against it, at each reconfiguration time
-    (catalog ids or times).
-
-    Returns
-    -------
-    dict
-        ``static`` and ``rfabric`` (candidate rows), ``rows`` (the comparison),
-        ``sweep`` (the reconfiguration-time rows).
-    """
-    from fabric.units import parse_time
-    from topologies import build
-    from workloads.models import load_model
-    from workloads.rl import RLConfig, evaluate_rl
-
-    cat = catalog or load_catalog()
-    m = load_model(model)
-    rl, st, rf = split_params(dict(params or {}))
-    cfg = RLConfig.from_params(rl, pipeline=pipeline)
-
-    def row(label, fab, r):
-        return {"label": label, "params": dict(fab.params), "capex_usd": r.capex_usd, "iteration_s": r.iteration_s,
-                "samples_per_s": r.samples_per_s, "samples_per_s_per_musd": r.samples_per_s_per_musd,
-                "phases": dict(r.phases), "reconfigurations": r.reconfigurations,
-                "reconfiguration_time_s": r.reconfiguration_time_s}
-
-    statics, rfabs, fabs = [], [], {}
-    for o in ratios:
-        fab = build("dgx", gpus, {"gpu": DEFAULT_GPU, **st, "oversubscription": o}, cat)
-        statics.append(row(f"static {o:g}:1", fab, evaluate_rl(fab, m, cfg, cat, timing=timing)))
-    for o in ratios:
-        for c in core_ratios:
-            label = f"rfabric {o:g}:1 core {c:g}"
-            try:
-                fab = build("rfabric", gpus, {"gpu": DEFAULT_GPU, **rf, "oversubscription": o, "core_ratio": c}, cat)
-                r = evaluate_rl(fab, m, cfg, cat, timing=timing)
-            except (FabricError, ComputeError) as exc:  # e.g. too many pods for a direct-connect OCS
-                rfabs.append({"label": label, "error": str(exc)})
-                continue
-            fabs[label] = fab
-            rfabs.append(row(label, fab, r))
-    ok = [r for r in rfabs if "error" not in r]
-    if not ok:
-        first = rfabs[0]
-        raise ComputeError("rl table", f"every rfabric candidate failed ({len(rfabs)}); first, "
-                                       f"{first['label']}: {first['error']}")
-    rows = []
-    for s in statics:
-        cheap = [r for r in ok if r["capex_usd"] <= s["capex_usd"] * (1 + 1e-9)]
-        eq_cost = max(cheap, key=lambda r: (r["samples_per_s"], -r["capex_usd"])) if cheap else None
-        fast = [r for r in ok if r["samples_per_s"] >= s["samples_per_s"] * (1 - EQUAL_PERF_TOLERANCE)]
-        eq_perf = min(fast, key=lambda r: (r["capex_usd"], -r["samples_per_s"])) if fast else None
-        rows.append({
-            "static": s["label"], "static_capex_usd": s["capex_usd"], "static_samples_per_s": s["samples_per_s"],
-            "static_samples_per_s_per_musd": s["samples_per_s_per_musd"],
-            "equal_cost": eq_cost and eq_cost["label"],
-            "equal_cost_samples_per_s": eq_cost and eq_cost["samples_per_s"],
-            "equal_cost_speedup": eq_cost and eq_cost["samples_per_s"] / s["samples_per_s"],
-            "equal_cost_per_dollar_gain": eq_cost and eq_cost["samples_per_s_per_musd"] / s["samples_per_s_per_musd"],
-            "equal_perf": eq_perf and eq_perf["label"],
-            "equal_perf_capex_usd": eq_perf and eq_perf["capex_usd"],
-            "equal_perf_capex_saving": eq_perf and 1 - eq_perf["capex_usd"] / s["capex_usd"],
-            "equal_perf_per_dollar_gain": eq_perf and eq_perf["samples_per_s_per_musd"] / s["samples_per_s_per_musd"],
-        })
-    # the sweep: the rfabric that matches the reference fat-tree (first ratio) at equal performance, against it
-    ref = statics[0]
-    pick = rows[0]["equal_perf"] if rows else None
-    sweep = []
-    if pick:
-        best = next(r for r in ok if r["label"] == pick)
-        best_static = ref
-        fab = fabs[best["label"]]
-        for t in reconfig_times:
-            rt = cat.value(t, "reconfiguration_time") if isinstance(t, str) and t in cat else \
-                parse_time(t, "--reconfig-sweep")
-            r = evaluate_rl(fab, m, cfg, cat, reconfiguration_time=rt, timing=timing)
-            sweep.append({"reconfiguration_time_s": rt, "source": t if isinstance(t, str) else "",
-                          "rfabric": best["label"], "iteration_s": r.iteration_s,
-                          "reconfigurations": r.reconfigurations, "samples_per_s_per_musd": r.samples_per_s_per_musd,
-                          "versus": best_static["label"],
-                          "per_dollar_gain": r.samples_per_s_per_musd / best_static["samples_per_s_per_musd"]})
-    return {"model": m.name, "gpus": gpus, "pipeline": pipeline, "timing": timing, "static": statics,
-            "rfabric": rfabs, "rows": rows, "sweep": sweep}
+from fabric.catalog import load_catalog
+from fabric.errors import FabricError
+from workloads.rl.compare import format_table, rl_summary, rl_table
 
 
 # ---------------------------------------------------------------------------------------------- command
@@ -338,7 +74,7 @@ def rl_command(
     params = parse_assignments(param)
     pipeline = "async" if do_async else "sync"
     if table:
-        data = rl_table(gpus, model, pipeline=pipeline, params=params, catalog=cat, timing=comm)
+        data = rl_table(topologies, gpus, model, pipeline=pipeline, params=params, catalog=cat, timing=comm)
         for r in data["rfabric"]:
             if "error" in r:  # a partial failure is said, one line each, never silent
                 sys.stderr.write(f"warning: {r['label']} failed: {r['error']}\n")
@@ -347,7 +83,7 @@ def rl_command(
         else:
             print_table(data)
         return
-    data = rl_summary(gpus, model, fabric=fabric, oversubscription=oversubscription, reconfig_time=rt,
+    data = rl_summary(topologies, gpus, model, fabric=fabric, oversubscription=oversubscription, reconfig_time=rt,
                       pipeline=pipeline, params=params, catalog=cat, timing=comm)
     if as_json:
         emit_json(data)
@@ -388,37 +124,9 @@ def _print(data: dict) -> None:
             con.print(f"note ({name}): {n}")
 
 
-def format_table(data: dict) -> list[str]:
-    """The comparison as Markdown lines (what the README shows)."""
-    out = [f"{data['model']}, {data['gpus']:,} GPUs, {data['pipeline']} pipeline, timing: {data['timing']}", "",
-           "| static | capex | samples/s | samples/s per $M | rfabric at equal cost | speed-up | per-$ gain "
-           "| rfabric at equal performance | capex saving | per-$ gain |",
-           "|---|---:|---:|---:|---|---:|---:|---|---:|---:|"]
-
-    def pct(v):
-        return "-" if v is None else f"{(v - 1) * 100:+.1f} %"
-
-    for r in data["rows"]:
-        saving = "-" if r["equal_perf_capex_saving"] is None else f"{r['equal_perf_capex_saving'] * 100:.1f} %"
-        out.append(f"| {r['static']} | ${r['static_capex_usd'] / 1e6:,.1f}M | {r['static_samples_per_s']:.2f} | "
-                   f"{r['static_samples_per_s_per_musd']:.4f} | {r['equal_cost'] or '-'} | "
-                   f"{pct(r['equal_cost_speedup'])} | {pct(r['equal_cost_per_dollar_gain'])} | "
-                   f"{r['equal_perf'] or '-'} | {saving} | {pct(r['equal_perf_per_dollar_gain'])} |")
-    if data["sweep"]:
-        s0 = data["sweep"][0]
-        out += ["", f"{s0['rfabric']} vs {s0['versus']} as the OCS reconfiguration time grows:", "",
-                "| reconfiguration time | re-wirings / iteration | iteration | per-$ gain |", "|---:|---:|---:|---:|"]
-        for s in data["sweep"]:
-            src = f" ({s['source']})" if s["source"] and not s["source"][0].isdigit() else ""
-            out.append(f"| {s['reconfiguration_time_s'] * 1e3:g} ms{src} | {s['reconfigurations']} | "
-                       f"{s['iteration_s']:.3f} s | {pct(s['per_dollar_gain'])} |")
-    return out
-
-
 def print_table(data: dict) -> None:
-    import sys
-
     sys.stdout.write("\n".join(format_table(data)) + "\n")
+
 
 
 def register(app: typer.Typer) -> None:

@@ -155,7 +155,7 @@ def simulate_command(
     indices (integers), bytes a number or a size like 1GiB, after the ids of
     flows that must finish first.
     """
-    from fabric.sim import Collective, simulator
+    from fabric.sim import simulator
 
     if (collective is None) == (flows is None):
         raise FabricError("--collective", "give either --collective NAME or --flows FILE")
@@ -167,25 +167,7 @@ def simulate_command(
                          ("--protocol", None if protocol == "auto" else protocol), ("--channels", channels)):
             if val is not None:
                 raise FabricError(opt, "only with --collective")
-        flow_list = read_flows(flows, fab)
-        try:
-            res = sim.run(flow_list, ecmp=ecmp, seed=seed, method=method)
-        except FabricError as exc:
-            if exc.field in ("ecmp", "method"):
-                raise FabricError(f"--{exc.field}", exc.message) from None
-            if exc.field.startswith("flows") or exc.field == "after":
-                raise FabricError(f"{flows.name}:{exc.field}", exc.message) from None
-            raise
-        data = {
-            "architecture": fab.architecture, "gpus": fab.n_gpus, "ecmp": ecmp, "seed": seed,
-            "makespan_s": res.makespan_s, "method": res.method, "events": res.events,
-            "flows": [{"id": fid, "release_s": float(r), "finish_s": float(f)}
-                      for fid, r, f in zip(res.flow_ids, res.release_s, res.finish_s)],
-            "bottlenecks": res.bottlenecks(BOTTLENECKS),
-        }
-        if links:
-            data["links"] = res.loads.records()
-        return _emit(data, as_json, flows_mode=True)
+        return _emit(_run_flows(sim, fab, flows, ecmp, seed, method, links), as_json, flows_mode=True)
     if size is None:
         raise FabricError("--size", "missing; give the per-rank buffer, e.g. 1GiB")
     nbytes = parse_bytes(size, "--size")
@@ -197,26 +179,47 @@ def simulate_command(
 
         check("flows", sum(len(r) * (len(r) - 1) for r in lists), "--group-size" if ranks is None else "--ranks",
               "all-to-all: ranks x (ranks - 1) per group")
+    from fabric.sim import Collective
+
     colls = [Collective(collective, tuple(r), nbytes, algorithm, chunks, root, protocol=protocol.lower(),
                         channels=channels) for r in lists]
+    # a library error names its parameter (collective, algorithm, ...): cli.app names the flag
+    res = sim.collectives(colls, ecmp=ecmp, seed=seed, method=method)
+    _emit(_collective_data(fab, res, nbytes, len(colls), ecmp, seed, links), as_json, flows_mode=False)
+
+
+def _run_flows(sim, fab, flows: Path, ecmp: str, seed: int, method: str, links: bool) -> dict:
+    """Run a flows file; its JSON object (a flow's bad field is named in the file)."""
+    flow_list = read_flows(flows, fab)
     try:
-        res = sim.collectives(colls, ecmp=ecmp, seed=seed, method=method)
-    except FabricError as exc:  # name the flag the user typed
-        flag = {"collective": "--collective", "algorithm": "--algorithm", "ranks": "--ranks", "chunks": "--chunks",
-                "root": "--root", "ecmp": "--ecmp", "method": "--method", "protocol": "--protocol",
-                "channels": "--channels"}.get(exc.field)
-        if flag is None:
-            raise
-        raise FabricError(flag, exc.message) from None
+        res = sim.run(flow_list, ecmp=ecmp, seed=seed, method=method)
+    except FabricError as exc:
+        if exc.field.startswith("flows") or exc.field == "after":
+            raise FabricError(f"{flows.name}:{exc.field}", exc.message) from None
+        raise
+    data = {
+        "architecture": fab.architecture, "gpus": fab.n_gpus, "ecmp": ecmp, "seed": seed,
+        "makespan_s": res.makespan_s, "method": res.method, "events": res.events,
+        "flows": [{"id": fid, "release_s": float(r), "finish_s": float(f)}
+                  for fid, r, f in zip(res.flow_ids, res.release_s, res.finish_s)],
+        "bottlenecks": res.bottlenecks(BOTTLENECKS),
+    }
+    if links:
+        data["links"] = res.loads.records()
+    return data
+
+
+def _collective_data(fab, res, nbytes: int, n_groups: int, ecmp: str, seed: int, links: bool) -> dict:
+    """The JSON object of a collective run (times of the first group; every group's time)."""
+    from fabric.sim import bus_factor
+
     first = res.collectives[0]
     t = res.time_s
     algbw = nbytes / t if t > 0 else float("inf")
-    from fabric.sim import bus_factor
-
     data = {
         "architecture": fab.architecture, "gpus": fab.n_gpus, "collective": first.name,
         "algorithm": first.algorithm, "protocol": first.protocol, "channels": first.channels,
-        "ranks": first.n_ranks, "groups": len(colls), "size_bytes": nbytes,
+        "ranks": first.n_ranks, "groups": n_groups, "size_bytes": nbytes,
         "ecmp": ecmp, "seed": seed, "time_s": t, "algbw_Bps": algbw, "busbw_Bps": algbw * bus_factor(first.name,
                                                                                                     first.n_ranks),
         "group_times_s": [c.time_s for c in res.collectives], "makespan_s": res.makespan_s,
@@ -225,7 +228,7 @@ def simulate_command(
     }
     if links:
         data["links"] = res.sim.loads.records()
-    _emit(data, as_json, flows_mode=False)
+    return data
 
 
 def _emit(data: dict, as_json: bool, flows_mode: bool) -> None:

@@ -16,146 +16,35 @@ is written.
 
 ``fabric results DIR`` prints the comparison table of a sweep folder, or its
 rows (``--rows``), as a table, CSV or JSON.  ``--sql`` runs a DuckDB statement
-over the folder as one table ``results`` (:mod:`cli.sweep_sql`);  ``--query``
+over the folder as one table ``results`` (:mod:`cli.study.sql`);  ``--query``
 is a pandas ``DataFrame.query`` expression over the row columns:
 ``--query "architecture == 'khop-ring' and fault_ratio >= 0.03"``.
 
-The Python API is :func:`run_study` (the command is a thin shell over it).  A
+The Python API is :func:`cli.study.runner.run_study` (the command is a thin shell over it).  A
 script that calls it with more than one worker needs the usual
 ``if __name__ == "__main__":`` guard: worker processes re-import the main module.
 """
 
 from __future__ import annotations
 
-import sys
-import time
-from collections import Counter
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
-import fabric
 from cli.common import JSON_OPT, console, emit_json
-from cli.evaluate import SCHEMA_VERSION
-from cli.study import Study, load_study
-from cli.sweep_progress import make_progress
-from cli.sweep_report import comparison, comparison_table, rows_table
-from cli.sweep_run import DaskRunner, LocalRunner, make_batches
-from cli.sweep_store import (FolderLock, check_out_dir, prepare_out_dir, present_point_ids, read_results,
-                             write_batch)
+from cli.study.progress import say
+from cli.study.report import comparison, comparison_table, rows_table
+from cli.study.runner import run_study, study_rows
+from cli.study.spec import load_study
+from cli.study.store import read_results
 from fabric.errors import FabricError
 
 ROWS_SHOWN = 200
 """`fabric results --rows` prints at most this many rows as a table."""
 WIDE_COLUMNS = 300
 """`fabric results --wide` prints on a console at least this wide (the full titles need ~250)."""
-
-
-def run_study(study: Study, out: Path, workers: int | None = None, scheduler: str | None = None,
-              resume: bool = False, overwrite: bool = False, progress: bool = True) -> dict[str, Any]:
-    """Evaluate the study's missing points and write them to ``out``.
-
-    Parameters
-    ----------
-    study : Study
-        From :func:`cli.study.load_study`.
-    out : Path
-        Output folder.
-    workers : int, optional
-        Local processes (default: the CPU cores); 1 runs in this process.
-    scheduler : str, optional
-        Dask scheduler address; runs there instead of locally.
-    resume : bool
-        Keep the rows already in ``out`` and evaluate only the missing points.
-    overwrite : bool
-        Delete a previous sweep's files in ``out`` first.
-    progress : bool
-        Show progress on stderr: a bar on a terminal, else one line per finished batch.
-
-    Returns
-    -------
-    dict
-        Summary: ``points, done, skipped, failed, errors, batches, out, where, elapsed_s``.
-
-    Raises
-    ------
-    FabricError
-        Bad options or output folder, found before anything is written.
-    """
-    t0 = time.perf_counter()
-    if scheduler is not None and workers is not None:
-        raise FabricError("--workers", "give --workers (local) or --scheduler (Dask), not both")
-    fingerprint = study.fingerprint()
-    check_out_dir(out, resume, overwrite, fingerprint)
-    runner = DaskRunner(scheduler) if scheduler is not None else LocalRunner(workers)  # checks its options
-    with FolderLock(out) as lock:  # one writer per folder: a second sweep into it is refused here
-        try:
-            check_out_dir(out, resume, overwrite, fingerprint)  # again: another sweep may have finished meanwhile
-            present: set[str] = set()
-            next_no = 0
-            if resume:
-                present, next_no = present_point_ids(out, warn=_say)
-        except BaseException:
-            lock.discard_if_unused()
-            raise
-        try:
-            return _run_locked(study, out, runner, overwrite, fingerprint, present, next_no, progress, t0)
-        except FabricError:  # e.g. the Dask scheduler cannot be reached: leave no empty folder behind
-            lock.discard_if_unused()
-            raise
-
-
-def _run_locked(study: Study, out: Path, runner, overwrite: bool, fingerprint: str, present: set[str],
-                next_no: int, progress: bool, t0: float) -> dict[str, Any]:
-    """The part of :func:`run_study` that writes, under the folder's lock."""
-    todo = [p for p in study.points if p.point_id not in present]
-    counts = {"done": 0, "failed": 0}
-    errors: Counter = Counter()
-    with runner:
-        manifest = {"study": study.name, "spec": study.source, "fingerprint": fingerprint,
-                    "metrics": [m.to_dict() for m in study.metrics], "catalog": study.catalog_path or "shipped",
-                    "points": len(study.points), "tool_version": fabric.__version__, "schema_version": SCHEMA_VERSION}
-        prepare_out_dir(out, overwrite, manifest, study.text)
-        batches = make_batches(todo, study.metrics, study.catalog, study.batch_size, runner.workers, next_no)
-        bar = make_progress(study.name, len(todo)) if progress else None
-
-        def on_done(batch, rows):
-            write_batch(out, batch.architecture, batch.number, rows)
-            failed = 0
-            for r in rows:
-                if r["status"] == "ok":
-                    counts["done"] += 1
-                else:
-                    failed += 1
-                    errors[r["error"]] += 1
-            counts["failed"] += failed
-            if bar is not None:
-                bar.advance(len(rows), failed)
-
-        if bar is not None:
-            with bar:
-                runner.run(batches, on_done)
-        else:
-            runner.run(batches, on_done)
-    return {"study": study.name, "spec": study.source, "out": str(out), "points": len(study.points),
-            "done": counts["done"], "skipped": len(study.points) - len(todo), "failed": counts["failed"],
-            "errors": [{"error": e, "points": n} for e, n in errors.most_common(5)],
-            "distinct_errors": len(errors),
-            "batches": len(batches), "where": runner.where, "elapsed_s": time.perf_counter() - t0}
-
-
-def _say(line: str) -> None:
-    """One unwrapped line on stderr (rich would wrap it and read [..] as markup)."""
-    sys.stderr.write(line + "\n")
-
-
-def _study_rows(out: Path, study: Study):
-    """The rows of this study's points (a resumed folder may hold rows of points since removed)."""
-    df = read_results(out)
-    ids = {p.point_id for p in study.points}
-    return df[df["point_id"].isin(ids)].reset_index(drop=True)
 
 
 def sweep_command(
@@ -179,23 +68,23 @@ def sweep_command(
         summary = run_study(study, out, workers, scheduler, resume, overwrite)
     except KeyboardInterrupt:
         # finished batches are on disk, each file whole: nothing is lost that --resume cannot redo
-        _say(f"interrupted; finished batches are in {out}: rerun with --resume to complete the study")
+        say(f"interrupted; finished batches are in {out}: rerun with --resume to complete the study")
         raise typer.Exit(130) from None
     except (OSError, BrokenProcessPool) as exc:  # disk full, a worker killed by the OOM killer, ...
-        _say(f"error: the sweep stopped: {type(exc).__name__}: {exc}; finished batches are in {out}: "
-             f"rerun with --resume")
+        say(f"error: the sweep stopped: {type(exc).__name__}: {exc}; finished batches are in {out}: "
+            f"rerun with --resume")
         raise typer.Exit(1) from None
-    rows, cols = comparison(_study_rows(out, study))
+    rows, cols = comparison(study_rows(study, out))
     all_failed = summary["failed"] > 0 and summary["done"] == 0
     for e in summary["errors"]:  # never silent: one line per distinct error, most frequent first
-        _say(f"{'error' if all_failed else 'warning'}: {e['points']} point(s) failed: {e['error']}")
+        say(f"{'error' if all_failed else 'warning'}: {e['points']} point(s) failed: {e['error']}")
     if summary["distinct_errors"] > len(summary["errors"]):
-        _say(f"... and {summary['distinct_errors'] - len(summary['errors'])} more distinct errors "
-             f"(see the status and error columns of the rows)")
+        say(f"... and {summary['distinct_errors'] - len(summary['errors'])} more distinct errors "
+            f"(see the status and error columns of the rows)")
     if as_json:
         emit_json({**summary, "comparison": rows})
     if all_failed:
-        _say(f"error: every point of the study failed ({summary['failed']}); the rows in {out} say why")
+        say(f"error: every point of the study failed ({summary['failed']}); the rows in {out} say why")
         raise typer.Exit(1)
     if as_json:
         return
@@ -266,7 +155,7 @@ def results_command(
         for flag, given in (("--query", query), ("--rows", rows), ("--columns", columns), ("--wide", wide)):
             if given:
                 raise FabricError(flag, "does not combine with --sql (filter and pick columns in the SQL)")
-        from cli.sweep_sql import sql_query
+        from cli.study.sql import sql_query
 
         _print_frame(sql_query(directory, sql), directory, as_csv, as_json, f"{directory}: SQL", {"sql": sql})
         return

@@ -126,6 +126,25 @@ def cost_of(fabric: Fabric, catalog: Catalog) -> CostReport:
     return CostReport(fabric.n_gpus, tuple(rows))
 
 
+def cost_summary(fab: Fabric, catalog: Catalog, report: CostReport | None = None) -> dict:
+    """The JSON object of ``fabric cost`` (without sensitivity): architecture, params, the report, notes.
+
+    Parameters
+    ----------
+    fab : Fabric
+    catalog : Catalog
+    report : CostReport, optional
+        ``cost_of(fab, catalog)``, when the caller has it already.
+
+    Returns
+    -------
+    dict
+        ``architecture``, ``params``, the fields of :meth:`CostReport.to_dict` (USD, W) and ``notes``.
+    """
+    report = report or cost_of(fab, catalog)
+    return {"architecture": fab.architecture, "params": fab.params, **report.to_dict(), "notes": list(fab.notes)}
+
+
 METRICS = ("capex_per_gpu_usd", "hbd_capex_per_gpu_usd", "dcn_capex_per_gpu_usd", "compute_capex_per_gpu_usd")
 
 

@@ -240,7 +240,7 @@ notebook("04_mfu.ipynb", [
 
 Each architecture is searched for its own best parallel configuration (TP, PP, DP, CP, EP, micro-batch,
 interleave, recomputation; `workloads.search`) on the same B200-class GPU and global batch, and the step
-time is broken down into compute and the *exposed* part of each communication (`cli.mfu.mfu_comparison`).
+time is broken down into compute and the *exposed* part of each communication (`workloads.mfu_compare.mfu_comparison`).
 At CI size the collectives are timed by the analytic model (`COMM = "analytic"`); `"sim"` re-times the best
 candidates with the flow simulator. The model is validated against Megatron-LM's measured throughput at
 the end."""),
@@ -255,10 +255,11 @@ from bokeh.palettes import Category10
 from bokeh.plotting import figure
 from bokeh.resources import INLINE
 
-from cli.mfu import SEED_ARCHITECTURES, format_mfu_comparison, mfu_comparison
+from topologies import build
+from workloads.mfu_compare import SEED_ARCHITECTURES, format_mfu_comparison, mfu_comparison
 
 output_notebook(resources=INLINE, hide_banner=True)
-rows = mfu_comparison(MODELS, [GPUS], SEED_ARCHITECTURES, comm=COMM)
+rows = mfu_comparison(build, MODELS, [GPUS], SEED_ARCHITECTURES, comm=COMM)
 best = pd.DataFrame(rows)
 best[["model", "gpus", "label", "config", "mfu", "cluster_mfu", "vs_dgx", "step_time_s", "memory_gb_per_gpu",
       "search_s"]].round(3)"""),
@@ -334,7 +335,7 @@ notebook("05_rl.ipynb", [
 
 One synchronous RL iteration (generation, weight sync to the rollout pool, training) on a static fat-tree at
 1:1, 2:1 and 4:1 ToR oversubscription, against the rfabric: the same ToRs and pods with the aggregation
-uplinks through an optical circuit switch, re-wired per phase (`cli.rl.rl_table`, `workloads.rl`). At CI
+uplinks through an optical circuit switch, re-wired per phase (`workloads.rl.compare.rl_table`). At CI
 size the phases are timed by the analytic bottleneck bound (`TIMING = "analytic"`), with a small rollout
 and a switch radix of 16 so that 256 GPUs span several pods (the shipped switch is then priced per switch,
 not per port: treat the capex as indicative)."""),
@@ -352,10 +353,11 @@ from bokeh.palettes import Category10
 from bokeh.plotting import figure
 from bokeh.resources import INLINE
 
-from cli.rl import format_table, rl_table
+import topologies
+from workloads.rl.compare import format_table, rl_table
 
 output_notebook(resources=INLINE, hide_banner=True)
-data = rl_table(GPUS, MODEL, reconfig_times=tuple(RECONFIG), params=PARAMS, timing=TIMING)
+data = rl_table(topologies, GPUS, MODEL, reconfig_times=tuple(RECONFIG), params=PARAMS, timing=TIMING)
 print("\\n".join(format_table(data)))"""),
     ("code", """# the static fat-trees and, for each, the rfabric with the same ToR ratio and no electrical core
 picks = [s["label"] for s in data["static"]] + [f"rfabric {s['label'].split()[1]} core 0" for s in data["static"]]

@@ -14,6 +14,7 @@ from typing import Any, Callable
 from fabric.catalog import Catalog, load_catalog
 from fabric.errors import FabricError
 from fabric.model import Fabric
+from topologies.clos import split_ports  # noqa: F401  (the port split the RL comparison reads)
 from topologies.params import Param, resolve
 
 
@@ -77,6 +78,17 @@ def resolve_architecture(name: str) -> tuple[Architecture, dict[str, Any]]:
     return ARCHITECTURES[base], dict(preset)
 
 
+def param_names(name: str) -> frozenset[str]:
+    """The ``-p`` parameter names of architecture (or alias) ``name``.
+
+    Examples
+    --------
+    >>> sorted(param_names("nvl-72"))[:3]
+    ['agg_oversubscription', 'gpu', 'k']
+    """
+    return frozenset(p.name for p in resolve_architecture(name)[0].params)
+
+
 def build(name: str, gpus: int | None = None, params: dict[str, Any] | None = None,
           catalog: Catalog | None = None) -> Fabric:
     """Build a Fabric for architecture ``name``.
@@ -105,3 +117,16 @@ def build(name: str, gpus: int | None = None, params: dict[str, Any] | None = No
     given = {**preset, **(params or {})}
     resolved = resolve(arch.name, arch.params, given)
     return arch.builder(resolved, None if gpus is None else int(gpus), catalog or load_catalog())
+
+
+def build_summary(fab: Fabric) -> dict:
+    """The JSON object of ``fabric build``: architecture, GPUs, params, HBD, counts, inventory, notes."""
+    return {
+        "architecture": fab.architecture,
+        "gpus": fab.n_gpus,
+        "params": fab.params,
+        "hbd": fab.hbd.to_dict(),
+        "counts": fab.counts(),
+        "inventory": fab.inventory(),
+        "notes": list(fab.notes),
+    }

@@ -118,6 +118,8 @@ def attach_clos(b: FabricBuilder, endpoints: np.ndarray, catalog: Catalog, *, po
     """
     switch = params["switch"]
     catalog.get(switch)
+    # long: one folded Clos built tier by tier (ToRs, then aggregation and pods, then the core or its OCS),
+    # each tier reading the counts of the one below; split, every step would pass the same dozen arrays
     k = params["k"] or default_radix(catalog, switch, port_bandwidth)
     b.params[radix_param] = k  # report the derived radix with the other parameters
     d, u = split_ports(k, params["oversubscription"])

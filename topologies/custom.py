@@ -48,6 +48,8 @@ def load_topology(path: str | Path, catalog: Catalog | None = None):
 
 def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = None):
     """Build a Fabric from a node-link dict (see module docstring)."""
+    # long: a file's validation, field by field in file order, each with its own one-line error; the
+    # checks share the node-id map and the groups they fill
     if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), list):
         raise FabricError(f"{where}:nodes", "must be a list of nodes (networkx node-link format)")
     links = doc.get("links", doc.get("edges"))

@@ -86,6 +86,8 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
     """
     chip_item = params["chip"]
     catalog.get(chip_item)
+    # long: one build in construction order (chips, cube faces, OCS per face and dimension, hosts, DCN);
+    # the steps share the chip / cube / face index arrays
     n_cubes = params["cubes"] or (math.ceil(gpus / CHIPS_PER_CUBE) if gpus else MAX_CUBES_PER_POD)
     b = FabricBuilder("tpuv4", {**params, "cubes": n_cubes}, catalog.category)
     if gpus and n_cubes * CHIPS_PER_CUBE != gpus:

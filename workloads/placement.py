@@ -21,6 +21,7 @@ import numpy as np
 from fabric.errors import FabricError
 from fabric.model import Configuration, Fabric, HBDKind
 from fabric.rings import group_configuration
+from solvers.allocation.base import run_blocks
 from workloads.parallelism import Parallelism
 
 
@@ -63,9 +64,7 @@ def tp_blocks(fabric: Fabric, tp: int, need: int | None = None) -> np.ndarray:
         n_dom = next((d for d in range(fewest, per.size + 1) if need % d == 0), 0)
         if n_dom:
             per = np.where(np.arange(per.size) < n_dom, need // n_dom, 0)
-    # index of the first GPU of every block: domain start + j * tp
-    first = np.repeat(starts, per) + tp * (np.arange(per.sum()) - np.repeat(np.cumsum(per) - per, per))
-    return gpus[first[:, None] + np.arange(tp)[None, :]]
+    return run_blocks(gpus, dom, tp, per)  # the allocation policies' rule for cutting a domain into TP groups
 
 
 def usable_gpus(fabric: Fabric, tp: int) -> int:

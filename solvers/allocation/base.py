@@ -180,6 +180,40 @@ def sorted_runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return keys[starts], starts
 
 
+def run_blocks(items: np.ndarray, keys: np.ndarray, size: int, per: np.ndarray | None = None) -> np.ndarray:
+    """Blocks of ``size`` consecutive ``items`` inside each run of equal ``keys`` (items listed run by run).
+
+    The one rule by which TP groups are cut: from a switch domain's available GPUs (the switch-domain
+    policy) and from a job's HBD-ordered domains (:func:`workloads.placement.tp_blocks`).
+
+    Parameters
+    ----------
+    items : ndarray
+        GPU ids (or any values), grouped by ``keys``.
+    keys : ndarray
+        The run (domain) of each item; equal keys adjacent.
+    size : int
+        Items per block (the TP size).
+    per : ndarray of int, optional
+        Blocks to take from each run, in run order (default: as many as fit, ``floor(run length / size)``).
+
+    Returns
+    -------
+    ndarray, shape (n_blocks, size)
+        A run's blocks start at its first item; a remainder shorter than ``size`` stays out.
+
+    Examples
+    --------
+    >>> run_blocks(np.arange(10, 17), np.array([0, 0, 0, 0, 0, 1, 1]), 2).tolist()
+    [[10, 11], [12, 13], [15, 16]]
+    """
+    _, starts = sorted_runs(keys)
+    per = np.diff(np.r_[starts, keys.size]) // size if per is None else per
+    # index of the first item of every block: run start + j * size
+    first = np.repeat(starts, per) + size * (np.arange(per.sum()) - np.repeat(np.cumsum(per) - per, per))
+    return items[first[:, None] + np.arange(size)[None, :]]
+
+
 def group_sum(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sum ``weights`` per distinct key: (keys, sums), sorting only when keys are not already grouped."""
     if keys.size and np.any(keys[1:] < keys[:-1]):

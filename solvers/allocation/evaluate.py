@@ -85,32 +85,46 @@ def evaluate_faults(fabric: Fabric, tp: int, *, node_fault_ratio: float | None =
         "baseline": {"usable_gpus": base, "waste_ratio": (nodes.n_gpus - base) / nodes.n_gpus},
     }
     if model.kind == "trace":
-        tr, replay = draw.trace, draw.replay
-        batch = FaultBatch.from_nodes(nodes, replay.down)
-        weights = replay.durations
-        out["fault_model"] = {"kind": "trace", "trace": tr.name, "mapping": trace_mapping, "seed": seed,
-                              "intervals": int(weights.size), "horizon_days": float(tr.horizon),
-                              "down_nodes_time_mean": replay.time_mean(replay.down.counts())}
-        out["trace"] = tr.statistics().to_dict()
-        out.update(waste_summary(nodes.n_gpus, batch.healthy, pol.count(tp, batch), weights))
+        out.update(_trace_waste(pol, tp, draw, trace_mapping, seed))
     else:
-        mapper = EffectMapper(pol)
-        healthy, usable, down = [], [], []
-        # batch by batch: the working arrays stay small; the fault sets do not depend on the batching
-        # a shared draw is read batch by batch; else the same streams are drawn batch by batch (memory stays
-        # bounded for 10^4 samples of 10^5 GPUs): the fault sets are the same either way
-        chunks = draw.chunks(chunk_sizes(samples)) if draw is not None else \
-            iter_components(fabric, model, int(samples), int(seed), nodes)
-        for comp in chunks:
-            batch = FaultBatch.from_nodes(nodes, comp["node"]) if set(comp) == {"node"} else mapper.batch(comp)
-            healthy.append(batch.healthy)
-            usable.append(pol.count(tp, batch))
-            down.append(batch.down_nodes.counts())
-        out["fault_model"] = {"kind": "iid", **model.to_dict(), "samples": int(samples), "seed": int(seed),
-                              "down_nodes_mean": float(np.concatenate(down).mean())}
-        out.update(waste_summary(nodes.n_gpus, np.concatenate(healthy), np.concatenate(usable)))
+        out.update(_iid_waste(pol, tp, fabric, model, samples, seed, draw))
     if blast:
         out["blast_radius"] = blast_radius(pol, tp)
+    return out
+
+
+def _trace_waste(pol, tp: int, draw: FaultDraw, trace_mapping: str, seed: int) -> dict:
+    """``fault_model``, ``trace`` and the time-weighted waste statistics of a replayed trace."""
+    nodes = pol.nodes
+    tr, replay = draw.trace, draw.replay
+    batch = FaultBatch.from_nodes(nodes, replay.down)
+    weights = replay.durations
+    out: dict = {"fault_model": {"kind": "trace", "trace": tr.name, "mapping": trace_mapping, "seed": seed,
+                                 "intervals": int(weights.size), "horizon_days": float(tr.horizon),
+                                 "down_nodes_time_mean": replay.time_mean(replay.down.counts())},
+                 "trace": tr.statistics().to_dict()}
+    out.update(waste_summary(nodes.n_gpus, batch.healthy, pol.count(tp, batch), weights))
+    return out
+
+
+def _iid_waste(pol, tp: int, fabric: Fabric, model, samples: int, seed: int, draw: FaultDraw | None) -> dict:
+    """``fault_model`` and the waste statistics over ``samples`` i.i.d. fault sets."""
+    nodes = pol.nodes
+    mapper = EffectMapper(pol)
+    healthy, usable, down = [], [], []
+    # batch by batch: the working arrays stay small; the fault sets do not depend on the batching
+    # a shared draw is read batch by batch; else the same streams are drawn batch by batch (memory stays
+    # bounded for 10^4 samples of 10^5 GPUs): the fault sets are the same either way
+    chunks = draw.chunks(chunk_sizes(samples)) if draw is not None else \
+        iter_components(fabric, model, int(samples), int(seed), nodes)
+    for comp in chunks:
+        batch = FaultBatch.from_nodes(nodes, comp["node"]) if set(comp) == {"node"} else mapper.batch(comp)
+        healthy.append(batch.healthy)
+        usable.append(pol.count(tp, batch))
+        down.append(batch.down_nodes.counts())
+    out: dict = {"fault_model": {"kind": "iid", **model.to_dict(), "samples": int(samples), "seed": int(seed),
+                                 "down_nodes_mean": float(np.concatenate(down).mean())}}
+    out.update(waste_summary(nodes.n_gpus, np.concatenate(healthy), np.concatenate(usable)))
     return out
 
 

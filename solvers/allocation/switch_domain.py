@@ -18,7 +18,7 @@ import numpy as np
 from fabric.errors import FabricError
 from fabric.faults import NodeIndex
 from fabric.model import Fabric, HBDKind
-from solvers.allocation.base import FaultBatch, Policy, dense_ids, group_sum, sorted_runs
+from solvers.allocation.base import FaultBatch, Policy, dense_ids, group_sum, run_blocks, sorted_runs
 
 
 class SwitchDomainPolicy(Policy):
@@ -75,12 +75,7 @@ class SwitchDomainPolicy(Policy):
         gi = np.flatnonzero(avail)
         order = np.lexsort((gi, self.dom_of_gpu[gi]))
         gi = gi[order]
-        dom = self.dom_of_gpu[gi]
-        cnt = np.bincount(dom, minlength=self.n_domains)
-        start = np.concatenate([[0], np.cumsum(cnt)])[dom]
-        rank = np.arange(gi.size) - start
-        keep = rank < (cnt // tp * tp)[dom]
-        groups = gi[keep].reshape(-1, tp)
+        groups = run_blocks(gi, self.dom_of_gpu[gi], tp)
         units = self.domain_ids[self.dom_of_gpu[groups[:, 0]]].reshape(-1, 1) if groups.size else \
             np.zeros((0, 1), dtype=np.int64)
         return groups, units, "domain"

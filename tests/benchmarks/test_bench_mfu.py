@@ -100,9 +100,10 @@ def test_bench_validation_live():
 
 @pytest.mark.bench
 def test_bench_seeds_comparison():
-    from cli.mfu import format_mfu_comparison, mfu_comparison
+    from topologies import build
+    from workloads.mfu_compare import format_mfu_comparison, mfu_comparison
 
     t0 = time.perf_counter()
-    rows = mfu_comparison(["llama3-70b", "mixtral-8x22b"], [576, 2304])
+    rows = mfu_comparison(build, ["llama3-70b", "mixtral-8x22b"], [576, 2304])
     print(f"\n{format_mfu_comparison(rows)}\n({time.perf_counter() - t0:.0f} s, collectives by {rows[0]['comm_backend']})")
     assert all(r["mfu"] > 0 for r in rows)

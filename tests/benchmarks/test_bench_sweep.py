@@ -11,10 +11,10 @@ import time
 import pytest
 import yaml
 
-from cli.evaluate import METRICS
-from cli.study import load_study
-from cli.sweep import run_study
-from cli.sweep_store import read_results
+from cli.study.registry import METRICS
+from cli.study.spec import load_study
+from cli.study.runner import run_study
+from cli.study.store import read_results
 
 WORKERS = 2
 

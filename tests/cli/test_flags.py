@@ -50,7 +50,8 @@ RAISED = {
     "orchestrate-table": ["gpus", "tp", "dp", "samples", "trace", "time_limit"],
     "mfu": ["gpus", "catalog", "topology", "model", "tp", "pp", "dp", "ep", "cp", "micro_batch", "global_batch",
             "seq_len", "recompute", "sequence_parallel", "interleave", "gpu"],
-    "rl": ["gpus", "catalog", "model", "pipeline", "reconfiguration_time", "timing"],
+    "rl": ["gpus", "catalog", "model", "pipeline", "reconfiguration_time", "timing", "fabric", "oversubscription",
+           "params[k]"],
 }
 
 
@@ -65,7 +66,7 @@ def test_every_raised_parameter_maps_to_a_flag_the_command_has(command):
 
 
 DERIVED = {"architecture", "component", "components", "demand", "hbd", "jobs", "memory", "nodes", "rfabric", "rings",
-           "time"}
+           "time", "reconfig_times"}
 """Library fields no flag sets: derived from other inputs (the HBD, the memory a configuration needs) or
 arguments only the Python API passes (explicit rings, demand matrices); they keep their Python names."""
 
@@ -75,6 +76,7 @@ def test_every_library_parameter_is_known_to_some_command():
     group = typer.main.get_command(app)
     commands = {name: command_options(group, name) for name in group.commands}
     for field, where in _library_fields().items():
+        field = field + "k]" if field.endswith("[") else field  # f"params[{name}]": any key
         name = field.split("[")[0]
         if not name.isidentifier() or not name.islower():
             continue  # file keys (FILE:events[i].field), -p parameters, ARCH, ...

@@ -66,8 +66,8 @@ def test_study_row_equals_fabric_goodput_json(tmp_path, run_cli):
     """The sweep metric reuses the mfu metric's healthy job and gives the command's numbers; i.i.d. rows stay empty."""
     import yaml
 
-    from cli.study import load_study
-    from cli.sweep_store import read_results
+    from cli.study.spec import load_study
+    from cli.study.store import read_results
     from workloads.goodput import SCALAR_KEYS
 
     opts = {"model": "llama3-8b", "search": False, "tp": 8, "pp": 1, "comm": "analytic"}
@@ -97,8 +97,8 @@ def test_hbd_size_study_validates_and_its_metric_equals_fabric_mfu(tmp_path, run
 
     import yaml
 
-    from cli.study import load_study
-    from cli.sweep_store import read_results
+    from cli.study.spec import load_study
+    from cli.study.store import read_results
 
     study = load_study(Path(__file__).resolve().parents[2] / "studies" / "hbd-size.yaml")
     assert len(study.points) == 30 and {m.name for m in study.metrics} == {"cost", "mfu_workload"}

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 import yaml
 
-from cli.evaluate import PointContext, point_faults
-from cli.study import load_study
-from cli.sweep_store import read_results
+from cli.study.context import PointContext
+from cli.study.metrics import point_faults
+from cli.study.spec import load_study
+from cli.study.store import read_results
 from cli.view import compose
 from fabric.faults import FaultModel
 from fabric.faultset import draw_faults, fault_set

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cli.sweep_progress import LineProgress, make_progress
-from cli.sweep_store import read_results
+from cli.study.progress import LineProgress, make_progress
+from cli.study.store import read_results
 from fabric.viewer.report import pareto_front
 from tests.cli.study_fixture import COST_ONLY, run_small_study
 
@@ -135,7 +135,7 @@ def test_sql_bad_input(study, run_cli, sql, extra, words):
 def test_compact_comparison_fits_120_columns(study):
     from rich.console import Console
 
-    from cli.sweep_report import comparison, comparison_table
+    from cli.study.report import comparison, comparison_table
 
     rows, cols = comparison(read_results(study))
     con = Console(width=120, record=True, file=io.StringIO())

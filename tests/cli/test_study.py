@@ -1,8 +1,8 @@
-"""Study specs: expansion, point ids, and one-line errors naming the key (cli/study.py)."""
+"""Study specs: expansion, point ids, and one-line errors naming the key (cli/study/spec.py)."""
 
 import pytest
 
-from cli.study import load_study, parse_study
+from cli.study.spec import load_study, parse_study
 from fabric.errors import FabricError
 
 BASE = {"gpus": 256, "architectures": [{"name": "dgx"}], "metrics": ["cost"]}
@@ -127,10 +127,10 @@ def test_bad_specs_name_the_key(changes, field, words):
 
 
 def test_metric_requirements_are_checked_before_work(monkeypatch):
-    from cli import evaluate
+    from cli.study import registry
 
-    monkeypatch.setitem(evaluate.METRICS, "needs_tp",
-                        evaluate.MetricSpec("needs_tp", lambda ctx: {}, "test", requires=("tp",)))
+    monkeypatch.setitem(registry.METRICS, "needs_tp",
+                        registry.MetricSpec("needs_tp", lambda ctx: {}, "test", requires=("tp",)))
     err = error_of(spec(metrics=["needs_tp"]))
     assert err.field == "study.yaml:workloads" and "needs a TP size" in err.message
     err = error_of(spec(metrics=["needs_tp"], workloads=[{"name": "a", "tp": 8}, {"name": "b"}]))

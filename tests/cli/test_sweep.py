@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli.evaluate import TIMING_COLUMNS, Batch, evaluate_batch
-from cli.study import load_study, parse_study
-from cli.sweep_store import MANIFEST, batch_files, read_results, write_batch
+from cli.study.evaluator import TIMING_COLUMNS, Batch, evaluate_batch
+from cli.study.spec import load_study, parse_study
+from cli.study.store import MANIFEST, batch_files, read_results, write_batch
 
 SMALL = {
     "name": "small",
@@ -92,7 +92,7 @@ def test_build_columns_equal_fabric_build_json(small_results, run_cli):
 
 def test_rows_carry_inputs_ids_and_versions(small_results):
     import fabric
-    from cli.evaluate import SCHEMA_VERSION
+    from cli.study.store import SCHEMA_VERSION
 
     spec, out, df = small_results
     study = load_study(spec)
@@ -111,10 +111,10 @@ def test_rows_carry_inputs_ids_and_versions(small_results):
 def test_a_batch_builds_each_fabric_once(catalog):
     study = parse_study({"gpus": 256, "architectures": [{"name": "khop-ring", "grid": {"k": [2, 3]}}],
                          "faults": {"ratios": [0.0, 0.01, 0.03]}, "seeds": [0, 1, 2], "metrics": ["cost", "build"]})
-    from cli import evaluate
+    from cli.study import context
 
     builds = []
-    real = evaluate.FabricCache.fabric
+    real = context.FabricCache.fabric
 
     def counting(self, point):
         before = self.builds
@@ -122,23 +122,23 @@ def test_a_batch_builds_each_fabric_once(catalog):
         builds.extend([point.fabric_key] * (self.builds - before))
         return fab
 
-    evaluate.FabricCache.fabric = counting
+    context.FabricCache.fabric = counting
     try:
         rows = evaluate_batch(Batch(0, "khop-ring", study.points, study.metrics, catalog))
     finally:
-        evaluate.FabricCache.fabric = real
+        context.FabricCache.fabric = real
     assert len(rows) == 18 and sorted(builds) == sorted({p.fabric_key for p in study.points})
 
 
 def test_a_failing_metric_marks_the_row_and_the_study_goes_on(tmp_path, run_cli, monkeypatch):
-    from cli import evaluate
+    from cli.study import registry
 
     def flaky(ctx):
         if ctx.point.seed == 1:
             raise RuntimeError("no luck\nsecond line")
         return {"value": ctx.point.seed}
 
-    monkeypatch.setitem(evaluate.METRICS, "flaky", evaluate.MetricSpec("flaky", flaky, "test"))
+    monkeypatch.setitem(registry.METRICS, "flaky", registry.MetricSpec("flaky", flaky, "test"))
     spec = write_spec(tmp_path, {"gpus": 256, "architectures": [{"name": "dgx"}], "seeds": [0, 1, 2],
                                  "metrics": ["cost", "flaky"]})
     rc, summary, err = sweep(run_cli, spec, tmp_path / "out", "--workers", "1")

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli.evaluate import TIMING_COLUMNS
-from cli.sweep_store import read_results
+from cli.study.evaluator import TIMING_COLUMNS
+from cli.study.store import read_results
 
 pytest.importorskip("distributed", reason="dask[distributed] is not installed (pip install -e '.[dask]')")
 
@@ -116,7 +116,7 @@ def test_dask_resume_after_losing_a_batch(scheduler, tmp_path, run_cli):
 
 
 def test_an_unreachable_scheduler_is_bad_input():
-    from cli.sweep_run import DaskRunner
+    from cli.study.runner import DaskRunner
     from fabric.errors import FabricError
 
     # the runner connects before the output folder is prepared, so a failure here writes nothing

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import yaml
 
-from cli.study import load_study
-from cli.sweep_store import LOCK, batch_files, read_results
+from cli.study.spec import load_study
+from cli.study.store import LOCK, batch_files, read_results
 
 SLOW = {"name": "slow", "gpus": 256, "architectures": [{"name": "dgx"}], "seeds": list(range(24)),
         "metrics": [{"noop": {"sleep_s": 0.4}}], "batch_size": 4}

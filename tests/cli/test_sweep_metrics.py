@@ -5,9 +5,9 @@ import json
 import pytest
 import yaml
 
-from cli.evaluate import _scalar_tree
-from cli.sweep_store import read_results
-from cli.study import load_study
+from cli.study.metrics import _scalar_tree
+from cli.study.store import read_results
+from cli.study.spec import load_study
 
 
 def _flat(prefix: str, data: dict, out: dict) -> dict:

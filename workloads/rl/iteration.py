@@ -152,6 +152,8 @@ def evaluate_rl(fabric: Fabric, model: ModelSpec, cfg: RLConfig, catalog: Catalo
     -------
     RLResult
     """
+    # long: the six numbered steps of one iteration share their intermediates (pools, lengths, flows,
+    # circuits, the per-phase estimate and the Fabric per epoch, both closures over them)
     cat = catalog or load_catalog()
     timer = Timer(timing)
     backend = default_backend() if timing == "sim" else analytic_comm_time

@@ -41,6 +41,8 @@ from typing import Any
 
 from fabric.errors import FabricError
 
+SCHEMA_VERSION = 1
+"""Version of the row layout; bump when columns change meaning (readers refuse newer rows)."""
 MANIFEST = "_sweep.json"
 SPEC_COPY = "_study.yaml"
 REPORT = "_report.html"
@@ -167,8 +169,6 @@ def read_results(out: Path):
         tables.append(t)
     # "permissive": a column missing from one batch (a failed metric) is null there
     df = pa.concat_tables(tables, promote_options="permissive").to_pandas()
-    from cli.evaluate import SCHEMA_VERSION
-
     if "schema_version" in df and df["schema_version"].max() > SCHEMA_VERSION:
         raise FabricError("DIR", f"{out} holds rows of schema version {int(df['schema_version'].max())}, newer "
                                  f"than this tool's {SCHEMA_VERSION}: upgrade hbd-fabric to read them")

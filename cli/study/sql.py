@@ -5,7 +5,7 @@ The folder is one table, ``results``: DuckDB's ``read_parquet`` with
 and ``union_by_name`` (a column that only some architectures or batches have,
 such as ``p_k`` or a metric that failed in one batch, is null elsewhere), so
 every architecture's columns are merged, as in
-:func:`cli.sweep_store.read_results`.  Nothing is copied or loaded first::
+:func:`cli.study.store.read_results`.  Nothing is copied or loaded first::
 
     fabric results results/default --sql "SELECT label, avg(faults_waste_ratio_mean) FROM results GROUP BY 1"
 """
@@ -21,7 +21,7 @@ TABLE = "results"
 
 
 def _glob(out: Path) -> str:
-    from cli.sweep_store import PARTITION
+    from cli.study.store import PARTITION
 
     return str(out / f"{PARTITION}=*" / "batch-*.parquet")
 
@@ -51,7 +51,7 @@ def sql_query(out: Path, sql: str):
     """
     import duckdb
 
-    from cli.sweep_store import batch_files
+    from cli.study.store import batch_files
 
     if not sql or not sql.strip():
         raise FabricError("--sql", "empty; give a statement over the table results, e.g. "

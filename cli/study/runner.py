@@ -1,6 +1,8 @@
-"""Run batches of design points: in this process, on a local process pool, or on a Dask cluster.
+"""Run a study: batches of design points in this process, on a local process pool, or on a Dask cluster.
 
-Every runner calls the same :func:`cli.evaluate.evaluate_batch` and hands each
+:func:`run_study` is the Python API of ``fabric sweep``: it checks and locks
+the output folder, evaluates the missing points and writes one file per batch.
+Every runner calls the same :func:`cli.study.evaluator.evaluate_batch` and hands each
 batch's rows back to the driver (``on_done``) in completion order; only the
 driver writes files.  Batches are made by the driver, so the rows do not depend
 on where they were computed.
@@ -14,10 +16,18 @@ import os
 import signal
 import threading
 import time
+from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from cli.evaluate import Batch, MetricRequest, evaluate_batch
+import fabric
+from cli.study.evaluator import Batch, evaluate_batch
+from cli.study.progress import make_progress, say
+from cli.study.registry import MetricRequest
+from cli.study.spec import Study
+from cli.study.store import (SCHEMA_VERSION, FolderLock, check_out_dir, prepare_out_dir, present_point_ids,
+                             read_results, write_batch)
 from fabric.errors import FabricError
 
 OnDone = Callable[[Batch, list[dict[str, Any]]], None]
@@ -121,7 +131,7 @@ class LocalRunner:
         methods = mp.get_all_start_methods()
         ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
         if ctx.get_start_method() == "forkserver":
-            ctx.set_forkserver_preload(["cli.evaluate", "cli.cost", "cli.build", "topologies"])
+            ctx.set_forkserver_preload(["cli.study.evaluator", "topologies"])
         pool = ProcessPoolExecutor(max_workers=min(self.workers, len(batches)), mp_context=ctx,
                                    initializer=_watch_driver, initargs=(os.getpid(),))
         try:
@@ -176,3 +186,103 @@ class DaskRunner:
         except BaseException:
             self.client.cancel(list(futures))
             raise
+
+
+def run_study(study: Study, out: Path, workers: int | None = None, scheduler: str | None = None,
+              resume: bool = False, overwrite: bool = False, progress: bool = True) -> dict[str, Any]:
+    """Evaluate the study's missing points and write them to ``out``.
+
+    Parameters
+    ----------
+    study : Study
+        From :func:`cli.study.spec.load_study`.
+    out : Path
+        Output folder.
+    workers : int, optional
+        Local processes (default: the CPU cores); 1 runs in this process.
+    scheduler : str, optional
+        Dask scheduler address; runs there instead of locally.
+    resume : bool
+        Keep the rows already in ``out`` and evaluate only the missing points.
+    overwrite : bool
+        Delete a previous sweep's files in ``out`` first.
+    progress : bool
+        Show progress on stderr: a bar on a terminal, else one line per finished batch.
+
+    Returns
+    -------
+    dict
+        Summary: ``points, done, skipped, failed, errors, batches, out, where, elapsed_s``.
+
+    Raises
+    ------
+    FabricError
+        Bad options or output folder, found before anything is written.
+    """
+    t0 = time.perf_counter()
+    if scheduler is not None and workers is not None:
+        raise FabricError("--workers", "give --workers (local) or --scheduler (Dask), not both")
+    fingerprint = study.fingerprint()
+    check_out_dir(out, resume, overwrite, fingerprint)
+    runner = DaskRunner(scheduler) if scheduler is not None else LocalRunner(workers)  # checks its options
+    with FolderLock(out) as lock:  # one writer per folder: a second sweep into it is refused here
+        try:
+            check_out_dir(out, resume, overwrite, fingerprint)  # again: another sweep may have finished meanwhile
+            present: set[str] = set()
+            next_no = 0
+            if resume:
+                present, next_no = present_point_ids(out, warn=say)
+        except BaseException:
+            lock.discard_if_unused()
+            raise
+        try:
+            return _run_locked(study, out, runner, overwrite, fingerprint, present, next_no, progress, t0)
+        except FabricError:  # e.g. the Dask scheduler cannot be reached: leave no empty folder behind
+            lock.discard_if_unused()
+            raise
+
+
+def _run_locked(study: Study, out: Path, runner, overwrite: bool, fingerprint: str, present: set[str],
+                next_no: int, progress: bool, t0: float) -> dict[str, Any]:
+    """The part of :func:`run_study` that writes, under the folder's lock."""
+    todo = [p for p in study.points if p.point_id not in present]
+    counts = {"done": 0, "failed": 0}
+    errors: Counter = Counter()
+    with runner:
+        manifest = {"study": study.name, "spec": study.source, "fingerprint": fingerprint,
+                    "metrics": [m.to_dict() for m in study.metrics], "catalog": study.catalog_path or "shipped",
+                    "points": len(study.points), "tool_version": fabric.__version__, "schema_version": SCHEMA_VERSION}
+        prepare_out_dir(out, overwrite, manifest, study.text)
+        batches = make_batches(todo, study.metrics, study.catalog, study.batch_size, runner.workers, next_no)
+        bar = make_progress(study.name, len(todo)) if progress else None
+
+        def on_done(batch, rows):
+            write_batch(out, batch.architecture, batch.number, rows)
+            failed = 0
+            for r in rows:
+                if r["status"] == "ok":
+                    counts["done"] += 1
+                else:
+                    failed += 1
+                    errors[r["error"]] += 1
+            counts["failed"] += failed
+            if bar is not None:
+                bar.advance(len(rows), failed)
+
+        if bar is not None:
+            with bar:
+                runner.run(batches, on_done)
+        else:
+            runner.run(batches, on_done)
+    return {"study": study.name, "spec": study.source, "out": str(out), "points": len(study.points),
+            "done": counts["done"], "skipped": len(study.points) - len(todo), "failed": counts["failed"],
+            "errors": [{"error": e, "points": n} for e, n in errors.most_common(5)],
+            "distinct_errors": len(errors),
+            "batches": len(batches), "where": runner.where, "elapsed_s": time.perf_counter() - t0}
+
+
+def study_rows(study: Study, out: Path):
+    """The rows of ``study``'s points in folder ``out`` (a resumed folder may hold rows of points since removed)."""
+    df = read_results(out)
+    ids = {p.point_id for p in study.points}
+    return df[df["point_id"].isin(ids)].reset_index(drop=True)

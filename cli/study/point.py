@@ -1,8 +1,8 @@
 """A design point of a study: architecture, parameters, GPUs, workload, fault scenario and seed.
 
-The study spec (:mod:`cli.study`) expands into these; the evaluator
-(:mod:`cli.evaluate`) turns each into one row.  Both import this module, and
-it imports neither: the point is the one noun they share.
+The study spec (:mod:`cli.study.spec`) expands into these; the evaluator
+(:mod:`cli.study.evaluator`) turns each into one row.  Both import this module,
+and it imports neither: the point is the one noun they share.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ Spec format (every key but ``architectures`` and ``metrics`` is optional)::
       component: node             # what fails at that ratio (default node; see fabric.faults.COMPONENTS)
       traces: [stepfun, my-trace.json]   # replayed traces: shipped names or files (relative to this file)
     seeds: [0, 1, 2]              # default [0]
-    metrics: [cost, build, {noop: {sleep_s: 0.0}}]   # names or {name: {options}} (see cli.evaluate.METRICS)
+    metrics: [cost, build, {noop: {sleep_s: 0.0}}]   # names or {name: {options}} (see cli.study.registry.METRICS)
     batch_size: 200               # most points per task (default 200)
 
 Points are expanded architecture by architecture, then parameter variant, GPU
@@ -47,8 +47,10 @@ from typing import Any
 
 import yaml
 
-from cli.evaluate import METRICS, SCHEMA_VERSION, MetricRequest
-from cli.point import DesignPoint, FaultScenario, Workload, point_id
+from cli.study import metrics as _metrics  # noqa: F401  (registers the shipped metrics)
+from cli.study.point import DesignPoint, FaultScenario, Workload, point_id
+from cli.study.registry import METRICS, MetricRequest
+from cli.study.store import SCHEMA_VERSION
 from fabric.catalog import load_catalog, shipped_catalog_path
 from fabric.errors import FabricError
 from fabric.faults import COMPONENTS
@@ -448,6 +450,46 @@ def _check_size(name: str, gpus: int, given: dict, field: str) -> None:
     check_fabric_estimate(name, gpus, given, _shipped(), field)
 
 
+def _check_requirements(designs: list[dict[str, Any]], metrics: tuple[MetricRequest, ...]) -> None:
+    """Every workload's params are options of the metrics, and a metric that needs a TP size has one."""
+    for d in designs:
+        for w, f in d["workloads"]:
+            _check_workload_params(w, f.rsplit(".tp", 1)[0], metrics)
+    for req in metrics:
+        if "tp" in METRICS[req.name].requires:
+            for d in designs:
+                for w, f in d["workloads"]:
+                    if w.tp is None:
+                        raise FabricError(f, f"metric {req.name!r} needs a TP size; give workloads: "
+                                             f"[{{name: ..., tp: 8}}]")
+
+
+def _catalog(value: Any, where: _Where, base: Path) -> tuple[str | None, Any, str]:
+    """(path or None, the catalog, its content hash) of the spec's ``catalog:`` (the shipped one if absent)."""
+    if value is None:
+        return None, load_catalog(), "shipped:" + hashlib.sha256(shipped_catalog_path().read_bytes()).hexdigest()
+    path = _file(value, where("catalog"), base)
+    try:
+        catalog = load_catalog(path)
+    except FabricError as exc:
+        raise FabricError(where("catalog"), str(exc)) from None
+    return str(path.resolve()), catalog, _sha256(path)
+
+
+def _expand(study: str, designs: list[dict[str, Any]], faults: list[FaultScenario], seeds: list[int]
+            ) -> list[DesignPoint]:
+    """The design points in expansion order: design, workload, fault model, seed (a Fabric's points are neighbours)."""
+    points: list[DesignPoint] = []
+    for d in designs:
+        for w, _ in d["workloads"]:
+            for fm in faults:
+                for seed in seeds:
+                    pid = point_id(d["family"], d["resolved"], d["gpus"], w, fm, seed)
+                    points.append(DesignPoint(pid, study, d["architecture"], d["family"], d["label"], d["gpus"],
+                                              d["given"], tuple(d["resolved"].items()), w, fm, seed, len(points)))
+    return points
+
+
 # ---------------------------------------------------------------------------------------------- entry
 def parse_study(doc: Any, source: str = "study.yaml", base_dir: Path | str = ".", text: str = "") -> Study:
     """Validate a parsed spec and expand it into design points.
@@ -508,37 +550,9 @@ def parse_study(doc: Any, source: str = "study.yaml", base_dir: Path | str = "."
                                           f"got {_type_name(seeds_raw)} {seeds_raw!r}")
     seeds = _int_list(seeds_raw, where("seeds"), 0, "seeds (whole numbers >= 0)")
     batch_size = _int(doc.get("batch_size", DEFAULT_BATCH_SIZE), where("batch_size"), 1)
-    for d in designs:
-        for w, f in d["workloads"]:
-            _check_workload_params(w, f.rsplit(".tp", 1)[0], metrics)
-    for req in metrics:
-        if "tp" in METRICS[req.name].requires:
-            for d in designs:
-                for w, f in d["workloads"]:
-                    if w.tp is None:
-                        raise FabricError(f, f"metric {req.name!r} needs a TP size; give workloads: "
-                                             f"[{{name: ..., tp: 8}}]")
-    catalog_path = None
-    if doc.get("catalog") is not None:
-        path = _file(doc["catalog"], where("catalog"), base)
-        catalog_path = str(path.resolve())
-        try:
-            catalog = load_catalog(path)
-        except FabricError as exc:
-            raise FabricError(where("catalog"), str(exc)) from None
-        catalog_sha = _sha256(path)
-    else:
-        catalog = load_catalog()
-        catalog_sha = "shipped:" + hashlib.sha256(shipped_catalog_path().read_bytes()).hexdigest()
-
-    points: list[DesignPoint] = []
-    for d in designs:
-        for w, _ in d["workloads"]:
-            for fm in faults:
-                for seed in seeds:
-                    pid = point_id(d["family"], d["resolved"], d["gpus"], w, fm, seed)
-                    points.append(DesignPoint(pid, name, d["architecture"], d["family"], d["label"], d["gpus"],
-                                              d["given"], tuple(d["resolved"].items()), w, fm, seed, len(points)))
+    _check_requirements(designs, metrics)
+    catalog_path, catalog, catalog_sha = _catalog(doc.get("catalog"), where, base)
+    points = _expand(name, designs, faults, seeds)
     text = text or yaml.safe_dump(doc, sort_keys=False)  # a spec given as a dict is still copied to the output
     return Study(name, source, text, out, catalog_path, catalog, metrics, tuple(points), batch_size, catalog_sha)
 

@@ -1,14 +1,6 @@
-"""Evaluate one design point: topology -> faults -> allocation -> simulation -> one row of metrics.
+"""The shipped metrics of a study: one adapter per metric, each a call of the single command's function.
 
-A *design point* is an architecture with parameters, a GPU count, a workload,
-a fault model and a seed (see :class:`cli.study.DesignPoint`).  Each metric a
-study can ask for is one entry of the :data:`METRICS` registry: a function of a
-:class:`PointContext` that returns a dict of scalars (nested dicts are
-flattened with ``_``).  The evaluator prefixes every column with the metric name
-(``cost`` -> ``cost_capex_usd``), so metrics never collide with each other or
-with the input columns.
-
-Adding a metric is one registration::
+Adding a metric is one registration (:func:`cli.study.registry.register_metric`)::
 
     @register_metric("my_metric", help="what it measures, with units", requires=("tp",))
     def _my_metric(ctx: PointContext) -> dict:
@@ -16,362 +8,34 @@ Adding a metric is one registration::
         return my_summary(ctx.fabric, ctx.point.tp, seed=ctx.point.seed)   # the single command's function
 
 Metrics reuse the same functions as the single commands (``cost`` calls
-:func:`cli.cost.cost_summary`, ``build`` calls :func:`cli.build.build_summary`,
+:func:`fabric.cost.cost_summary`, ``build`` calls :func:`topologies.build_summary`,
 ``faults`` calls :func:`solvers.allocation.faults_summary`), so a study row and
 ``fabric cost ... --json`` agree to the last bit; ``orchestrator``, ``mfu`` and
 ``rl`` call :func:`solvers.orchestrator.orchestrate_summary`,
-:func:`workloads.mfu.mfu_summary` and :func:`cli.rl.rl_point`.  Lists and wall-clock
+:func:`workloads.mfu.mfu_summary` and :func:`workloads.rl.compare.rl_point`.  Lists and wall-clock
 fields (``*_seconds``, the search's ``seconds``) of their JSON are left out of
-rows, so rows stay deterministic apart from :data:`TIMING_COLUMNS`.
-
-The Fabric of a point is built lazily, on the first metric that asks for
-``ctx.fabric``, and cached for the rest of the batch: points that differ only
-in fault model, seed or workload reuse it (batches keep such points together).
+rows, so rows stay deterministic apart from :data:`cli.study.evaluator.TIMING_COLUMNS`.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import time
-from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import fabric
-from cli.build import build_summary
-from cli.cost import cost_summary
-from cli.orchestrate import parse_dp
-from cli.point import DesignPoint
-from cli.rl import rl_point
-from fabric.catalog import Catalog
+from cli.common import parse_dp
+from cli.study.context import PointContext
+from cli.study.registry import MetricOption, register_metric
+from fabric.cost import cost_summary
 from fabric.errors import FabricError
 from fabric.faults import MODES
 from fabric.faultset import FaultDraw, draw_faults
-from fabric.model import Fabric
 from fabric.trace import MAPPINGS
 from solvers.allocation.summary import DEFAULT_SAMPLES, faults_summary
-from topologies import build
+from topologies import build_summary
 from workloads.mfu import mfu_summary
-
-SCHEMA_VERSION = 1
-"""Version of the row layout; bump when columns change meaning (readers refuse newer rows)."""
-
-TIMING_COLUMNS = ("evaluated_at", "eval_s")
-"""The only columns that differ between two runs of the same point."""
-
-SCALARS = (str, int, float, bool, type(None))
+from workloads.rl.compare import rl_point
 
 
-@dataclass(frozen=True)
-class MetricOption:
-    """One option a metric accepts in the study spec (``metrics: [{noop: {sleep_s: 0.01}}]``).
-
-    Attributes
-    ----------
-    type : type
-        ``int``, ``float``, ``bool`` or ``str``; an int is accepted for a float.
-    default : Any
-    help : str
-    check : callable, optional
-        ``value -> error message or None``.
-    """
-
-    type: type
-    default: Any
-    help: str
-    check: Callable[[Any], str | None] | None = None
-
-
-@dataclass(frozen=True)
-class MetricSpec:
-    """A registered metric.
-
-    Attributes
-    ----------
-    name : str
-        Key in the study spec and prefix of the metric's columns.
-    fn : callable
-        ``PointContext -> dict`` of scalar columns (a nested dict is flattened
-        with ``_``).
-    help : str
-    requires : tuple of str
-        Inputs every point must carry, checked when the spec is validated
-        (``"tp"``: the workload's tensor-parallel size).
-    options : dict of str to MetricOption
-    fabric_only : bool
-        The result depends only on the built Fabric (not on faults, seed or
-        workload), so it is computed once per Fabric in a batch.
-    """
-
-    name: str
-    fn: Callable[["PointContext"], dict[str, Any]]
-    help: str
-    requires: tuple[str, ...] = ()
-    options: dict[str, MetricOption] = field(default_factory=dict)
-    fabric_only: bool = False
-
-
-@dataclass(frozen=True)
-class MetricRequest:
-    """A metric as a study asks for it: its name and validated options (sorted pairs)."""
-
-    name: str
-    options: tuple[tuple[str, Any], ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "options": dict(self.options)}
-
-
-METRICS: dict[str, MetricSpec] = {}
-"""Metric name -> :class:`MetricSpec`; fill it with :func:`register_metric`."""
-
-def register_metric(name: str, *, help: str, requires: tuple[str, ...] = (),
-                    options: dict[str, MetricOption] | None = None, fabric_only: bool = False):
-    """Decorator that adds a metric function to :data:`METRICS`.
-
-    Parameters
-    ----------
-    name : str
-        Metric name (lower case, ``[a-z0-9_]``); also the column prefix.
-    help : str
-        One line shown in errors and docs.
-    requires : tuple of str
-        Point inputs the metric needs (``"tp"``).
-    options : dict of str to MetricOption, optional
-        Options a study may set for this metric.
-    fabric_only : bool
-        Result depends only on the Fabric; computed once per Fabric per batch.
-
-    Returns
-    -------
-    callable
-        The decorator; it returns the function unchanged.
-
-    Examples
-    --------
-    >>> @register_metric("doctest_gpus", help="GPU count", fabric_only=True)
-    ... def _gpus(ctx):
-    ...     return {"n": ctx.fabric.n_gpus}
-    >>> METRICS["doctest_gpus"].fabric_only
-    True
-    >>> del METRICS["doctest_gpus"]
-    """
-    if not name.replace("_", "").isalnum() or name != name.lower():
-        raise ValueError(f"metric name {name!r} must be lower case letters, digits and _")
-
-    def deco(fn):
-        if name in METRICS:
-            raise ValueError(f"metric {name!r} is registered twice")
-        METRICS[name] = MetricSpec(name, fn, help, tuple(requires), dict(options or {}), fabric_only)
-        return fn
-
-    return deco
-
-
-# ---------------------------------------------------------------------------------------------- context
-class TopologyError(Exception):
-    """The point's Fabric could not be built (its row says ``topology: <why>``)."""
-
-
-class FabricCache:
-    """Fabrics built so far in one batch, and results of ``fabric_only`` metrics, by fabric key.
-
-    Holds at most ``size`` Fabrics (least recently used dropped first): batches
-    keep the points of one Fabric together, so one or two suffice and memory
-    stays bounded for 100k-GPU fabrics.
-    """
-
-    def __init__(self, catalog: Catalog, size: int = 2):
-        self.catalog = catalog
-        self.size = size
-        self.builds = 0
-        self._entries: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
-
-    def entry(self, point: DesignPoint) -> dict[str, Any]:
-        key = point.fabric_key
-        if key in self._entries:
-            self._entries.move_to_end(key)
-            return self._entries[key]
-        entry: dict[str, Any] = {"fabric": None, "metrics": {}, "memo": {}}
-        self._entries[key] = entry
-        while len(self._entries) > self.size:
-            self._entries.popitem(last=False)
-        return entry
-
-    def fabric(self, point: DesignPoint) -> Fabric:
-        entry = self.entry(point)
-        if entry["fabric"] is None:
-            self.builds += 1
-            try:
-                entry["fabric"] = build(point.architecture, point.gpus, dict(point.given), self.catalog)
-            except Exception as exc:
-                # the same inputs fail the same way: remember it rather than rebuild for every seed
-                entry["fabric"] = TopologyError(_one_line(exc))
-        if isinstance(entry["fabric"], TopologyError):
-            raise entry["fabric"]
-        return entry["fabric"]
-
-
-class PointContext:
-    """What a metric function sees for one design point.
-
-    Attributes
-    ----------
-    point : DesignPoint
-        The inputs (architecture, params, gpus, workload, fault model, seed).
-    catalog : Catalog
-    options : dict
-        The options the study set for the metric being evaluated (defaults filled).
-    requests : tuple of MetricRequest
-        Every metric the study asks for (a shared intermediate, like the fault
-        draw, follows the options of the metric that owns it).
-    """
-
-    def __init__(self, point: DesignPoint, catalog: Catalog, cache: FabricCache | None = None,
-                 requests: tuple[MetricRequest, ...] = ()):
-        self.point = point
-        self.catalog = catalog
-        self.requests = tuple(requests)
-        self.options: dict[str, Any] = {}
-        self._cache = cache or FabricCache(catalog)
-        self._memo: dict[Any, Any] = {}
-
-    @property
-    def fabric(self) -> Fabric:
-        """The built Fabric (built on first use, shared by the points of a batch)."""
-        return self._cache.fabric(self.point)
-
-    def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
-        """Compute an intermediate once per point and share it between metrics.
-
-        ``faults`` and ``orchestrator`` share the point's fault draw this way
-        (:func:`point_faults`).
-        """
-        if key not in self._memo:
-            self._memo[key] = compute()
-        return self._memo[key]
-
-    def fabric_memo(self, key: Any, compute: Callable[[], Any]) -> Any:
-        """Compute something that depends only on the Fabric (and ``key``) once per batch.
-
-        ``key`` must hold every other input it depends on (e.g. the TP size).
-        """
-        memo = self._cache.entry(self.point)["memo"]
-        if key not in memo:
-            memo[key] = compute()
-        return memo[key]
-
-
-# ---------------------------------------------------------------------------------------------- evaluation
-def _flatten(prefix: str, values: dict[str, Any], out: dict[str, Any]) -> None:
-    for k, v in values.items():
-        name = f"{prefix}_{k}"
-        if isinstance(v, dict):
-            _flatten(name, v, out)
-        elif isinstance(v, SCALARS):
-            out[name] = v
-        elif hasattr(v, "item") and getattr(v, "ndim", 1) == 0:  # numpy scalar
-            out[name] = v.item()
-        else:
-            raise TypeError(f"metric column {name!r} is a {type(v).__name__}, not a scalar")
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    msg = text[0] if text else ""
-    return msg if isinstance(exc, FabricError) else f"{type(exc).__name__}: {msg}"
-
-
-def evaluate_point(point: DesignPoint, metrics: tuple[MetricRequest, ...], catalog: Catalog,
-                   cache: FabricCache | None = None) -> dict[str, Any]:
-    """One row: the point's input columns, each metric's columns, status and provenance.
-
-    A metric that raises does not stop the study, nor the point's other
-    metrics: its columns stay blank, the row gets ``status = "failed"`` and
-    ``error = "<metric>: <message>"`` (joined by ``; `` when several failed).
-    A topology that cannot be built fails every metric at once.
-
-    Parameters
-    ----------
-    point : DesignPoint
-    metrics : tuple of MetricRequest
-    catalog : Catalog
-    cache : FabricCache, optional
-        Shared by the points of a batch.
-
-    Returns
-    -------
-    dict
-        Column name -> scalar.
-    """
-    t0 = time.perf_counter()
-    cache = cache or FabricCache(catalog)
-    ctx = PointContext(point, catalog, cache, metrics)
-    row = point.input_columns()
-    status, errors = "ok", []
-    for req in metrics:
-        spec = METRICS[req.name]
-        # a workload's params set the options of the metrics that have them (validated with the spec)
-        from_workload = {k: v for k, v in point.workload.params if k in spec.options}
-        ctx.options = {**{k: o.default for k, o in spec.options.items()}, **dict(req.options), **from_workload}
-        try:
-            if spec.fabric_only:
-                done = cache.entry(point)["metrics"]
-                key = (req, tuple(sorted(from_workload.items())))
-                if key not in done:
-                    values: dict[str, Any] = {}
-                    _flatten(req.name, spec.fn(ctx), values)
-                    done[key] = values
-                row.update(done[key])
-            else:
-                values = {}
-                _flatten(req.name, spec.fn(ctx), values)
-                row.update(values)
-        except TopologyError as exc:
-            status, errors = "failed", [f"topology: {exc}"]
-            break
-        except Exception as exc:  # one bad metric must end neither a long study nor the point's other metrics
-            status = "failed"
-            errors.append(f"{req.name}: {_one_line(exc)}")
-    row["status"] = status
-    row["error"] = "; ".join(errors) if errors else None
-    row["tool_version"] = fabric.__version__
-    row["schema_version"] = SCHEMA_VERSION
-    row["evaluated_at"] = _dt.datetime.now(_dt.timezone.utc)
-    row["eval_s"] = time.perf_counter() - t0
-    return row
-
-
-@dataclass(frozen=True)
-class Batch:
-    """A unit of work sent to a process or a Dask worker: points of one architecture.
-
-    Attributes
-    ----------
-    number : int
-        Names the output file ``batch-<number>.parquet``.
-    architecture : str
-        The partition the rows go to.
-    points : tuple of DesignPoint
-    metrics : tuple of MetricRequest
-    catalog : Catalog
-        Sent along so remote workers need no catalog file.
-    """
-
-    number: int
-    architecture: str
-    points: tuple
-    metrics: tuple[MetricRequest, ...]
-    catalog: Any
-
-
-def evaluate_batch(batch: Batch) -> list[dict[str, Any]]:
-    """Rows for every point of ``batch``, in order (the task a worker runs)."""
-    cache = FabricCache(batch.catalog)
-    return [evaluate_point(p, batch.metrics, batch.catalog, cache) for p in batch.points]
-
-
-# ---------------------------------------------------------------------------------------------- metrics
 _SCOPE_FIELDS = ("capex_usd", "capex_per_gpu_usd", "power_w", "power_per_gpu_w")
 
 

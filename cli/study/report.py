@@ -101,7 +101,7 @@ def comparison(df) -> tuple[list[dict[str, Any]], list[tuple[str, str, str]]]:
     Parameters
     ----------
     df : pandas.DataFrame
-        Sweep rows (:func:`cli.sweep_store.read_results`).
+        Sweep rows (:func:`cli.study.store.read_results`).
 
     Returns
     -------

@@ -1,6 +1,6 @@
 """Gather a study report's data from a sweep folder (the page itself is :mod:`fabric.viewer.report`).
 
-Designs are the comparison rows of :func:`cli.sweep_report.comparison` (one
+Designs are the comparison rows of :func:`cli.study.report.comparison` (one
 per label, GPU count and TP size).  The quality axes are whichever headline
 metrics the study computed; the cost breakdown by component and the tornado
 need the bill of materials, which a sweep row does not hold, so the designs
@@ -126,8 +126,8 @@ def _scope_costs(df, designs: list[dict[str, Any]]) -> dict[str, dict[str, float
 
 def _load_spec(out: Path, manifest: dict[str, Any]):
     """The study that wrote ``out``: the original spec if it still matches, else the copy in the folder."""
-    from cli.study import load_study
-    from cli.sweep_store import SPEC_COPY
+    from cli.study.spec import load_study
+    from cli.study.store import SPEC_COPY
 
     spec = manifest.get("spec")
     if spec and Path(spec).is_file():
@@ -208,8 +208,8 @@ def report_data(out: Path) -> ReportData:
     FabricError
         ``out`` is not a folder or holds no sweep results.
     """
-    from cli.sweep_report import comparison
-    from cli.sweep_store import MANIFEST, read_results
+    from cli.study.report import comparison
+    from cli.study.store import MANIFEST, read_results
 
     if not out.is_dir():
         raise FabricError("DIR", f"no such folder: {out}")

@@ -13,6 +13,11 @@ import time
 from typing import TextIO
 
 
+def say(line: str) -> None:
+    """One unwrapped line on stderr (rich would wrap it and read [..] as markup)."""
+    sys.stderr.write(line + "\n")
+
+
 def _duration(seconds: float) -> str:
     """``42 s``, ``3 min 05 s``, ``1 h 02 min``."""
     s = int(round(max(seconds, 0.0)))
