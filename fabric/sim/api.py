@@ -19,9 +19,10 @@ from fabric.errors import FabricError
 from fabric.model import Configuration, Fabric
 from fabric.sim.collectives import (Algorithm, Collective, CollectiveName, Protocol, _rank_matrix, bus_factor,
                                     check_ranks, collective_flows, default_algorithm)
-from fabric.sim.engine import Problem, schedule
+from fabric.sim.engine import Problem, Schedule, schedule
 from fabric.sim.flows import Flow, FlowTable, table_from_flows
 from fabric.sim.graph import ArcGraph, build_arc_graph, endpoint_devices
+from fabric.sim.lumping import LUMP_MIN_FLOWS, Lumped, lump
 from fabric.sim.maxmin import max_min_rates_csr
 from fabric.sim.nccl import NCCL_PROTOCOLS, candidates, channel_count, nccl_model, nvls_factor, sharp_factor, \
     time_nvls, time_ring, time_sharp, time_tree, with_protocol
@@ -41,6 +42,12 @@ class Simulator:
         Fold interchangeable switches and parallel links for ideal ECMP
         (exact; see :mod:`fabric.sim.graph`).  False routes on every arc
         (slower on large fabrics; used to test the folding).
+    lump : bool, optional
+        Simulate flows that do not wait on each other by equivalence classes
+        where that is exact (:mod:`fabric.sim.lumping`; ideal ECMP with
+        folding only).  None (default): from
+        :data:`~fabric.sim.lumping.LUMP_MIN_FLOWS` flows up; False: never
+        (used to test the classes against the full simulation).
 
     Examples
     --------
@@ -60,10 +67,12 @@ class Simulator:
     (0.002002, 0.999001)
     """
 
-    def __init__(self, fabric: Fabric, configuration: Configuration | None = None, *, fold: bool = True):
+    def __init__(self, fabric: Fabric, configuration: Configuration | None = None, *, fold: bool = True,
+                 lump: bool | None = None):
         self.fabric = fabric
         self.links = fabric.active_links(configuration)
         self.fold = bool(fold)
+        self.lump = lump
         self._graphs: dict[tuple, ArcGraph] = {}
         self._tables: dict[tuple, RouteTable] = {}
         self._name_index: dict[str, int] | None = None
@@ -166,14 +175,48 @@ class Simulator:
         ids = None
         if not isinstance(flows, FlowTable):
             flows, ids = table_from_flows(list(flows), self.device)
-        prob, g, arcs = self.problem(flows, ecmp=ecmp, seed=seed)
-        sched = schedule(prob, method)
+        sched, g, arcs, arc_bytes = self._schedule_table(flows, ecmp, seed, method, "flows")
         makespan = float(sched.finish.max()) if len(flows) else 0.0
-        # bytes per arc do not depend on timing: route fractions x bytes
-        route_bytes = np.bincount(prob.route, weights=flows.size * flows.count, minlength=prob.R.shape[0])
-        arc_bytes = prob.R.T @ route_bytes
         loads = self._loads(g, arcs, arc_bytes, makespan)
         return SimResult(sched.release, sched.tx_end, sched.finish, makespan, sched.method, sched.events, loads, ids)
+
+    def _schedule_table(self, flows: FlowTable, ecmp: str, seed: int, method: str,
+                        field: str) -> tuple[Schedule, ArcGraph, np.ndarray, np.ndarray]:
+        """Route and schedule a flow table, by equivalence classes where exact (:mod:`fabric.sim.lumping`).
+
+        Returns the per-flow schedule, the graph, and graph arcs with the bytes each carries.
+        """
+        lumped = self._lumped(flows, ecmp, seed, field)
+        if lumped is not None:
+            g, lp = lumped
+            prob = lp.problem
+            sched = schedule(prob, method)
+            c = lp.class_of_flow
+            sched = Schedule(sched.release[c], sched.tx_end[c], sched.finish[c], "classes+" + sched.method,
+                             sched.events)
+            route_bytes = np.bincount(prob.route, weights=prob.size * prob.count, minlength=prob.R.shape[0])
+            arcs, arc_bytes = lp.arc_values(prob.R.T @ route_bytes)
+            return sched, g, arcs, arc_bytes
+        prob, g, arcs = self.problem(flows, ecmp=ecmp, seed=seed, field=field)
+        sched = schedule(prob, method)
+        # bytes per arc do not depend on timing: route fractions x bytes
+        route_bytes = np.bincount(prob.route, weights=flows.size * flows.count, minlength=prob.R.shape[0])
+        return sched, g, arcs, prob.R.T @ route_bytes
+
+    def _lumped(self, flows: FlowTable, ecmp: str, seed: int, field: str) -> tuple[ArcGraph, Lumped] | None:
+        """The flow classes of ``flows`` when asked for (``lump``) and exact, else None."""
+        if (self.lump is False or ecmp != "ideal" or not self.fold
+                or (self.lump is None and len(flows) < LUMP_MIN_FLOWS)):
+            return None
+        _check_ecmp(ecmp)
+        flows.validate(self.fabric.n_devices, field)
+        _, ps, pd = flows.pairs()
+        g, rt = self._route_table(ecmp, seed, np.concatenate([ps, pd]))
+        try:
+            lp = lump(g, rt, flows, g.node_of_device[flows.src], g.node_of_device[flows.dst])
+        except NoRoute:
+            return None  # the full simulation names the pair
+        return None if lp is None else (g, lp)
 
     def rates(self, flows: FlowTable | Sequence[Flow], *, ecmp: str = "ideal", seed: int = 0) -> np.ndarray:
         """Max-min fair rate of every flow (bytes/s) if all were active at once (starts and waits ignored)."""
@@ -258,15 +301,13 @@ class Simulator:
     def _run_table(self, flows: FlowTable, n_tags: int, ecmp: str, seed: int, method: str,
                    scale: float = 1.0) -> "_Run":
         """Route and schedule a flow DAG; finish time and flow count per tag, link loads."""
-        prob, g, arcs = self.problem(flows, ecmp=ecmp, seed=seed, field="ranks")
-        sched = schedule(prob, method)
+        sched, g, arcs, arc_bytes = self._schedule_table(flows, ecmp, seed, method, "ranks")
         finish = np.full(n_tags, -np.inf)
         if len(flows):
             np.maximum.at(finish, flows.tag, sched.finish)
         n_flows = np.bincount(flows.tag, minlength=n_tags) if len(flows) else np.zeros(n_tags, dtype=np.int64)
         makespan = float(sched.finish.max()) if len(flows) else 0.0
-        route_bytes = np.bincount(prob.route, weights=flows.size * flows.count, minlength=prob.R.shape[0])
-        loads = self._loads(g, arcs, (prob.R.T @ route_bytes) * scale, makespan)
+        loads = self._loads(g, arcs, arc_bytes * scale, makespan)
         return _Run(finish, n_flows, sched.release, sched.tx_end, sched.finish, sched.method, sched.events, loads)
 
     def _nccl_batch(self, c0: Collective, devices: np.ndarray, members: np.ndarray, ecmp: str, seed: int,

@@ -66,7 +66,28 @@ def _batches(dst: np.ndarray, max_dests: int) -> list[tuple[int, int]]:
     return cuts
 
 
-def shortest_path_dags(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_v: np.ndarray) -> "DagIndex":
+class SearchTables:
+    """Dense per-(search, node) tables that batches of searches reuse.
+
+    ``lev`` holds -1 everywhere between searches (each search resets the
+    cells it wrote), so a batch costs what it explores, not ``D x n``;
+    ``stamp`` is scratch that every search writes before it reads.
+    """
+
+    def __init__(self) -> None:
+        self.lev = np.zeros(0, dtype=np.int32)
+        self.stamp = np.zeros(0, dtype=np.int32)
+
+    def views(self, D: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(lev, stamp) as (D, n) views, grown when needed."""
+        if self.lev.size < D * n:
+            self.lev = np.full(D * n, -1, dtype=np.int32)
+            self.stamp = np.empty(D * n, dtype=np.int32)
+        return self.lev[:D * n].reshape(D, n), self.stamp[:D * n].reshape(D, n)
+
+
+def shortest_path_dags(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_v: np.ndarray,
+                       tables: SearchTables | None = None) -> "DagIndex":
     """Next-hop arcs toward every destination, by breadth-first search from all of them at once.
 
     Parameters
@@ -92,20 +113,37 @@ def shortest_path_dags(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_
     level, they are all one hop further, their arcs into the level are their
     next hops, and the search ends without expanding that last level (the
     widest one, for local traffic).  Raises :class:`NoRoute` (with graph nodes)
-    for a source that cannot be reached.
+    for a source that cannot be reached.  ``tables`` lends the dense tables
+    (kept across the batches of one routing call).
     """
+    tables = SearchTables() if tables is None else tables
+    n, D = g.n_nodes, dests.size
+    if D * n > _DENSE_SEEN_ENTRIES:
+        return _search(g, dests, need_q, need_v, None, None)
+    lev, stamp = tables.views(D, n)
+    seen: list[np.ndarray] = []
+    try:
+        return _search(g, dests, need_q, need_v, lev, stamp, seen)
+    finally:
+        for keys in seen:  # back to -1 for the next batch
+            lev.reshape(-1)[keys] = -1
+
+
+def _search(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_v: np.ndarray, lev: np.ndarray | None,
+            stamp: np.ndarray | None, seen: list | None = None) -> "DagIndex":
+    """The searches of :func:`shortest_path_dags`: dense ``lev``/``stamp`` tables (all -1 / scratch), or
+    sorted keys when they are None; the keys written to ``lev`` are appended to ``seen``."""
     n = g.n_nodes
     D = dests.size
     ptr, out = g.core_out_ptr, g.core_out_arc
     deg = np.diff(ptr)
-    dense = D * n <= _DENSE_SEEN_ENTRIES
-    lev = np.full((D, n), -1, dtype=np.int32) if dense else None
-    stamp = np.empty((D, n), dtype=np.int32) if dense else None
+    dense = lev is not None
     need_keys = np.unique(need_q * n + need_v)
     nq, nv = need_keys // n, need_keys % n
     fq, fv = np.arange(D, dtype=np.int64), np.asarray(dests, dtype=np.int64)
     level_keys = [np.sort(fq * n + fv)]
     if dense:
+        seen.append(level_keys[0])
         lev[fq, fv] = 0
     found = _member(need_keys, level_keys[0])
     remaining = np.bincount(nq[~found], minlength=D)
@@ -145,6 +183,7 @@ def shortest_path_dags(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_
             idx = np.flatnonzero(fresh)
             stamp[q[idx], u[idx]] = idx
             new_keys = key[idx[stamp[q[idx], u[idx]] == idx]]
+            seen.append(new_keys)
             lev[new_keys // n, new_keys % n] = level
         else:
             # neighbours of level L lie on level L-1, L or L+1: only the last two levels can hold them
@@ -168,7 +207,7 @@ def shortest_path_dags(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_
     arcs = np.concatenate(out_arcs) if out_arcs else np.zeros(0, dtype=np.int64)
     order = np.argsort(keys, kind="stable")
     keys, arcs = keys[order], arcs[order]
-    if dense:  # small enough for a direct index: (q, v) -> range of its arcs
+    if dense and 8 * keys.size >= D * n:  # many keys: a direct index (q, v) -> range of its arcs
         ptr_ = np.concatenate([[0], np.cumsum(np.bincount(keys, minlength=D * n))]).astype(np.int32)
         return DagIndex(ptr_, None, arcs)
     return DagIndex(None, keys, arcs)
@@ -238,9 +277,11 @@ class RouteTable:
             miss = miss[np.lexsort((ukeys[miss] // n, ukeys[miss] % n))]
             new = ukeys[miss]
             new_ids = np.arange(self._n, self._n + new.size, dtype=np.int64)
+            tables = SearchTables()
             for lo, hi in _batches(new % n, max(256, _DENSE_SEEN_ENTRIES // max(n, 1))):
                 chunk = new[lo:hi]
-                ptr, arcs, frac, lat = compute_routes(self.graph, chunk // n, chunk % n, self.mode, self.seed)
+                ptr, arcs, frac, lat = compute_routes(self.graph, chunk // n, chunk % n, self.mode, self.seed,
+                                                      tables)
                 self._ptr_parts.append(ptr)
                 self._arc_parts.append(arcs)
                 self._frac_parts.append(frac)
@@ -282,8 +323,8 @@ class RouteTable:
         return self._latency
 
 
-def compute_routes(graph: ArcGraph, src: np.ndarray, dst: np.ndarray, mode: str,
-                   seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def compute_routes(graph: ArcGraph, src: np.ndarray, dst: np.ndarray, mode: str, seed: int,
+                   tables: SearchTables | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Routes for graph-node pairs ``(src[i], dst[i])``.
 
     Returns
@@ -306,19 +347,19 @@ def compute_routes(graph: ArcGraph, src: np.ndarray, dst: np.ndarray, mode: str,
         if mode == "ideal" and np.array_equal(rs, src) and np.array_equal(rd, dst):
             # no pendant trees involved: the pairs are the (distinct) core pairs
             cptr, carc, cfrac, clat = _core_walk(g, src[need_core], dst[need_core], mode, seed, None, None,
-                                                 src[need_core], dst[need_core], np.arange(need_core.size))
+                                                 src[need_core], dst[need_core], np.arange(need_core.size), tables)
             rows = np.arange(need_core.size)
         elif mode == "ideal":
             # the core route depends only on the two roots: route each root pair once
             ck, cinv = np.unique(rs[need_core] * g.n_nodes + rd[need_core], return_inverse=True)
             cptr, carc, cfrac, clat = _core_walk(g, ck // g.n_nodes, ck % g.n_nodes, mode, seed, None, None,
-                                                 src[need_core], dst[need_core], cinv)
+                                                 src[need_core], dst[need_core], cinv, tables)
             rows = cinv
         else:
             # hashing depends on the end devices, so every pair walks on its own
             cptr, carc, cfrac, clat = _core_walk(g, rs[need_core], rd[need_core], mode, seed, src[need_core],
                                                  dst[need_core], src[need_core], dst[need_core],
-                                                 np.arange(need_core.size))
+                                                 np.arange(need_core.size), tables)
             rows = np.arange(need_core.size)
         counts = np.diff(cptr)[rows]
         pos = ranges(cptr[rows], counts)
@@ -380,7 +421,7 @@ def _hash_pick(seed: int, s: np.ndarray, d: np.ndarray, v: np.ndarray, count: np
 
 
 def _core_walk(g: ArcGraph, cs: np.ndarray, cd: np.ndarray, mode: str, seed: int, hs, hd,
-               err_src: np.ndarray, err_dst: np.ndarray, err_row: np.ndarray):
+               err_src: np.ndarray, err_dst: np.ndarray, err_row: np.ndarray, tables: SearchTables | None = None):
     """Walk from core nodes ``cs`` to ``cd`` along shortest paths, splitting (ideal) or hashing.
 
     Returns CSR rows (one per pair) of arcs and fractions, and the latency
@@ -391,7 +432,7 @@ def _core_walk(g: ArcGraph, cs: np.ndarray, cd: np.ndarray, mode: str, seed: int
     n = g.n_nodes
     udest, row_of = np.unique(cd, return_inverse=True)
     try:
-        dag = shortest_path_dags(g, udest, row_of, cs)
+        dag = shortest_path_dags(g, udest, row_of, cs, tables)
     except NoRoute as exc:
         bad = np.flatnonzero((cs == exc.src_device) & (cd == exc.dst_device))[0]
         j = int(np.flatnonzero(err_row == bad)[0])
