@@ -10,13 +10,13 @@ pendant arcs, as :mod:`fabric.sim.graph` does for interchangeable switches.
 
 The reduction (exact; an *equitable partition* of the flow-arc incidence)
 -------------------------------------------------------------------------
-* **Endpoint groups.**  An endpoint (graph node of a flow's source or
-  destination) is a member of the group ``(root, signature)``: the core node
-  its pendant path hangs from, and the capacities and latencies of the arcs of
-  that path, both ways (compared exactly, not by hash).  Endpoints on the core
-  are groups of one.  The pendant paths of the endpoints must be disjoint
-  (no node shared, no endpoint on another's path), so each endpoint's path
-  arcs carry its own flows and nothing else.
+* **Endpoint groups.**  Every endpoint (graph node of a flow's source or
+  destination) has a *private path*: the pendant nodes from it upward that
+  are on no other endpoint's path and not on the core (GPU -> NIC under a
+  ToR); the node it joins is its *branch*.  Endpoints with the same branch and
+  the same private path signature (capacities and latencies of its arcs, both
+  ways, compared exactly) form a group.  Endpoints on the core, or on another
+  endpoint's path, are groups of one.
 * **Flow classes.**  Flows with the same source group, destination group,
   size, start, extra latency, count and tag.  Flows must not wait on other
   flows (the all-at-once collectives: all-to-all, direct reduce-scatter and
@@ -28,8 +28,9 @@ The reduction (exact; an *equitable partition* of the flow-arc incidence)
 Then every flow of a class crosses exactly one arc of each *bundle* (the
 level-``j`` up arcs of a group's paths, or its level-``j`` down arcs) with
 its whole bytes, every arc of a bundle carries the same flows of every class,
-and the flows of a class share their core route (it depends only on the two
-roots under ideal ECMP, :mod:`fabric.sim.routing`).  Progressive filling
+and the flows of a class share the rest of their route (the tree path from
+branch to root and the core route, which depends only on the two roots under
+ideal ECMP, :mod:`fabric.sim.routing`).  Progressive filling
 therefore keeps every flow of a class at one rate and every arc of a bundle at
 one load, at every event: the class is one row of multiplicity ``|class|``
 over the bundle of capacity ``|group| x c``, and the event loop on the
@@ -104,10 +105,7 @@ def lump(g: ArcGraph, rt: RouteTable, flows: FlowTable, src_nodes: np.ndarray,
     if n == 0 or int(flows.dep_ptr[-1]) > 0 or np.any(src_nodes == dst_nodes):
         return None
     ends, end_inv = np.unique(np.concatenate([src_nodes, dst_nodes]), return_inverse=True)
-    groups = _endpoint_groups(g, ends)
-    if groups is None:
-        return None
-    group_of_end, n_groups = groups
+    group_of_end, n_groups, levels = _endpoint_groups(g, ends)
     if n_groups == ends.size:
         return None  # no two endpoints alike: nothing to gain
     e_src, e_dst = end_inv[:n], end_inv[n:]
@@ -122,46 +120,58 @@ def lump(g: ArcGraph, rt: RouteTable, flows: FlowTable, src_nodes: np.ndarray,
     if not (_equitable(cls, e_src, n_cls, size_of_cls, members[g_src], ends.size)
             and _equitable(cls, e_dst, n_cls, size_of_cls, members[g_dst], ends.size)):
         return None
-    return _quotient(g, rt, flows, cls, rep, size_of_cls, ends, group_of_end, members, src_nodes, dst_nodes)
+    return _quotient(g, rt, flows, cls, rep, size_of_cls, levels, group_of_end, src_nodes, dst_nodes)
 
 
-def _pendant_paths(g: ArcGraph, ends: np.ndarray) -> list[np.ndarray]:
-    """Nodes of every endpoint's pendant path by level: level ``j`` holds the node ``j`` steps up (-1 past the
-    root); level 0 is the endpoint."""
+def _private_paths(g: ArcGraph, ends: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+    """Every endpoint's *private* pendant path, by level, and the node where it joins the rest.
+
+    Level ``j`` holds the node ``j`` steps up from the endpoint (level 0 is the
+    endpoint itself), or -1 once the path reaches a node that is on the core or
+    on another endpoint's path: such a node is the endpoint's *branch*.  The
+    arcs up from (and down to) the nodes of the private path carry the
+    endpoint's flows and nothing else.
+    """
     levels = [ends.copy()]
     cur = ends.copy()
     while True:
+        up = np.full(cur.size, -1, dtype=np.int64)
         live = cur >= 0
-        live[live] = g.parent[cur[live]] >= 0
-        if not live.any():
-            return levels
-        nxt = np.full(cur.size, -1, dtype=np.int64)
-        nxt[live] = g.parent[cur[live]]
-        nxt[nxt >= 0] = np.where(g.in_core[nxt[nxt >= 0]], -1, nxt[nxt >= 0])  # stop at the root
-        levels.append(nxt)
-        cur = nxt
-
-
-def _endpoint_groups(g: ArcGraph, ends: np.ndarray) -> tuple[np.ndarray, int] | None:
-    """Group of every endpoint (root, exact path signature), or None if pendant paths share a node."""
-    levels = _pendant_paths(g, ends)
-    on_path = np.concatenate([lv[lv >= 0] for lv in levels])
-    on_path = on_path[~g.in_core[on_path]]
-    if on_path.size and np.bincount(on_path).max() > 1:
-        return None  # shared pendant nodes: arcs carry several endpoints' flows
-    # columns: root, depth, then per level the up arc's and down arc's capacity and latency
-    cols = [g.root[ends].astype(np.float64), g.depth[ends].astype(np.float64)]
+        up[live] = g.parent[cur[live]]
+        if not (up >= 0).any():
+            break
+        levels.append(up)
+        cur = up
+    nodes = np.concatenate([lv[lv >= 0] for lv in levels])
+    times = np.bincount(nodes, minlength=g.n_nodes)
+    private = []
+    alive = np.ones(ends.size, dtype=bool)
+    branch = ends.copy()
     for lv in levels:
-        ok = (lv >= 0) & (g.parent[np.maximum(lv, 0)] >= 0)
-        up = np.where(ok, g.up_arc[np.maximum(lv, 0)], -1)
-        down = np.where(ok, g.down_arc[np.maximum(lv, 0)], -1)
-        for arc in (up, down):
+        alive &= (lv >= 0) & ~g.in_core[np.maximum(lv, 0)] & (times[np.maximum(lv, 0)] == 1)
+        # the branch is the first node that is not private: the parent of the last private one
+        branch = np.where(alive, g.parent[np.maximum(lv, 0)], branch)
+        private.append(np.where(alive, lv, -1))
+    while private and not (private[-1] >= 0).any():
+        private.pop()
+    return private, branch
+
+
+def _endpoint_groups(g: ArcGraph, ends: np.ndarray) -> tuple[np.ndarray, int, list[np.ndarray]]:
+    """Group of every endpoint (branch node, exact signature of its private path) and the private paths."""
+    levels, branch = _private_paths(g, ends)
+    # columns: branch, then per level the up arc's and down arc's capacity and latency (-1 past the path)
+    cols = [branch.astype(np.float64)]
+    for lv in levels:
+        ok = lv >= 0
+        for arcs_of in (g.up_arc, g.down_arc):
+            arc = np.where(ok, arcs_of[np.maximum(lv, 0)], -1)
             for attr in (g.capacity, g.latency):
-                cols.append(np.where(arc >= 0, attr[np.maximum(arc, 0)], -1.0))
+                cols.append(np.where(ok, attr[np.maximum(arc, 0)], -1.0))
     table = np.stack(cols, axis=1)
     _, group = np.unique(table, axis=0, return_inverse=True)
     group = group.ravel().astype(np.int64)
-    return group, int(group.max()) + 1
+    return group, int(group.max()) + 1, levels
 
 
 def _flow_classes(flows: FlowTable, gs: np.ndarray, gd: np.ndarray, n_groups: int) -> tuple[np.ndarray, int]:
@@ -199,16 +209,15 @@ def _equitable(cls: np.ndarray, end: np.ndarray, n_cls: int, size_of_cls: np.nda
     return bool(ok_vals and np.all(present == group_size) and np.all(vals * group_size == size_of_cls))
 
 
-def _quotient(g, rt, flows, cls, rep, size_of_cls, ends, group_of_end, members, src_nodes, dst_nodes) -> Lumped:
-    """The engine problem on classes: representative routes with pendant arcs replaced by bundles."""
+def _quotient(g, rt, flows, cls, rep, size_of_cls, levels, group_of_end, src_nodes, dst_nodes) -> Lumped:
+    """The engine problem on classes: representative routes with private pendant arcs replaced by bundles."""
     n_cls = rep.size
-    levels = _pendant_paths(g, ends)
     # bundle of every pendant arc: (group, level, up / down)
     bundle_of_arc = np.full(g.n_arcs, -1, dtype=np.int64)
     b_arcs, b_ids = [], []
     n_levels = len(levels)
     for j, lv in enumerate(levels):
-        ok = (lv >= 0) & (g.parent[np.maximum(lv, 0)] >= 0)
+        ok = lv >= 0
         for d, arcs_of in enumerate((g.up_arc, g.down_arc)):
             arc = arcs_of[lv[ok]]
             bid = (group_of_end[ok] * n_levels + j) * 2 + d
