@@ -31,14 +31,16 @@ import numpy as np
 import scipy.sparse as sp
 
 from fabric.errors import FabricError
-from fabric.sim.csr import ranges
+from fabric.sim.csr import ranges, unique_sorted
 from fabric.sim.graph import ArcGraph, mix64
 
 ECMP_MODES = ("ideal", "hash")
 
 # Searches x nodes up to which the search keeps dense per-(search, node) tables
-# (~130 MB at the limit); beyond it, sorted keys.
-_DENSE_SEEN_ENTRIES = 15_000_000
+# (8 bytes per entry: ~290 MB at the limit, allocated once per routing call and
+# reset cell by cell); beyond it, sorted keys.  Batches hold as many destinations
+# as fit (at least 16), so that searches in large fabrics stay dense.
+_DENSE_SEEN_ENTRIES = 36_000_000
 # Pairs routed per vectorised batch (bounds the expansion arrays).
 _ROUTE_BATCH = 200_000
 
@@ -138,7 +140,7 @@ def _search(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_v: np.ndarr
     ptr, out = g.core_out_ptr, g.core_out_arc
     deg = np.diff(ptr)
     dense = lev is not None
-    need_keys = np.unique(need_q * n + need_v)
+    need_keys = unique_sorted(need_q * n + need_v)
     nq, nv = need_keys // n, need_keys % n
     fq, fv = np.arange(D, dtype=np.int64), np.asarray(dests, dtype=np.int64)
     level_keys = [np.sort(fq * n + fv)]
@@ -187,7 +189,7 @@ def _search(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_v: np.ndarr
             lev[new_keys // n, new_keys % n] = level
         else:
             # neighbours of level L lie on level L-1, L or L+1: only the last two levels can hold them
-            ukeys = np.unique(key)
+            ukeys = unique_sorted(key)
             old = _member(ukeys, level_keys[-1])
             if len(level_keys) > 1:
                 old |= _member(ukeys, level_keys[-2])
@@ -278,7 +280,7 @@ class RouteTable:
             new = ukeys[miss]
             new_ids = np.arange(self._n, self._n + new.size, dtype=np.int64)
             tables = SearchTables()
-            for lo, hi in _batches(new % n, max(256, _DENSE_SEEN_ENTRIES // max(n, 1))):
+            for lo, hi in _batches(new % n, max(16, _DENSE_SEEN_ENTRIES // max(n, 1))):
                 chunk = new[lo:hi]
                 ptr, arcs, frac, lat = compute_routes(self.graph, chunk // n, chunk % n, self.mode, self.seed,
                                                       tables)
