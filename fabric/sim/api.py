@@ -28,6 +28,7 @@ from fabric.sim.nccl import NCCL_PROTOCOLS, candidates, channel_count, nccl_mode
     time_nvls, time_ring, time_sharp, time_tree, with_protocol
 from fabric.sim.results import CollectiveResult, CollectivesResult, LinkLoads, SimResult
 from fabric.sim.routing import ECMP_MODES, NoRoute, RouteTable
+from fabric.sim.steps import STEP_MIN_FLOWS, ideal_ring_by_step, ideal_ring_step_count
 
 
 class Simulator:
@@ -44,10 +45,12 @@ class Simulator:
         (slower on large fabrics; used to test the folding).
     lump : bool, optional
         Simulate flows that do not wait on each other by equivalence classes
-        where that is exact (:mod:`fabric.sim.lumping`; ideal ECMP with
-        folding only).  None (default): from
-        :data:`~fabric.sim.lumping.LUMP_MIN_FLOWS` flows up; False: never
-        (used to test the classes against the full simulation).
+        (:mod:`fabric.sim.lumping`; ideal ECMP with folding only), and ideal
+        rings from one step (:mod:`fabric.sim.steps`), where that is exact.
+        None (default): from :data:`~fabric.sim.lumping.LUMP_MIN_FLOWS` /
+        :data:`~fabric.sim.steps.STEP_MIN_FLOWS` flows up; True: whenever
+        exact; False: never (the full simulation, which the tests compare
+        them with).
 
     Examples
     --------
@@ -261,6 +264,14 @@ class Simulator:
             check_ranks(ranks, gpu_ids.size)
             rank_rows[key] = gpu_ids[ranks]
         if all(colls[m[0]].ideal for m in batches.values()):
+            if len(batches) == 1 and method != "event":
+                (key, members), = batches.items()
+                run = self._ideal_ring_run(colls[members[0]], rank_rows[key], np.asarray(members), len(colls),
+                                           ecmp, seed)
+                if run is not None:
+                    return self._collect(colls, [run], run.finish_of_tag, run.flows_of_tag,
+                                         {k: Algorithm.RING for k in members}, {k: Protocol.NONE for k in members},
+                                         {k: 1 for k in members})
             tables = [collective_flows(colls[m[0]], rank_rows[key], self.fabric.group("domain"), tags=m)
                       for key, m in batches.items()]
             run = self._run_table(FlowTable.concat(tables), len(colls), ecmp, seed, method)
@@ -309,6 +320,28 @@ class Simulator:
         makespan = float(sched.finish.max()) if len(flows) else 0.0
         loads = self._loads(g, arcs, arc_bytes * scale, makespan)
         return _Run(finish, n_flows, sched.release, sched.tx_end, sched.finish, sched.method, sched.events, loads)
+
+    def _ideal_ring_run(self, c0: Collective, devices: np.ndarray, members: np.ndarray, n_tags: int, ecmp: str,
+                        seed: int) -> "_Run | None":
+        """The ideal ring of every group timed from one step (:mod:`fabric.sim.steps`), when asked for
+        (``lump``; by default only for DAGs of :data:`STEP_MIN_FLOWS` flows and more) and exact, else None."""
+        rings = (CollectiveName.ALL_REDUCE, CollectiveName.REDUCE_SCATTER, CollectiveName.ALL_GATHER)
+        G, n = devices.shape
+        if (self.lump is False or c0.name not in rings or c0.resolved_algorithm not in (Algorithm.AUTO, Algorithm.RING)
+                or n < 2 or (self.lump is None and G * n * ideal_ring_step_count(c0.name, n) < STEP_MIN_FLOWS)):
+            return None
+        st = ideal_ring_by_step(self, c0.name, devices, float(c0.size), float(c0.start_s), members, ecmp, seed)
+        if st is None:
+            return None
+        finish = np.full(n_tags, -np.inf)
+        finish[members] = float(c0.start_s) + st.time_s
+        n_flows = np.zeros(n_tags, dtype=np.int64)
+        n_flows[members] = n * st.steps
+        prob = st.problem
+        route_bytes = np.bincount(prob.route, weights=prob.size * prob.count, minlength=prob.R.shape[0])
+        loads = self._loads(st.graph, st.arcs, (prob.R.T @ route_bytes) * st.steps, float(finish[members].max()))
+        sched = st.schedule
+        return _Run(finish, n_flows, sched.release, sched.tx_end, sched.finish, "step+dag", 0, loads)
 
     def _nccl_batch(self, c0: Collective, devices: np.ndarray, members: np.ndarray, ecmp: str, seed: int,
                     method: str) -> "_Run":
