@@ -54,7 +54,7 @@ from fabric.sim.maxmin import max_min_rates_csr
 TIME_RTOL = 1e-12          # events closer than this (relative) are simultaneous
 LOAD_RTOL = 1e-9           # a link is within capacity up to this relative excess
 SWEEP_LIMIT = 5_000_000    # (flow, arc) incidences the exact contention check may sweep
-COMPONENT_MIN_FLOWS = 256  # below this many active flows re-solve everything (cheaper)
+COMPONENT_MIN_FLOWS = 4096  # below this many active flows re-solve everything (cheaper than components)
 METHODS = ("auto", "dag", "event")
 
 
