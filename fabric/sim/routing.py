@@ -169,6 +169,14 @@ def _search(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_v: np.ndarr
                 out_arcs.append(a[take])  # source -> neighbour one hop closer
                 found[pend[done_q[nq[pend]]]] = True
                 remaining[done_q] = 0
+            if dense and level > 0:
+                fin_q, keys2, arcs2 = _two_hops(g, lev, level, nq, nv, pend, touching, remaining > 0,
+                                                (rep, a, qq, hit))
+                if fin_q.any():
+                    out_keys.append(keys2)
+                    out_arcs.append(arcs2)
+                    found[pend[fin_q[nq[pend]]]] = True
+                    remaining[fin_q] = 0
         keep = remaining[fq] > 0
         fq, fv = fq[keep], fv[keep]
         if fq.size == 0:
@@ -213,6 +221,55 @@ def _search(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_v: np.ndarr
         ptr_ = np.concatenate([[0], np.cumsum(np.bincount(keys, minlength=D * n))]).astype(np.int32)
         return DagIndex(ptr_, None, arcs)
     return DagIndex(None, keys, arcs)
+
+
+def _two_hops(g: ArcGraph, lev: np.ndarray, level: int, nq: np.ndarray, nv: np.ndarray, pend: np.ndarray,
+              touching: np.ndarray, open_q: np.ndarray, one_hop: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Finish the searches whose pending sources are all within two hops of the current level.
+
+    A pending source ``v`` that does not touch level ``L`` is at distance
+    ``>= L + 2``; it is at ``L + 2`` exactly when a neighbour ``w`` touches
+    level ``L`` (then ``w`` is at ``L + 1``: every node up to ``L`` is in the
+    ball).  ``v``'s next hops are those neighbours, and each such ``w``'s next
+    hops are its arcs into level ``L``.  So a search whose pending sources are
+    all at ``L + 1`` or ``L + 2`` ends without building level ``L + 1`` (the
+    widest one, when the sources sit below a switch that reaches everything).
+
+    Returns the searches finished, and the (key, next-hop arc) pairs of their
+    sources and intermediate nodes (sources at ``L + 1`` included).
+    """
+    n = g.n_nodes
+    ptr, out = g.core_out_ptr, g.core_out_arc
+    rep, a, qq, hit = one_hop
+    far = pend[~touching[pend] & open_q[nq[pend]]]
+    empty = np.zeros(0, dtype=np.int64)
+    if far.size == 0:
+        return np.zeros(open_q.size, dtype=bool), empty, empty
+    c1 = np.diff(ptr)[nv[far]]
+    r1 = np.repeat(np.arange(far.size), c1)
+    a1 = out[ranges(ptr[nv[far]], c1)]
+    w1, q1 = g.dst[a1], nq[far][r1]
+    c2 = np.diff(ptr)[w1]
+    r2 = np.repeat(np.arange(w1.size), c2)
+    a2 = out[ranges(ptr[w1], c2)]
+    hit2 = lev[q1[r2], g.dst[a2]] == level
+    w_ok = np.zeros(w1.size, dtype=bool)
+    w_ok[r2[hit2]] = True
+    w_ok &= lev[q1, w1] < 0
+    src_ok = np.zeros(far.size, dtype=bool)
+    src_ok[r1[w_ok]] = True
+    fin_q = open_q & (np.bincount(nq[far[~src_ok]], minlength=open_q.size) == 0)
+    fin_q &= np.bincount(nq[far], minlength=open_q.size) > 0  # only searches the two-hop view decides
+    if not fin_q.any():
+        return fin_q, empty, empty
+    t1 = hit & fin_q[qq]                       # sources at L + 1: their arcs into level L
+    tv = w_ok & fin_q[q1]                      # sources at L + 2: their arcs to the w at L + 1
+    tw = hit2 & w_ok[r2] & fin_q[q1[r2]]       # those w: their arcs into level L
+    keys = np.concatenate([qq[t1] * n + nv[rep[t1]], q1[tv] * n + nv[far[r1[tv]]], q1[r2[tw]] * n + w1[r2[tw]]])
+    arcs = np.concatenate([a[t1], a1[tv], a2[tw]])
+    # a w reached from several sources (or itself a source at L + 1) appears more than once: keep one of each
+    pair = unique_sorted(keys * g.n_arcs + arcs)
+    return fin_q, pair // g.n_arcs, pair % g.n_arcs
 
 
 class DagIndex:
