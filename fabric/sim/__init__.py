@@ -12,6 +12,7 @@ Modules, one job each:
 ``routing``      breadth-first shortest-path DAGs, ideal / hashed ECMP routes, route cache
 ``maxmin``       max-min fair rates by progressive filling
 ``engine``       contention-free DAG pass and event loop (the timing convention is in its docstring)
+``lumping``      equivalence classes of flows that wait on nothing (exact where the fabric is symmetric)
 ``flows``        :class:`Flow` and the columnar :class:`FlowTable`
 ``collectives``  the vocabulary (collective, algorithm, protocol), collectives as flow DAGs, bus factors
 ``nccl``         collectives as NCCL runs them: protocols, per-step latency, channels, algorithm choice
@@ -30,7 +31,14 @@ How symmetry keeps large cases cheap (all exact):
   engine sees one block of flows per step however many groups run;
 * when no link is ever over-subscribed (rings, chains, pipelines), the
   engine verifies that and computes the schedule in one pass over the
-  dependency DAG instead of event by event (:mod:`fabric.sim.engine`).
+  dependency DAG instead of event by event (:mod:`fabric.sim.engine`);
+* flows that wait on nothing (all-to-all, direct collectives) between hosts
+  that hang off one switch by equal private paths, and that send and receive
+  alike, run as one row per equivalence class over bundled host links
+  (:mod:`fabric.sim.lumping`): a 2,048-host all-to-all is a few thousand
+  rows instead of 4.2M flows;
+* multi-channel rings, trees, NVLS and SHARP are timed from one step
+  (:mod:`fabric.sim.nccl`), in memory linear in the ranks.
 
 Examples
 --------

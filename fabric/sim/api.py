@@ -19,14 +19,16 @@ from fabric.errors import FabricError
 from fabric.model import Configuration, Fabric
 from fabric.sim.collectives import (Algorithm, Collective, CollectiveName, Protocol, _rank_matrix, bus_factor,
                                     check_ranks, collective_flows, default_algorithm)
-from fabric.sim.engine import Problem, schedule
+from fabric.sim.engine import Problem, Schedule, schedule
 from fabric.sim.flows import Flow, FlowTable, table_from_flows
 from fabric.sim.graph import ArcGraph, build_arc_graph, endpoint_devices
+from fabric.sim.lumping import LUMP_MIN_FLOWS, Lumped, lump
 from fabric.sim.maxmin import max_min_rates_csr
 from fabric.sim.nccl import NCCL_PROTOCOLS, candidates, channel_count, nccl_model, nvls_factor, nvls_tree_factor, \
     sharp_factor, time_nvls, time_nvls_tree, time_ring, time_sharp, time_tree, with_protocol
 from fabric.sim.results import CollectiveResult, CollectivesResult, LinkLoads, SimResult
 from fabric.sim.routing import ECMP_MODES, NoRoute, RouteTable
+from fabric.sim.steps import STEP_MIN_FLOWS, ideal_ring_by_step, ideal_ring_step_count
 
 
 class Simulator:
@@ -41,6 +43,14 @@ class Simulator:
         Fold interchangeable switches and parallel links for ideal ECMP
         (exact; see :mod:`fabric.sim.graph`).  False routes on every arc
         (slower on large fabrics; used to test the folding).
+    lump : bool, optional
+        Simulate flows that do not wait on each other by equivalence classes
+        (:mod:`fabric.sim.lumping`; ideal ECMP with folding only), and ideal
+        rings from one step (:mod:`fabric.sim.steps`), where that is exact.
+        None (default): from :data:`~fabric.sim.lumping.LUMP_MIN_FLOWS` /
+        :data:`~fabric.sim.steps.STEP_MIN_FLOWS` flows up; True: whenever
+        exact; False: never (the full simulation, which the tests compare
+        them with).
 
     Examples
     --------
@@ -60,10 +70,12 @@ class Simulator:
     (0.002002, 0.999001)
     """
 
-    def __init__(self, fabric: Fabric, configuration: Configuration | None = None, *, fold: bool = True):
+    def __init__(self, fabric: Fabric, configuration: Configuration | None = None, *, fold: bool = True,
+                 lump: bool | None = None):
         self.fabric = fabric
         self.links = fabric.active_links(configuration)
         self.fold = bool(fold)
+        self.lump = lump
         self._graphs: dict[tuple, ArcGraph] = {}
         self._tables: dict[tuple, RouteTable] = {}
         self._name_index: dict[str, int] | None = None
@@ -166,14 +178,48 @@ class Simulator:
         ids = None
         if not isinstance(flows, FlowTable):
             flows, ids = table_from_flows(list(flows), self.device)
-        prob, g, arcs = self.problem(flows, ecmp=ecmp, seed=seed)
-        sched = schedule(prob, method)
+        sched, g, arcs, arc_bytes = self._schedule_table(flows, ecmp, seed, method, "flows")
         makespan = float(sched.finish.max()) if len(flows) else 0.0
-        # bytes per arc do not depend on timing: route fractions x bytes
-        route_bytes = np.bincount(prob.route, weights=flows.size * flows.count, minlength=prob.R.shape[0])
-        arc_bytes = prob.R.T @ route_bytes
         loads = self._loads(g, arcs, arc_bytes, makespan)
         return SimResult(sched.release, sched.tx_end, sched.finish, makespan, sched.method, sched.events, loads, ids)
+
+    def _schedule_table(self, flows: FlowTable, ecmp: str, seed: int, method: str,
+                        field: str) -> tuple[Schedule, ArcGraph, np.ndarray, np.ndarray]:
+        """Route and schedule a flow table, by equivalence classes where exact (:mod:`fabric.sim.lumping`).
+
+        Returns the per-flow schedule, the graph, and graph arcs with the bytes each carries.
+        """
+        lumped = self._lumped(flows, ecmp, seed, field)
+        if lumped is not None:
+            g, lp = lumped
+            prob = lp.problem
+            sched = schedule(prob, method)
+            c = lp.class_of_flow
+            sched = Schedule(sched.release[c], sched.tx_end[c], sched.finish[c], "classes+" + sched.method,
+                             sched.events)
+            route_bytes = np.bincount(prob.route, weights=prob.size * prob.count, minlength=prob.R.shape[0])
+            arcs, arc_bytes = lp.arc_values(prob.R.T @ route_bytes)
+            return sched, g, arcs, arc_bytes
+        prob, g, arcs = self.problem(flows, ecmp=ecmp, seed=seed, field=field)
+        sched = schedule(prob, method)
+        # bytes per arc do not depend on timing: route fractions x bytes
+        route_bytes = np.bincount(prob.route, weights=flows.size * flows.count, minlength=prob.R.shape[0])
+        return sched, g, arcs, prob.R.T @ route_bytes
+
+    def _lumped(self, flows: FlowTable, ecmp: str, seed: int, field: str) -> tuple[ArcGraph, Lumped] | None:
+        """The flow classes of ``flows`` when asked for (``lump``) and exact, else None."""
+        if (self.lump is False or ecmp != "ideal" or not self.fold
+                or (self.lump is None and len(flows) < LUMP_MIN_FLOWS)):
+            return None
+        _check_ecmp(ecmp)
+        flows.validate(self.fabric.n_devices, field)
+        _, ps, pd = flows.pairs()
+        g, rt = self._route_table(ecmp, seed, np.concatenate([ps, pd]))
+        try:
+            lp = lump(g, rt, flows, g.node_of_device[flows.src], g.node_of_device[flows.dst])
+        except NoRoute:
+            return None  # the full simulation names the pair
+        return None if lp is None else (g, lp)
 
     def rates(self, flows: FlowTable | Sequence[Flow], *, ecmp: str = "ideal", seed: int = 0) -> np.ndarray:
         """Max-min fair rate of every flow (bytes/s) if all were active at once (starts and waits ignored)."""
@@ -218,6 +264,14 @@ class Simulator:
             check_ranks(ranks, gpu_ids.size)
             rank_rows[key] = gpu_ids[ranks]
         if all(colls[m[0]].ideal for m in batches.values()):
+            if len(batches) == 1 and method != "event":
+                (key, members), = batches.items()
+                run = self._ideal_ring_run(colls[members[0]], rank_rows[key], np.asarray(members), len(colls),
+                                           ecmp, seed)
+                if run is not None:
+                    return self._collect(colls, [run], run.finish_of_tag, run.flows_of_tag,
+                                         {k: Algorithm.RING for k in members}, {k: Protocol.NONE for k in members},
+                                         {k: 1 for k in members})
             tables = [collective_flows(colls[m[0]], rank_rows[key], self.fabric.group("domain"), tags=m)
                       for key, m in batches.items()]
             run = self._run_table(FlowTable.concat(tables), len(colls), ecmp, seed, method)
@@ -258,16 +312,36 @@ class Simulator:
     def _run_table(self, flows: FlowTable, n_tags: int, ecmp: str, seed: int, method: str,
                    scale: float = 1.0) -> "_Run":
         """Route and schedule a flow DAG; finish time and flow count per tag, link loads."""
-        prob, g, arcs = self.problem(flows, ecmp=ecmp, seed=seed, field="ranks")
-        sched = schedule(prob, method)
+        sched, g, arcs, arc_bytes = self._schedule_table(flows, ecmp, seed, method, "ranks")
         finish = np.full(n_tags, -np.inf)
         if len(flows):
             np.maximum.at(finish, flows.tag, sched.finish)
         n_flows = np.bincount(flows.tag, minlength=n_tags) if len(flows) else np.zeros(n_tags, dtype=np.int64)
         makespan = float(sched.finish.max()) if len(flows) else 0.0
-        route_bytes = np.bincount(prob.route, weights=flows.size * flows.count, minlength=prob.R.shape[0])
-        loads = self._loads(g, arcs, (prob.R.T @ route_bytes) * scale, makespan)
+        loads = self._loads(g, arcs, arc_bytes * scale, makespan)
         return _Run(finish, n_flows, sched.release, sched.tx_end, sched.finish, sched.method, sched.events, loads)
+
+    def _ideal_ring_run(self, c0: Collective, devices: np.ndarray, members: np.ndarray, n_tags: int, ecmp: str,
+                        seed: int) -> "_Run | None":
+        """The ideal ring of every group timed from one step (:mod:`fabric.sim.steps`), when asked for
+        (``lump``; by default only for DAGs of :data:`STEP_MIN_FLOWS` flows and more) and exact, else None."""
+        rings = (CollectiveName.ALL_REDUCE, CollectiveName.REDUCE_SCATTER, CollectiveName.ALL_GATHER)
+        G, n = devices.shape
+        if (self.lump is False or c0.name not in rings or c0.resolved_algorithm not in (Algorithm.AUTO, Algorithm.RING)
+                or n < 2 or (self.lump is None and G * n * ideal_ring_step_count(c0.name, n) < STEP_MIN_FLOWS)):
+            return None
+        st = ideal_ring_by_step(self, c0.name, devices, float(c0.size), float(c0.start_s), members, ecmp, seed)
+        if st is None:
+            return None
+        finish = np.full(n_tags, -np.inf)
+        finish[members] = float(c0.start_s) + st.time_s
+        n_flows = np.zeros(n_tags, dtype=np.int64)
+        n_flows[members] = n * st.steps
+        prob = st.problem
+        route_bytes = np.bincount(prob.route, weights=prob.size * prob.count, minlength=prob.R.shape[0])
+        loads = self._loads(st.graph, st.arcs, (prob.R.T @ route_bytes) * st.steps, float(finish[members].max()))
+        sched = st.schedule
+        return _Run(finish, n_flows, sched.release, sched.tx_end, sched.finish, "step+dag", 0, loads)
 
     def _nccl_batch(self, c0: Collective, devices: np.ndarray, members: np.ndarray, ecmp: str, seed: int,
                     method: str) -> "_Run":

@@ -344,7 +344,11 @@ def _repeat_template(b: _Builder, devices: np.ndarray, t_src: np.ndarray, t_dst:
     lens = np.concatenate([len0, np.tile(lenc, copies - 1)])
     ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
     F = T * copies
-    pair_keys, pair_of_t = np.unique(t_src * n_slots + t_dst, return_inverse=True)
+    keys = t_src * n_slots + t_dst
+    if keys.size > 1 and np.all(keys[1:] > keys[:-1]):  # distinct and sorted already (all pairs): skip the sort
+        pair_keys, pair_of_t = keys, np.arange(keys.size, dtype=np.int64)
+    else:
+        pair_keys, pair_of_t = np.unique(keys, return_inverse=True)
     tag_t = b.tags[t_src // b.n_ranks]
     # constant columns are read-only broadcast views (no memory per flow)
     table = FlowTable(np.tile(devices[t_src], copies), np.tile(devices[t_dst], copies),

@@ -18,3 +18,23 @@ def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     offsets = np.cumsum(counts) - counts
     return np.arange(total, dtype=np.int64) - np.repeat(offsets - starts, counts)
+
+
+def unique_sorted(x: np.ndarray) -> np.ndarray:
+    """``np.unique(x)`` by sorting.
+
+    numpy 2.3+ answers ``np.unique`` without ``return_*`` from a hash table,
+    which on millions of wide int64 keys is some 20x slower than a sort.
+
+    Examples
+    --------
+    >>> unique_sorted(np.array([5, 1, 5, 3])).tolist()
+    [1, 3, 5]
+    """
+    s = np.sort(np.asarray(x).ravel())
+    if s.size < 2:
+        return s
+    keep = np.empty(s.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]

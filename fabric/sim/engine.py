@@ -46,7 +46,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
 from fabric.errors import FabricError
 from fabric.sim.csr import ranges
@@ -55,7 +54,7 @@ from fabric.sim.maxmin import max_min_rates_csr
 TIME_RTOL = 1e-12          # events closer than this (relative) are simultaneous
 LOAD_RTOL = 1e-9           # a link is within capacity up to this relative excess
 SWEEP_LIMIT = 5_000_000    # (flow, arc) incidences the exact contention check may sweep
-COMPONENT_MIN_FLOWS = 256  # below this many active flows re-solve everything (cheaper)
+COMPONENT_MIN_FLOWS = 4096  # below this many active flows re-solve everything (cheaper than components)
 METHODS = ("auto", "dag", "event")
 
 
@@ -461,6 +460,8 @@ def _resolve(R: sp.csr_matrix, cap: np.ndarray, route: np.ndarray, m: np.ndarray
     if na < COMPONENT_MIN_FLOWS:
         rate[active] = max_min_rates_csr(ptr, idx, data, cap, m[active])
         return 1.0
+    from scipy.sparse.csgraph import connected_components  # here: it pulls in scipy.linalg (start-up time)
+
     # bipartite flow-arc graph of the active flows: flows 0..na-1, arcs na..na+n_arcs-1
     B = sp.csr_matrix((np.ones(idx.size, dtype=np.int8), idx + na, ptr), shape=(na, na + n_arcs))
     B = sp.vstack([B, sp.csr_matrix((n_arcs, na + n_arcs), dtype=np.int8)]).tocsr()

@@ -31,14 +31,16 @@ import numpy as np
 import scipy.sparse as sp
 
 from fabric.errors import FabricError
-from fabric.sim.csr import ranges
+from fabric.sim.csr import ranges, unique_sorted
 from fabric.sim.graph import ArcGraph, mix64
 
 ECMP_MODES = ("ideal", "hash")
 
 # Searches x nodes up to which the search keeps dense per-(search, node) tables
-# (~130 MB at the limit); beyond it, sorted keys.
-_DENSE_SEEN_ENTRIES = 15_000_000
+# (8 bytes per entry: ~290 MB at the limit, allocated once per routing call and
+# reset cell by cell); beyond it, sorted keys.  Batches hold as many destinations
+# as fit (at least 16), so that searches in large fabrics stay dense.
+_DENSE_SEEN_ENTRIES = 36_000_000
 # Pairs routed per vectorised batch (bounds the expansion arrays).
 _ROUTE_BATCH = 200_000
 
@@ -66,7 +68,28 @@ def _batches(dst: np.ndarray, max_dests: int) -> list[tuple[int, int]]:
     return cuts
 
 
-def shortest_path_dags(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_v: np.ndarray) -> "DagIndex":
+class SearchTables:
+    """Dense per-(search, node) tables that batches of searches reuse.
+
+    ``lev`` holds -1 everywhere between searches (each search resets the
+    cells it wrote), so a batch costs what it explores, not ``D x n``;
+    ``stamp`` is scratch that every search writes before it reads.
+    """
+
+    def __init__(self) -> None:
+        self.lev = np.zeros(0, dtype=np.int32)
+        self.stamp = np.zeros(0, dtype=np.int32)
+
+    def views(self, D: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(lev, stamp) as (D, n) views, grown when needed."""
+        if self.lev.size < D * n:
+            self.lev = np.full(D * n, -1, dtype=np.int32)
+            self.stamp = np.empty(D * n, dtype=np.int32)
+        return self.lev[:D * n].reshape(D, n), self.stamp[:D * n].reshape(D, n)
+
+
+def shortest_path_dags(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_v: np.ndarray,
+                       tables: SearchTables | None = None) -> "DagIndex":
     """Next-hop arcs toward every destination, by breadth-first search from all of them at once.
 
     Parameters
@@ -92,20 +115,37 @@ def shortest_path_dags(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_
     level, they are all one hop further, their arcs into the level are their
     next hops, and the search ends without expanding that last level (the
     widest one, for local traffic).  Raises :class:`NoRoute` (with graph nodes)
-    for a source that cannot be reached.
+    for a source that cannot be reached.  ``tables`` lends the dense tables
+    (kept across the batches of one routing call).
     """
+    tables = SearchTables() if tables is None else tables
+    n, D = g.n_nodes, dests.size
+    if D * n > _DENSE_SEEN_ENTRIES:
+        return _search(g, dests, need_q, need_v, None, None)
+    lev, stamp = tables.views(D, n)
+    seen: list[np.ndarray] = []
+    try:
+        return _search(g, dests, need_q, need_v, lev, stamp, seen)
+    finally:
+        for keys in seen:  # back to -1 for the next batch
+            lev.reshape(-1)[keys] = -1
+
+
+def _search(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_v: np.ndarray, lev: np.ndarray | None,
+            stamp: np.ndarray | None, seen: list | None = None) -> "DagIndex":
+    """The searches of :func:`shortest_path_dags`: dense ``lev``/``stamp`` tables (all -1 / scratch), or
+    sorted keys when they are None; the keys written to ``lev`` are appended to ``seen``."""
     n = g.n_nodes
     D = dests.size
     ptr, out = g.core_out_ptr, g.core_out_arc
     deg = np.diff(ptr)
-    dense = D * n <= _DENSE_SEEN_ENTRIES
-    lev = np.full((D, n), -1, dtype=np.int32) if dense else None
-    stamp = np.empty((D, n), dtype=np.int32) if dense else None
-    need_keys = np.unique(need_q * n + need_v)
+    dense = lev is not None
+    need_keys = unique_sorted(need_q * n + need_v)
     nq, nv = need_keys // n, need_keys % n
     fq, fv = np.arange(D, dtype=np.int64), np.asarray(dests, dtype=np.int64)
     level_keys = [np.sort(fq * n + fv)]
     if dense:
+        seen.append(level_keys[0])
         lev[fq, fv] = 0
     found = _member(need_keys, level_keys[0])
     remaining = np.bincount(nq[~found], minlength=D)
@@ -129,6 +169,14 @@ def shortest_path_dags(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_
                 out_arcs.append(a[take])  # source -> neighbour one hop closer
                 found[pend[done_q[nq[pend]]]] = True
                 remaining[done_q] = 0
+            if dense and level > 0:
+                fin_q, keys2, arcs2 = _two_hops(g, lev, level, nq, nv, pend, touching, remaining > 0,
+                                                (rep, a, qq, hit))
+                if fin_q.any():
+                    out_keys.append(keys2)
+                    out_arcs.append(arcs2)
+                    found[pend[fin_q[nq[pend]]]] = True
+                    remaining[fin_q] = 0
         keep = remaining[fq] > 0
         fq, fv = fq[keep], fv[keep]
         if fq.size == 0:
@@ -145,10 +193,11 @@ def shortest_path_dags(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_
             idx = np.flatnonzero(fresh)
             stamp[q[idx], u[idx]] = idx
             new_keys = key[idx[stamp[q[idx], u[idx]] == idx]]
+            seen.append(new_keys)
             lev[new_keys // n, new_keys % n] = level
         else:
             # neighbours of level L lie on level L-1, L or L+1: only the last two levels can hold them
-            ukeys = np.unique(key)
+            ukeys = unique_sorted(key)
             old = _member(ukeys, level_keys[-1])
             if len(level_keys) > 1:
                 old |= _member(ukeys, level_keys[-2])
@@ -168,10 +217,59 @@ def shortest_path_dags(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_
     arcs = np.concatenate(out_arcs) if out_arcs else np.zeros(0, dtype=np.int64)
     order = np.argsort(keys, kind="stable")
     keys, arcs = keys[order], arcs[order]
-    if dense:  # small enough for a direct index: (q, v) -> range of its arcs
+    if dense and 8 * keys.size >= D * n:  # many keys: a direct index (q, v) -> range of its arcs
         ptr_ = np.concatenate([[0], np.cumsum(np.bincount(keys, minlength=D * n))]).astype(np.int32)
         return DagIndex(ptr_, None, arcs)
     return DagIndex(None, keys, arcs)
+
+
+def _two_hops(g: ArcGraph, lev: np.ndarray, level: int, nq: np.ndarray, nv: np.ndarray, pend: np.ndarray,
+              touching: np.ndarray, open_q: np.ndarray, one_hop: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Finish the searches whose pending sources are all within two hops of the current level.
+
+    A pending source ``v`` that does not touch level ``L`` is at distance
+    ``>= L + 2``; it is at ``L + 2`` exactly when a neighbour ``w`` touches
+    level ``L`` (then ``w`` is at ``L + 1``: every node up to ``L`` is in the
+    ball).  ``v``'s next hops are those neighbours, and each such ``w``'s next
+    hops are its arcs into level ``L``.  So a search whose pending sources are
+    all at ``L + 1`` or ``L + 2`` ends without building level ``L + 1`` (the
+    widest one, when the sources sit below a switch that reaches everything).
+
+    Returns the searches finished, and the (key, next-hop arc) pairs of their
+    sources and intermediate nodes (sources at ``L + 1`` included).
+    """
+    n = g.n_nodes
+    ptr, out = g.core_out_ptr, g.core_out_arc
+    rep, a, qq, hit = one_hop
+    far = pend[~touching[pend] & open_q[nq[pend]]]
+    empty = np.zeros(0, dtype=np.int64)
+    if far.size == 0:
+        return np.zeros(open_q.size, dtype=bool), empty, empty
+    c1 = np.diff(ptr)[nv[far]]
+    r1 = np.repeat(np.arange(far.size), c1)
+    a1 = out[ranges(ptr[nv[far]], c1)]
+    w1, q1 = g.dst[a1], nq[far][r1]
+    c2 = np.diff(ptr)[w1]
+    r2 = np.repeat(np.arange(w1.size), c2)
+    a2 = out[ranges(ptr[w1], c2)]
+    hit2 = lev[q1[r2], g.dst[a2]] == level
+    w_ok = np.zeros(w1.size, dtype=bool)
+    w_ok[r2[hit2]] = True
+    w_ok &= lev[q1, w1] < 0
+    src_ok = np.zeros(far.size, dtype=bool)
+    src_ok[r1[w_ok]] = True
+    fin_q = open_q & (np.bincount(nq[far[~src_ok]], minlength=open_q.size) == 0)
+    fin_q &= np.bincount(nq[far], minlength=open_q.size) > 0  # only searches the two-hop view decides
+    if not fin_q.any():
+        return fin_q, empty, empty
+    t1 = hit & fin_q[qq]                       # sources at L + 1: their arcs into level L
+    tv = w_ok & fin_q[q1]                      # sources at L + 2: their arcs to the w at L + 1
+    tw = hit2 & w_ok[r2] & fin_q[q1[r2]]       # those w: their arcs into level L
+    keys = np.concatenate([qq[t1] * n + nv[rep[t1]], q1[tv] * n + nv[far[r1[tv]]], q1[r2[tw]] * n + w1[r2[tw]]])
+    arcs = np.concatenate([a[t1], a1[tv], a2[tw]])
+    # a w reached from several sources (or itself a source at L + 1) appears more than once: keep one of each
+    pair = unique_sorted(keys * g.n_arcs + arcs)
+    return fin_q, pair // g.n_arcs, pair % g.n_arcs
 
 
 class DagIndex:
@@ -238,9 +336,11 @@ class RouteTable:
             miss = miss[np.lexsort((ukeys[miss] // n, ukeys[miss] % n))]
             new = ukeys[miss]
             new_ids = np.arange(self._n, self._n + new.size, dtype=np.int64)
-            for lo, hi in _batches(new % n, max(256, _DENSE_SEEN_ENTRIES // max(n, 1))):
+            tables = SearchTables()
+            for lo, hi in _batches(new % n, max(16, _DENSE_SEEN_ENTRIES // max(n, 1))):
                 chunk = new[lo:hi]
-                ptr, arcs, frac, lat = compute_routes(self.graph, chunk // n, chunk % n, self.mode, self.seed)
+                ptr, arcs, frac, lat = compute_routes(self.graph, chunk // n, chunk % n, self.mode, self.seed,
+                                                      tables)
                 self._ptr_parts.append(ptr)
                 self._arc_parts.append(arcs)
                 self._frac_parts.append(frac)
@@ -282,8 +382,8 @@ class RouteTable:
         return self._latency
 
 
-def compute_routes(graph: ArcGraph, src: np.ndarray, dst: np.ndarray, mode: str,
-                   seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def compute_routes(graph: ArcGraph, src: np.ndarray, dst: np.ndarray, mode: str, seed: int,
+                   tables: SearchTables | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Routes for graph-node pairs ``(src[i], dst[i])``.
 
     Returns
@@ -306,19 +406,19 @@ def compute_routes(graph: ArcGraph, src: np.ndarray, dst: np.ndarray, mode: str,
         if mode == "ideal" and np.array_equal(rs, src) and np.array_equal(rd, dst):
             # no pendant trees involved: the pairs are the (distinct) core pairs
             cptr, carc, cfrac, clat = _core_walk(g, src[need_core], dst[need_core], mode, seed, None, None,
-                                                 src[need_core], dst[need_core], np.arange(need_core.size))
+                                                 src[need_core], dst[need_core], np.arange(need_core.size), tables)
             rows = np.arange(need_core.size)
         elif mode == "ideal":
             # the core route depends only on the two roots: route each root pair once
             ck, cinv = np.unique(rs[need_core] * g.n_nodes + rd[need_core], return_inverse=True)
             cptr, carc, cfrac, clat = _core_walk(g, ck // g.n_nodes, ck % g.n_nodes, mode, seed, None, None,
-                                                 src[need_core], dst[need_core], cinv)
+                                                 src[need_core], dst[need_core], cinv, tables)
             rows = cinv
         else:
             # hashing depends on the end devices, so every pair walks on its own
             cptr, carc, cfrac, clat = _core_walk(g, rs[need_core], rd[need_core], mode, seed, src[need_core],
                                                  dst[need_core], src[need_core], dst[need_core],
-                                                 np.arange(need_core.size))
+                                                 np.arange(need_core.size), tables)
             rows = np.arange(need_core.size)
         counts = np.diff(cptr)[rows]
         pos = ranges(cptr[rows], counts)
@@ -380,7 +480,7 @@ def _hash_pick(seed: int, s: np.ndarray, d: np.ndarray, v: np.ndarray, count: np
 
 
 def _core_walk(g: ArcGraph, cs: np.ndarray, cd: np.ndarray, mode: str, seed: int, hs, hd,
-               err_src: np.ndarray, err_dst: np.ndarray, err_row: np.ndarray):
+               err_src: np.ndarray, err_dst: np.ndarray, err_row: np.ndarray, tables: SearchTables | None = None):
     """Walk from core nodes ``cs`` to ``cd`` along shortest paths, splitting (ideal) or hashing.
 
     Returns CSR rows (one per pair) of arcs and fractions, and the latency
@@ -391,7 +491,7 @@ def _core_walk(g: ArcGraph, cs: np.ndarray, cd: np.ndarray, mode: str, seed: int
     n = g.n_nodes
     udest, row_of = np.unique(cd, return_inverse=True)
     try:
-        dag = shortest_path_dags(g, udest, row_of, cs)
+        dag = shortest_path_dags(g, udest, row_of, cs, tables)
     except NoRoute as exc:
         bad = np.flatnonzero((cs == exc.src_device) & (cd == exc.dst_device))[0]
         j = int(np.flatnonzero(err_row == bad)[0])

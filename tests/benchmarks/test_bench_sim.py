@@ -3,7 +3,10 @@
 Targets: ring all-reduce of 1 GiB over 1,024 DGX GPUs < 1 s; 4,096 concurrent
 8-rank all-reduces on a 32,768-GPU fat-tree < 10 s; all-to-all among 1,024
 GPUs (~1M flows) < 60 s and < 8 GB; >= 50x faster than the reference; and
-the growth of time with flow count (fitted exponent).
+the growth of time with flow count (fitted exponent).  Issue 18: ring
+all-reduce over 16,384 GPUs < 10 s and < 2 GB, over 131,072 GPUs it runs
+(fabric build + simulation < 4 GB); all-to-all among 2,048 GPUs of a 3-tier
+fat-tree < 30 s.
 
 Times include building the Simulator (routing graph, routes) but not the
 Fabric.  Each prints wall time and CPU time; the targets are asserted on CPU
@@ -219,3 +222,49 @@ def test_bench_ring_16k_ranks_one_step():
     _report(f"ring all-reduce 1 GiB x 16,384 GPUs, {r.channels} channels, one-step timing ({r.time_s * 1e3:.1f} ms "
             f"simulated, busbw {r.busbw_Bps / 1e9:.1f} GB/s)", r.n_flows, wall, cpu, peak)
     assert cpu < 10.0 and peak < 2 * 2**30
+
+
+@pytest.mark.bench
+def test_bench_ring_131k_ranks_one_step():
+    """Issue 18: ring all-reduce of 1 GiB over 131,072 DGX H100 GPUs, 8 channels, one-step timing (1,048,576
+    flows standing for 2.7e11).  It runs; building the 131,072-GPU fabric and simulating fit in < 4 GB (the
+    tracemalloc peak of one run that does both, timed in the same run)."""
+    _warm_up()
+    n = 131072
+    coll = Collective("all-reduce", tuple(range(n)), GiB, "ring", protocol="simple")
+
+    def run():
+        fab = build("dgx", gpus=n)
+        return Simulator(fab).collective(coll)
+
+    tracemalloc.start()
+    try:
+        r, wall, cpu = _timed(run)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    _report(f"build + ring all-reduce 1 GiB x 131,072 GPUs, {r.channels} channels, one-step timing "
+            f"({r.time_s * 1e3:.1f} ms simulated, busbw {r.busbw_Bps / 1e9:.2f} GB/s; timed under tracemalloc)",
+            r.n_flows, wall, cpu, peak)
+    assert r.n_flows == 2 * (n - 1) * n * r.channels and r.time_s > 0
+    assert peak < 4 * 2**30
+
+
+@pytest.mark.bench
+def test_bench_all_to_all_2048_fat_tree_3_tier():
+    """Issue 18: all-to-all 1 GiB among 2,048 GPUs of a 3-tier fat-tree (k = 32), 4.2M flows, < 30 s CPU.  The
+    hosts under a ToR are interchangeable, so the engine runs equivalence classes of flows (exact:
+    tests/fabric/test_sim_lumping.py checks them against every flow)."""
+    _warm_up()
+    fab = build("fat-tree", gpus=2048, params={"k": 32, "tiers": "3"})
+    coll = Collective("all-to-all", tuple(range(2048)), GiB, protocol="none")
+
+    def run():
+        return Simulator(fab).collectives([coll])
+
+    r, wall, cpu = _timed(run)
+    peak = _peak(run)
+    _report(f"all-to-all 1 GiB among 2,048 GPUs, 3-tier fat-tree k=32 ({r.time_s * 1e3:.2f} ms simulated, "
+            f"{r.sim.method}, {r.sim.events} events)", r.sim.n_flows, wall, cpu, peak)
+    assert r.sim.n_flows == 2048 * 2047
+    assert cpu < 30.0

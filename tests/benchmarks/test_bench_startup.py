@@ -1,4 +1,5 @@
-"""Start-up of the CLI: ``fabric --help`` under 0.4 s wall on an idle machine (issue 18, "Start-up").
+"""Start-up of the CLI: ``fabric --help`` under 0.4 s wall on an idle machine, ``fabric simulate`` of a 64-rank
+collective under 1 s (issue 18, "Start-up").
 
 Each run is a fresh interpreter through the installed console script, as a
 user types it; the best of several runs is what an idle machine shows (the
@@ -44,3 +45,17 @@ def test_fabric_help_under_0_4_s():
     print(f"\nfabric --help: best {min(walls):.3f} s, median {statistics.median(walls):.3f} s wall over {RUNS} runs; "
           f"CPU best {min(cpus):.3f} s (a bare interpreter: best {min(bare):.3f} s wall)")
     assert min(min(walls), min(cpus)) < 0.4
+
+
+@pytest.mark.bench
+def test_fabric_simulate_64_ranks_under_1_s():
+    """``fabric simulate`` of an NCCL all-reduce (auto: ring, tree and NVLS, each protocol) over 64 DGX GPUs, start-up
+    and fabric build included, as a user types it."""
+    exe = Path(sys.executable).with_name("fabric")
+    head = [str(exe)] if exe.exists() else [sys.executable, "-m", "cli"]
+    argv = head + ["simulate", "dgx", "--gpus", "64", "--collective", "all-reduce", "--size", "1GiB",
+                   "--group-size", "64", "--json"]
+    walls, cpus = _walls(argv)
+    print(f"\nfabric simulate (all-reduce 1 GiB, 64 DGX GPUs): best {min(walls):.3f} s, median "
+          f"{statistics.median(walls):.3f} s wall over {RUNS} runs; CPU best {min(cpus):.3f} s")
+    assert min(min(walls), min(cpus)) < 1.0

@@ -7,7 +7,7 @@ import pytest
 
 from fabric.errors import FabricError
 from fabric.model import DeviceKind, FabricBuilder
-from fabric.sim import Collective, Flow, Simulator, simulator
+from fabric.sim import Collective, Flow, FlowTable, Simulator, simulator
 from tests.fabric.test_sim_fabrics import HBD_NONE, line, ocs_pair, star, two_tier
 
 B = 10e9
@@ -194,3 +194,30 @@ def test_sparse_search_matches_dense_search(monkeypatch):
                                                                        rel=1e-12)
         assert np.array_equal(sparse.sim.loads.bytes_fwd, dense.sim.loads.bytes_fwd)
         assert np.array_equal(sparse.sim.loads.bytes_rev, dense.sim.loads.bytes_rev)
+
+
+@pytest.mark.parametrize("arch, n, params", [("dgx", 256, {}), ("fat-tree", 128, {"k": 8, "tiers": "3"})])
+def test_two_hop_finish_gives_the_routes_of_the_full_search(monkeypatch, arch, n, params):
+    """Dense searches end two hops early when every pending source is within two hops of the current level
+    (routing._two_hops); the sorted-key searches build every level.  Every route (arcs and fractions, both ECMP
+    modes) must agree, on rings whose neighbours are one ToR apart and across the spines."""
+    from topologies import build
+
+    from fabric.sim import routing
+
+    fab = build(arch, gpus=n, params=params)
+    calls = []
+    real = routing._two_hops
+    monkeypatch.setattr(routing, "_two_hops", lambda *a: calls.append(real(*a)) or calls[-1])
+    g_src = fab.gpu_ids
+    g_dst = np.roll(fab.gpu_ids, -9)  # neighbours 9 GPUs on: other nodes, other ToRs
+    for ecmp in ("ideal", "hash"):
+        routes = []
+        for entries in (10**9, 0):
+            monkeypatch.setattr(routing, "_DENSE_SEEN_ENTRIES", entries)
+            sim = Simulator(fab)
+            routes.append([sim.route(int(s), int(d), ecmp=ecmp, seed=4) for s, d in zip(g_src[:64], g_dst[:64])])
+            flows = FlowTable.build(g_src, g_dst, 2.0**24)
+            routes[-1].append(sim.run(flows, ecmp=ecmp, seed=4).loads.bytes_fwd.tolist())
+        assert routes[0] == routes[1]
+    assert any(c[0].any() for c in calls)  # the two-hop finish did run
