@@ -358,6 +358,8 @@ def _contention_free(p: Problem, rho: np.ndarray, release: np.ndarray, tx_end: n
 # ------------------------------------------------------------------------------- event loop
 def event_schedule(p: Problem) -> Schedule:
     """Event-driven max-min simulation (see module doc)."""
+    # long: one event loop and its two closures (push, complete) share a dozen per-flow arrays; split, each part
+    # would take them all as arguments and the loop's invariants would no longer be visible in one place
     n = p.n_flows
     R, cap = p.R, p.capacity
     route, m = p.route, p.count.astype(np.float64)

@@ -135,6 +135,8 @@ def _search(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_v: np.ndarr
             stamp: np.ndarray | None, seen: list | None = None) -> "DagIndex":
     """The searches of :func:`shortest_path_dags`: dense ``lev``/``stamp`` tables (all -1 / scratch), or
     sorted keys when they are None; the keys written to ``lev`` are appended to ``seen``."""
+    # long: one breadth-first sweep, level by level, in two storage modes (dense tables, sorted keys) that must
+    # stay in step with each other line by line; kept together so the two modes can be read against each other
     n = g.n_nodes
     D = dests.size
     ptr, out = g.core_out_ptr, g.core_out_arc
