@@ -137,7 +137,7 @@ def _ilp(line: Line, jobs: list[Job], greedy: Placement, options: SolveOptions, 
         return extract_blocks(built) if built.kind.startswith("blocks") else extract_explicit(built)
 
     build = lambda b: build_chosen(line, jobs, kind, blocks, b)  # noqa: E731
-    if kind == "blocks" and blocks.exact and not blocks.closed:  # the line-DP bound proves most of these optimal
+    if kind == "blocks" and not blocks.closed:  # the line-DP bound proves most of these optimal
         unit, _, _ = unit_costs(jobs, line.space.g)
         return run_bounded(line.space, jobs, greedy, options, budget, blocks, unit, build)
     return run_ilp(line.space, jobs, greedy, options, budget, build, encode, extract)

@@ -15,8 +15,16 @@ For one job on exact ToR blocks of an open line (``blocks`` model):
    told ``LB`` (``SolveOptions.known_bound``): its reported bound is never
    below ``LB``, so the gap stated is the true one.
 
-Anything else (closed lines, ``blocks-single``, restricted views, the
-explicit model) goes straight to :func:`solvers.orchestrator.run.run_ilp`.
+On short blocks (``Blocks.exact`` False: a ring could span three ToRs)
+the bound comes from the view of :mod:`solvers.orchestrator.three_blocks`,
+which holds those rings too, so it bounds every placement; the ILPs stay on
+the rings within two blocks (their solutions are placements, their own
+bounds are not used), and a placement of theirs that reaches the bound is
+optimal all the same.
+
+Anything else (closed lines, ``blocks-single``, lines where a ring could
+span four blocks, the explicit model) goes straight to
+:func:`solvers.orchestrator.run.run_ilp`.
 """
 
 from __future__ import annotations
@@ -28,12 +36,13 @@ from solvers.orchestrator.encode import encode_blocks
 from solvers.orchestrator.extract import extract_blocks
 from solvers.orchestrator.jobs import Job
 from solvers.orchestrator.line_bound import PackedBound, packed_bound
-from solvers.orchestrator.model_blocks import Option, build_blocks_model
+from solvers.orchestrator.model_blocks import Option, build_blocks_model, tor_options
 from solvers.orchestrator.placement import Placement
 from solvers.orchestrator.result import OrchestrationResult
 from solvers.orchestrator.rings import Blocks
 from solvers.orchestrator.run import Budget, BudgetSpent, run_ilp
 from solvers.orchestrator.space import SlotSpace
+from solvers.orchestrator.three_blocks import three_block_view
 from solvers.orchestrator.traffic import placement_traffic
 from solvers.pulp_adapter import SolveOptions, SolveReport, relative_gap
 
@@ -42,13 +51,23 @@ RESTRICTED_SHARE = 0.25  # of the time left after the bound: the restricted ILP 
 TOL = 1e-6
 
 
-def _union_options(pb: PackedBound) -> list[list[Option]]:
-    """Each ToR's options used by any priced path (indices merged, in option order)."""
+def _union_options(pb: PackedBound, m: int) -> list[list[Option]] | None:
+    """Each ToR's options used by any priced path the block ILP can express (None: no such path).
+
+    Paths through a ring spanning three blocks (a boundary key >= ``m``, :mod:`~solvers.orchestrator.
+    three_blocks`) are left out: the block ILP has no such ring.
+    """
     T = len(pb.paths[0].options)
     keep = [set() for _ in range(T)]
+    plain = lambda o: (o.xl or 0) < m and (o.xr or 0) < m  # noqa: E731
+    used = 0
     for p in pb.paths:
-        for t, idx in enumerate(p.choice):
-            keep[t].update(idx)
+        if all(plain(p.options[t][i]) for t, idx in enumerate(p.choice) for i in idx):
+            used += 1
+            for t, idx in enumerate(p.choice):
+                keep[t].update(idx)
+    if not used:
+        return None
     return [[pb.paths[0].options[t][i] for i in sorted(keep[t])] for t in range(T)]
 
 
@@ -65,7 +84,9 @@ def _proved(res: OrchestrationResult, bound: int, unit: float, why: str) -> Orch
     rep = replace(rep, bound=b, gap=relative_gap(rep.objective, b), status="optimal" if optimal else rep.status)
     res.report = rep
     res.unit_bytes = unit
-    res.notes = [n.replace("with the trivial bound 0", f"with the line-DP bound {bound}") for n in res.notes]
+    res.notes = [n.replace("with the trivial bound 0", f"with the line-DP bound {bound}")
+                 .replace("only the trivial bound 0 is proven", f"the line-DP bound {bound} (which holds rings "
+                          "spanning three blocks) is proven") for n in res.notes]
     if optimal:
         res.status = "optimal"
         res.notes.append(why)
@@ -78,15 +99,21 @@ def run_bounded(space: SlotSpace, jobs: list[Job], greedy: Placement, options: S
     job = jobs[0]
     D, C = job.dp, job.count
     warm = placement_traffic(greedy, space, jobs).cross_bytes / unit_bytes
+    full = lambda g, opts: run_ilp(space, jobs, g, opts, budget, build_full, encode_blocks, extract_blocks)  # noqa: E731
+    view, options_of = blocks, tor_options
+    if not blocks.exact:
+        three = three_block_view(blocks, space.healthy, space.tor)
+        if three is None:
+            return full(greedy, options)
+        view, options_of = three
     t1 = time.perf_counter()
     left = budget.remaining()
     try:
-        pb = packed_bound(blocks, D, C, upper=warm,
+        pb = packed_bound(view, D, C, upper=warm, options_of=options_of,
                           budget=budget if left is None else Budget(t1, left * BOUND_SHARE))
     except BudgetSpent:
         pb = None
     t_bound = time.perf_counter() - t1
-    full = lambda g, opts: run_ilp(space, jobs, g, opts, budget, build_full, encode_blocks, extract_blocks)  # noqa: E731
     if pb is None:
         return full(greedy, options)
     note = (f"optimality proved by the line-DP lower bound ({pb.bound} slot crossings, {pb.iterations} pricing "
@@ -95,12 +122,13 @@ def run_bounded(space: SlotSpace, jobs: list[Job], greedy: Placement, options: S
     left = budget.remaining()
     share = None if left is None else max(left * RESTRICTED_SHARE, 0.0)
     sub = Budget(time.perf_counter(), share)
-    opts = _union_options(pb)
-    res = run_ilp(space, jobs, greedy, options, sub,
-                  lambda b: build_blocks_model(blocks, D, C, unit_bytes, b, options=opts), encode_blocks,
-                  extract_blocks)
-    if res.placement is not None and res.traffic is not None and res.report is not None and res.report.has_solution:
-        res.model = "blocks"
+    opts = _union_options(pb, blocks.m)
+    res = None if opts is None else run_ilp(
+        space, jobs, greedy, options, sub, lambda b: build_blocks_model(blocks, D, C, unit_bytes, b, options=opts),
+        encode_blocks, extract_blocks)
+    if (res is not None and res.placement is not None and res.traffic is not None and res.report is not None
+            and res.report.has_solution):
+        res.model = "blocks" if blocks.exact else "blocks-restricted"
         res.termination = "optimal"
         cost = res.traffic.cross_bytes / unit_bytes
         if cost <= pb.bound + TOL:

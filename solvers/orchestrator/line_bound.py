@@ -151,8 +151,12 @@ class Prepared:
     fmax: int
 
 
-def prepare(blocks: Blocks, D: int, budget=None) -> Prepared:
-    """Options and choices of every ToR (computed once per ToR signature), and the backward maxima ``suf``."""
+def prepare(blocks: Blocks, D: int, budget=None, options_of=tor_options) -> Prepared:
+    """Options and choices of every ToR (computed once per ToR signature), and the backward maxima ``suf``.
+
+    ``options_of(blocks, t, D)`` lists a ToR's options (default: the block model's; the view of
+    :mod:`solvers.orchestrator.three_blocks` passes its own).
+    """
     T = blocks.T
     ids: dict = {NONE: 0}
     gid = lambda s: ids.setdefault(s, len(ids))  # noqa: E731
@@ -163,7 +167,7 @@ def prepare(blocks: Blocks, D: int, budget=None) -> Prepared:
             budget.check()
         key = _signature(blocks, t)
         if key not in cache:
-            o = tor_options(blocks, t, D)
+            o = options_of(blocks, t, D)
             rows = [r for r in _combos(blocks, t, o, D) if r[5] >= 0]  # a joint option may not fit its ToR
             arr = lambda j, dt=np.int64: np.array([r[j] for r in rows], dtype=dt)  # noqa: E731
             ch = _Choices(np.array([gid(r[1]) for r in rows], dtype=np.int64),
@@ -342,7 +346,7 @@ def _min_fill(pi, parts) -> float:
 
 
 def packed_bound(blocks: Blocks, D: int, C: int, *, upper: float | None = None, budget=None,
-                 max_iter: int = 200) -> PackedBound | None:
+                 max_iter: int = 200, options_of=tor_options) -> PackedBound | None:
     """A lower bound that prices the packing of the pool into groups of exactly ``D`` (Lagrangian, exact LP dual).
 
     The relaxation of :func:`line_bound` drops one family of block-ILP rows:
@@ -364,6 +368,8 @@ def packed_bound(blocks: Blocks, D: int, C: int, *, upper: float | None = None, 
         Cost of a known placement: stop as soon as the bound reaches it.
     max_iter : int
         Pricing rounds at most.
+    options_of : callable
+        As in :func:`prepare`.
 
     Returns
     -------
@@ -373,7 +379,7 @@ def packed_bound(blocks: Blocks, D: int, C: int, *, upper: float | None = None, 
     import numpy as np
     from scipy.optimize import linprog
 
-    prep = prepare(blocks, D, budget) if not (blocks.closed and blocks.T > 1) else None
+    prep = prepare(blocks, D, budget, options_of) if not (blocks.closed and blocks.T > 1) else None
     if prep is None:
         return None
     parts = partitions(D)
