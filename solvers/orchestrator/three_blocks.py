@@ -31,10 +31,12 @@ Why the block view extends exactly
   than that are A1L, A1R and A2 (checked against brute force in the tests).
 
 States: boundary ``b`` carries, besides the block model's splits ``x``,
-the keys ``m + x`` (a ring covering block ``b + 1``, ``x`` slots left of
-``b``) and ``2 m + s`` (a ring covering block ``b``, ``s`` slots left of
-``b``).  Rings spanning four blocks are not modelled:
-:func:`three_block_view` returns None when one could exist.
+the keys ``m + x`` (a ring starting in block ``b`` with ``x`` slots and
+covering block ``b + 1``), ``2 m + s`` (a ring covering block ``b`` and
+ending in ``b + 1``, ``s`` slots left of ``b``) and ``3 m + s`` (a ring
+covering both ``b`` and ``b + 1``).  A ring over four or more blocks is a
+chain of pass-throughs; for its inner blocks the node counts are relaxed
+(:func:`three_block_rings`), so the bound stays valid, if less tight.
 """
 
 from __future__ import annotations
@@ -64,40 +66,52 @@ def _fewest_nodes(a: int, c: int, B: np.ndarray, k: int) -> int | None:
     return used
 
 
-def _covers_two_blocks(healthy: np.ndarray, runs, m: int, k: int) -> bool:
-    """Whether a ring of ``m`` healthy nodes could cover two consecutive blocks whole (four ToRs)."""
-    pairs = [(runs[t][0], runs[t][1], runs[t][2] + runs[t + 1][2]) for t in range(len(runs) - 1)]
-    return bool(spannable_blocks(healthy, pairs, m, k, False)) if len(pairs) > 2 else False
-
-
 def three_block_rings(blocks: Blocks, healthy: np.ndarray, tor: np.ndarray) -> list[list[tuple[int, int]]] | None:
-    """Per block ``t``: the ``(x, s)`` of every tight ring covering it (``x`` slots left, ``s = x + y``).
+    """Per block ``t``: the ``(a, b)`` boundary keys of every ring that covers it (module docstring).
 
-    Returns None for a closed line, or when a ring could span four blocks.
+    ``a`` is the key on its left boundary (``m + x``: the ring enters from
+    block ``t - 1`` with ``x`` slots there; ``3 m + s``: it covers block
+    ``t - 1`` too, ``s`` slots left of the boundary) and ``b`` the key on
+    its right (``2 m + s``: it ends in block ``t + 1``; ``3 m + s``: it
+    covers ``t + 1`` too).  Rings that end next to ``t`` are tight and
+    listed exactly; for rings covering two or more blocks, a covered block
+    may take any count of nodes from the fewest that cross it from its
+    nearest possible neighbours (a relaxation: the real neighbours are no
+    nearer) up to all of them, which keeps the bound valid.
+
+    Returns None for a closed line, or when a ring could hop over a whole block.
     """
     if blocks.closed:
         return None
     m, k, T = blocks.m, blocks.k, blocks.T
     runs = _runs(np.asarray(tor))
-    if len(runs) != T or _covers_two_blocks(np.asarray(healthy, bool), runs, m, k):
+    if len(runs) != T:
         return None
+    cover = set(spannable_blocks(np.asarray(healthy, bool), runs, m, k, False))
     out: list[list[tuple[int, int]]] = [[] for _ in range(T)]
-    for t in range(1, T - 1):
+    for t in sorted(cover):
         A, B, Cc = blocks.healthy[t - 1], blocks.healthy[t], blocks.healthy[t + 1]
-        if A.size == 0 or Cc.size == 0:
-            continue
-        need = _fewest_nodes(int(A[-1]), int(Cc[0]), B, k)
-        if need is None:
-            continue
-        if need == 0:
-            return None  # a ring could hop over a whole block: not a block view at all
+        first, last = runs[t][1], runs[t][1] + runs[t][2] - 1
+        # (entering key, slots left of the block, position of the node before it) for each way in
+        ins = []
         for x in range(1, m - 1):
             if A.size < x or np.any(np.diff(A[A.size - x:]) > k):
                 break
-            for y in range(need, min(B.size, m - x - 1) + 1):
+            ins.append((m + x, x, int(A[-1])))
+        if t - 1 in cover:
+            ins += [(3 * m + x, x, first - 1) for x in range(2, m - 1)]  # nearest possible node before
+        for key, x, before in ins:
+            # the ring ends in block t + 1 (its z first healthy nodes) or covers it too (nearest possible node after)
+            need_end = _fewest_nodes(before, int(Cc[0]), B, k) if Cc.size else None
+            need_on = _fewest_nodes(before, last + 1, B, k) if t + 1 in cover else None
+            if need_end == 0 or need_on == 0:
+                return None  # a ring could hop over a whole block: not a block view at all
+            for y in range(1, min(B.size, m - x - 1) + 1):
                 z = m - x - y
-                if Cc.size >= z and not np.any(np.diff(Cc[:z]) > k):
-                    out[t].append((x, x + y))
+                if need_end is not None and y >= need_end and Cc.size >= z and not np.any(np.diff(Cc[:z]) > k):
+                    out[t].append((key, 2 * m + x + y))
+                if need_on is not None and y >= need_on and z >= 2:
+                    out[t].append((key, 3 * m + x + y))
     return out
 
 
@@ -115,6 +129,16 @@ def _cap(blocks: Blocks, t: int, bl: int, br: int) -> int | None:
     return int(sum((e - s) // m for s, e in zip(cuts[:-1], cuts[1:])))
 
 
+def _end_left(key: int, m: int) -> bool:
+    """A left-boundary key the block sees as a plain straddle (a split, or a ring ending in it)."""
+    return key < m or 2 * m <= key < 3 * m
+
+
+def _end_right(key: int, m: int) -> bool:
+    """A right-boundary key the block sees as a plain straddle (a split, or a ring starting in it)."""
+    return key < 2 * m
+
+
 def three_block_view(blocks: Blocks, healthy: np.ndarray, tor: np.ndarray):
     """The blocks with the extra keys of the module docstring, and the option function for the line DP.
 
@@ -128,27 +152,24 @@ def three_block_view(blocks: Blocks, healthy: np.ndarray, tor: np.ndarray):
     if spans is None:
         return None
     m, T = blocks.m, blocks.T
-    nb = blocks.n_boundaries
-    straddle = [dict(blocks.straddle[b]) for b in range(nb)]
+    straddle = [dict(blocks.straddle[b]) for b in range(blocks.n_boundaries)]
     for t in range(1, T - 1):
-        for x, s in spans[t]:
-            straddle[t - 1][m + x] = ()
-            straddle[t][2 * m + s] = ()
-    eff = lambda key: key % m if key else 0  # noqa: E731  (keys m + x and 2m + s -> x and s)
+        for a, b in spans[t]:
+            straddle[t - 1][a] = ()
+            straddle[t][b] = ()
     cap = []
     for t in range(T):
         lb, rb = blocks.left[t], blocks.right[t]
-        # as an end block: left keys are splits and rings covering block t - 1; right keys splits and t + 1
-        lk = [0] + ([key for key in straddle[lb] if key < m or key >= 2 * m] if lb is not None else [])
-        rk = [0] + ([key for key in straddle[rb] if key < 2 * m] if rb is not None else [])
+        lk = [0] + ([key for key in straddle[lb] if _end_left(key, m)] if lb is not None else [])
+        rk = [0] + ([key for key in straddle[rb] if _end_right(key, m)] if rb is not None else [])
         table = {}
         for kl in lk:
             for kr in rk:
-                f = _cap(blocks, t, eff(kl), eff(kr))
+                f = _cap(blocks, t, kl % m, kr % m)
                 if f is not None:
                     table[(kl, kr)] = f
-        for x, s in spans[t]:
-            table[(m + x, 2 * m + s)] = 0
+        for a, b in spans[t]:
+            table[(a, b)] = 0  # the block is covered: no pure ring
         cap.append(table)
     view = replace(blocks, straddle=tuple(straddle), cap=tuple(cap))
     return view, options
@@ -162,22 +183,21 @@ def options(view: Blocks, t: int, D: int) -> list[Option]:
     """ToR ``t``'s options in the augmented view: the block model's (keys relabelled) and the pass-throughs."""
     m = view.m
     lb, rb = view.left[t], view.right[t]
-    eff = lambda key: key % m if key else 0  # noqa: E731
-    lk = [key for key in view.straddle[lb] if key < m or key >= 2 * m] if lb is not None else []
-    rk = [key for key in view.straddle[rb] if key < 2 * m] if rb is not None else []
+    lk = [key for key in view.straddle[lb] if _end_left(key, m)] if lb is not None else []
+    rk = [key for key in view.straddle[rb] if _end_right(key, m)] if rb is not None else []
     by_l: dict[int, list[int]] = {}
     for key in lk:
-        by_l.setdefault(eff(key), []).append(key)
+        by_l.setdefault(key % m, []).append(key)
     by_r: dict[int, list[int]] = {}
     for key in rk:
-        by_r.setdefault(eff(key), []).append(key)
+        by_r.setdefault(key % m, []).append(key)
     straddle = list(view.straddle)
     if lb is not None:
         straddle[lb] = dict.fromkeys(by_l, ())
     if rb is not None:
         straddle[rb] = dict.fromkeys(by_r, ())
     cap = list(view.cap)
-    cap[t] = {(eff(a), eff(b)): f for (a, b), f in view.cap[t].items() if a < m or a >= 2 * m}
+    cap[t] = {(a % m, b % m): f for (a, b), f in view.cap[t].items() if _end_left(a, m) and _end_right(b, m)}
     plain = replace(view, straddle=tuple(straddle), cap=tuple(cap))
     out = []
     for o in tor_options(plain, t, D):
@@ -185,8 +205,8 @@ def options(view: Blocks, t: int, D: int) -> list[Option]:
             for kr in (by_r[o.xr] if o.xr else [o.xr]):
                 out.append(replace(o, xl=kl, xr=kr, sin=_relabel(o.sin, kl), sout=_relabel(o.sout, kr)))
     for (a, b) in view.cap[t]:
-        if m <= a < 2 * m and b >= 2 * m:  # a ring covers block t: pass the state through
-            y = eff(b) - eff(a)
+        if not _end_left(a, m):  # a ring covers block t: pass the state through, adding its y slots of t
+            y = b % m - a % m
             for kind in KINDS:
                 out.append(Option("joint", (kind, a), (kind, b), a, b, 0, 0, False, 0, 0, 0, 0))
             for sg in range(1, D + 1):
