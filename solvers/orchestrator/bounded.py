@@ -9,7 +9,9 @@ For one job on exact ToR blocks of an open line (``blocks`` model):
    priced paths (the master LP's paths of positive weight) only packs the
    pool; any solution of it is a placement.  When its cost equals ``LB`` it
    is **optimal for the whole problem**: the proof is the bound, not the
-   restricted search.
+   restricted search.  (The warm start is checked first the same way.)
+   One within the requested ``gap_rel`` of ``LB`` is returned at once as
+   ``feasible`` with that gap (``termination`` ``gap_limit``).
 3. Otherwise the full block ILP runs with what the budget leaves,
    warm-started from the better of that placement and the warm start, and
    told ``LB`` (``SolveOptions.known_bound``): its reported bound is never
@@ -23,7 +25,7 @@ bounds are not used), and a placement of theirs that reaches the bound is
 optimal all the same.
 
 Anything else (closed lines, ``blocks-single``, lines where a ring could
-span four blocks, the explicit model) goes straight to
+hop over a whole block, the explicit model) goes straight to
 :func:`solvers.orchestrator.run.run_ilp`.
 """
 
@@ -40,7 +42,7 @@ from solvers.orchestrator.model_blocks import Option, build_blocks_model, tor_op
 from solvers.orchestrator.placement import Placement
 from solvers.orchestrator.result import OrchestrationResult
 from solvers.orchestrator.rings import Blocks
-from solvers.orchestrator.run import Budget, BudgetSpent, run_ilp
+from solvers.orchestrator.run import Budget, BudgetSpent, run_ilp, warm_start_result
 from solvers.orchestrator.space import SlotSpace
 from solvers.orchestrator.three_blocks import three_block_view
 from solvers.orchestrator.traffic import placement_traffic
@@ -69,6 +71,14 @@ def _union_options(pb: PackedBound, m: int) -> list[list[Option]] | None:
     if not used:
         return None
     return [[pb.paths[0].options[t][i] for i in sorted(keep[t])] for t in range(T)]
+
+
+def _close_enough(cost: float, bound: float, gap_rel: float) -> bool:
+    """Whether a placement of ``cost`` is done: it reaches the bound, or is within the requested relative gap."""
+    if cost <= bound + TOL:
+        return True
+    gap = relative_gap(cost, bound)
+    return gap_rel > 0 and gap is not None and gap <= gap_rel
 
 
 def _proved(res: OrchestrationResult, bound: int, unit: float, why: str) -> OrchestrationResult:
@@ -118,6 +128,13 @@ def run_bounded(space: SlotSpace, jobs: list[Job], greedy: Placement, options: S
         return full(greedy, options)
     note = (f"optimality proved by the line-DP lower bound ({pb.bound} slot crossings, {pb.iterations} pricing "
             "rounds; solvers/orchestrator/line_bound.py)")
+    if _close_enough(warm, pb.bound, options.gap_rel):  # the warm start is within the gap asked for
+        res = warm_start_result(space, jobs, greedy, "blocks" if blocks.exact else "blocks-restricted",
+                                "the warm start is within the requested gap of the bound", budget.t0, 0.0,
+                                termination="optimal" if warm <= pb.bound + TOL else "gap_limit")
+        res = _proved(res, pb.bound, unit_bytes, note)
+        res.seconds.update(bound=t_bound, total=time.perf_counter() - budget.t0)
+        return res
     best = greedy
     left = budget.remaining()
     share = None if left is None else max(left * RESTRICTED_SHARE, 0.0)
@@ -131,7 +148,8 @@ def run_bounded(space: SlotSpace, jobs: list[Job], greedy: Placement, options: S
         res.model = "blocks" if blocks.exact else "blocks-restricted"
         res.termination = "optimal"
         cost = res.traffic.cross_bytes / unit_bytes
-        if cost <= pb.bound + TOL:
+        if _close_enough(cost, pb.bound, options.gap_rel):
+            res.termination = "optimal" if cost <= pb.bound + TOL else "gap_limit"
             res = _proved(res, pb.bound, unit_bytes, note)
             res.seconds.update(bound=t_bound, total=time.perf_counter() - budget.t0)
             return res

@@ -168,3 +168,23 @@ def test_bound_never_exceeds_the_block_ilp_on_256_nodes(m, D, seed):
     assert res.status == "optimal"
     assert res.traffic.cross_bytes == pytest.approx(rep.objective * unit, rel=1e-9)
     assert any("line-DP lower bound" in s for s in res.notes)  # proved by the bound, not by the full ILP
+
+
+def test_a_requested_gap_stops_at_a_placement_within_it_of_the_bound():
+    """With ``gap_rel`` the bound-driven run may stop early; the gap it states is against the line-DP bound,
+    which never exceeds the optimum of the full block ILP (solved to proven optimality here)."""
+    rng = np.random.default_rng(7)
+    line = make_line(256, 16, 2, rng.choice(256, size=13, replace=False).tolist())
+    job = resolved(line, Job(tp=3, dp=5, dp_bytes=1.0))
+    blocks = block_structure(line, 3)
+    rep = solve_model(build_blocks_model(blocks, 5, job.count, 1.0), SolveOptions(time_limit=120))
+    assert rep.status == "optimal"
+    unit, _, _ = unit_costs([job], 1)
+    for gap in (0.0, 0.05, 0.5):
+        res = orchestrate_line(line, [Job(tp=3, dp=5, dp_bytes=1.0)], options=SolveOptions(time_limit=60,
+                                                                                           gap_rel=gap))
+        assert res.report.bound <= rep.objective + 1e-6
+        assert res.traffic.cross_bytes / unit >= rep.objective - 1e-6
+        assert res.report.gap <= gap + 1e-9
+        if res.status == "optimal":
+            assert res.traffic.cross_bytes / unit == pytest.approx(rep.objective)
