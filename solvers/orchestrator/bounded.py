@@ -109,7 +109,9 @@ def run_bounded(space: SlotSpace, jobs: list[Job], greedy: Placement, options: S
     job = jobs[0]
     D, C = job.dp, job.count
     warm = placement_traffic(greedy, space, jobs).cross_bytes / unit_bytes
-    full = lambda g, opts: run_ilp(space, jobs, g, opts, budget, build_full, encode_blocks, extract_blocks)  # noqa: E731
+    def full(start, opts):
+        return run_ilp(space, jobs, start, opts, budget, build_full, encode_blocks, extract_blocks)
+
     view, options_of = blocks, tor_options
     if not blocks.exact:
         three = three_block_view(blocks, space.healthy, space.tor)
@@ -130,7 +132,8 @@ def run_bounded(space: SlotSpace, jobs: list[Job], greedy: Placement, options: S
             "rounds; solvers/orchestrator/line_bound.py)")
     if _close_enough(warm, pb.bound, options.gap_rel):  # the warm start is within the gap asked for
         res = warm_start_result(space, jobs, greedy, "blocks" if blocks.exact else "blocks-restricted",
-                                "the warm start is within the requested gap of the bound", budget.t0, 0.0,
+                                "no solver needed, the warm start meets the bound (or the requested gap)",
+                                budget.t0, 0.0,
                                 termination="optimal" if warm <= pb.bound + TOL else "gap_limit")
         res = _proved(res, pb.bound, unit_bytes, note)
         res.seconds.update(bound=t_bound, total=time.perf_counter() - budget.t0)
