@@ -8,9 +8,9 @@ So the least cost of the *surrogate* job (PP = 1, ``C x PP`` instances,
 the same bytes per DP group) is a **valid lower bound**, and the
 bound-driven block orchestration (:mod:`solvers.orchestrator.bounded`)
 gives both that bound and a surrogate placement.  The surrogate's groups,
-taken in line order, ``PP`` consecutive ones per instance, with replica
-``r`` of each stage the ``r``-th ring in line order, are a placement of
-the real job; its PP bytes are what separates it from the bound, and the
+taken in line order, ``PP`` consecutive ones per instance, with the
+replicas of consecutive stages matched to share the most ToRs, are a
+placement of the real job; its PP bytes are what separates it from the bound, and the
 result states that gap (``optimal`` only when it moves no PP byte across
 ToRs and the surrogate is optimal).
 """
@@ -37,13 +37,36 @@ def surrogate(job: Job) -> Job:
     return out.with_layout(job.dp, job.count * job.pp)
 
 
-def chain_stages(flat: Placement, pp: int) -> Placement:
-    """``flat``'s DP groups in line order, ``pp`` consecutive ones per instance (see the module docstring)."""
+def chain_stages(flat: Placement, pp: int, tor=None) -> Placement:
+    """``flat``'s DP groups in line order, ``pp`` consecutive ones per instance (see the module docstring).
+
+    With ``tor`` (dense ToR of each slot), replica ``r`` of each stage is matched to the replica of
+    the stage before it that shares the most ToRs slot by slot (an assignment problem per stage
+    boundary: the fewest PP bytes across ToRs for that choice of groups); else by line order.
+    """
     first = lambda ring: min(flat.rings[ring])  # noqa: E731
     groups = sorted((tuple(sorted(inst.stages[0], key=first)) for inst in flat.instances),
                     key=lambda grp: first(grp[0]))
-    instances = tuple(PlacedInstance(0, tuple(groups[i:i + pp])) for i in range(0, len(groups) - pp + 1, pp))
-    return Placement(flat.rings, instances, flat.spare)
+    instances = []
+    for i in range(0, len(groups) - pp + 1, pp):
+        stages = list(groups[i:i + pp])
+        if tor is not None:
+            for p in range(1, pp):
+                stages[p] = _matched(stages[p - 1], stages[p], flat.rings, tor)
+        instances.append(PlacedInstance(0, tuple(stages)))
+    return Placement(flat.rings, tuple(instances), flat.spare)
+
+
+def _matched(prev: tuple[int, ...], cur: tuple[int, ...], rings, tor) -> tuple[int, ...]:
+    """``cur`` reordered so that replica ``r`` crosses ToRs at the fewest slots against ``prev[r]``."""
+    import numpy as np
+    from scipy.optimize import linear_sum_assignment
+
+    a = np.array([[tor[u] for u in rings[r]] for r in prev])
+    b = np.array([[tor[u] for u in rings[r]] for r in cur])
+    cost = (a[:, None, :] != b[None, :, :]).sum(axis=2)
+    rows, cols = linear_sum_assignment(cost)
+    return tuple(cur[c] for _, c in sorted(zip(rows, cols)))
 
 
 def run_pipelined(line: Line, job: Job, run_flat, t0: float) -> OrchestrationResult | None:
@@ -55,7 +78,7 @@ def run_pipelined(line: Line, job: Job, run_flat, t0: float) -> OrchestrationRes
     flat = run_flat([flat_job], greedy_placement(line, [flat_job]))
     if flat.placement is None:
         return None
-    placement = chain_stages(flat.placement, job.pp)
+    placement = chain_stages(flat.placement, job.pp, line.space.tor)
     placement.check(line.space)
     traffic = placement_traffic(placement, line.space, [job])
     rep0 = flat.report
