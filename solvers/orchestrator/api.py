@@ -25,11 +25,12 @@ from solvers.orchestrator.encode import encode_blocks, encode_explicit
 from solvers.orchestrator.extract import extract_blocks, extract_explicit
 from solvers.orchestrator.greedy import fault_unaware_placement, greedy_placement, tor_aware_placement
 from solvers.orchestrator.jobs import Job
-from solvers.orchestrator.model import build_chosen, choose_model
+from solvers.orchestrator.model import EXPLICIT_MAX_SLOTS, build_chosen, choose_model
 from solvers.orchestrator.model_explicit import unit_costs
+from solvers.orchestrator.pipelined import run_pipelined
 from solvers.orchestrator.placement import Placement
 from solvers.orchestrator.result import OrchestrationResult
-from solvers.orchestrator.rings import max_rings
+from solvers.orchestrator.rings import block_structure, max_rings
 from solvers.orchestrator.run import Budget, run_ilp
 from solvers.orchestrator.space import Line, khop_line
 from solvers.orchestrator.stage1 import check_jobs, resolve_jobs
@@ -62,7 +63,8 @@ def orchestrate(fabric: Fabric, jobs: list[Job], faulty_nodes=(), *, solver: str
     tor_map : sequence of int, optional
         k-hop only: the ToR of each line position (overrides the wiring).
     model : {'auto', 'blocks', 'explicit'}
-        Force a formulation (tests compare them).
+        Force a formulation (tests compare them).  ``blocks`` with PP > 1 bounds the job through its DP
+        groups (:mod:`solvers.orchestrator.pipelined`), which ``auto`` does above 128 slots.
 
     Returns
     -------
@@ -120,6 +122,15 @@ def _warm_start(line: Line, jobs: list[Job], greedy: Placement) -> Placement:
 
 def _ilp(line: Line, jobs: list[Job], greedy: Placement, options: SolveOptions, prefer: str,
          t0: float) -> OrchestrationResult:
+    job = jobs[0]
+    big = prefer == "auto" and line.n > EXPLICIT_MAX_SLOTS  # small lines: the explicit model is exact and quick
+    if ((big or prefer == "blocks") and len(jobs) == 1 and job.pp > 1 and job.dp > 1 and not line.closed
+            and block_structure(line, job.tp // line.space.g, allow_short=True) is not None):
+        # PP > 1 on ToR blocks: bounded through its DP groups alone (solvers/orchestrator/pipelined.py)
+        res = run_pipelined(line, job, lambda fj, g: _ilp(line, fj, _warm_start(line, fj, g), options, "auto", t0),
+                            t0)
+        if res is not None:
+            return res
     budget = Budget(t0, options.time_limit)
     kind, blocks = choose_model(line, jobs, prefer)
     if kind == "none":  # no DCN bytes: every maximal placement is optimal
@@ -137,7 +148,7 @@ def _ilp(line: Line, jobs: list[Job], greedy: Placement, options: SolveOptions, 
         return extract_blocks(built) if built.kind.startswith("blocks") else extract_explicit(built)
 
     build = lambda b: build_chosen(line, jobs, kind, blocks, b)  # noqa: E731
-    if kind == "blocks" and blocks.exact and not blocks.closed:  # the line-DP bound proves most of these optimal
+    if kind == "blocks" and not blocks.closed:  # the line-DP bound proves most of these optimal
         unit, _, _ = unit_costs(jobs, line.space.g)
         return run_bounded(line.space, jobs, greedy, options, budget, blocks, unit, build)
     return run_ilp(line.space, jobs, greedy, options, budget, build, encode, extract)

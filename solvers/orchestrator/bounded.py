@@ -9,14 +9,24 @@ For one job on exact ToR blocks of an open line (``blocks`` model):
    priced paths (the master LP's paths of positive weight) only packs the
    pool; any solution of it is a placement.  When its cost equals ``LB`` it
    is **optimal for the whole problem**: the proof is the bound, not the
-   restricted search.
+   restricted search.  (The warm start is checked first the same way.)
+   One within the requested ``gap_rel`` of ``LB`` is returned at once as
+   ``feasible`` with that gap (``termination`` ``gap_limit``).
 3. Otherwise the full block ILP runs with what the budget leaves,
    warm-started from the better of that placement and the warm start, and
    told ``LB`` (``SolveOptions.known_bound``): its reported bound is never
    below ``LB``, so the gap stated is the true one.
 
-Anything else (closed lines, ``blocks-single``, restricted views, the
-explicit model) goes straight to :func:`solvers.orchestrator.run.run_ilp`.
+On short blocks (``Blocks.exact`` False: a ring could span three ToRs)
+the bound comes from the view of :mod:`solvers.orchestrator.three_blocks`,
+which holds those rings too, so it bounds every placement; the ILPs stay on
+the rings within two blocks (their solutions are placements, their own
+bounds are not used), and a placement of theirs that reaches the bound is
+optimal all the same.
+
+Anything else (closed lines, ``blocks-single``, lines where a ring could
+hop over a whole block, the explicit model) goes straight to
+:func:`solvers.orchestrator.run.run_ilp`.
 """
 
 from __future__ import annotations
@@ -28,12 +38,13 @@ from solvers.orchestrator.encode import encode_blocks
 from solvers.orchestrator.extract import extract_blocks
 from solvers.orchestrator.jobs import Job
 from solvers.orchestrator.line_bound import PackedBound, packed_bound
-from solvers.orchestrator.model_blocks import Option, build_blocks_model
+from solvers.orchestrator.model_blocks import Option, build_blocks_model, tor_options
 from solvers.orchestrator.placement import Placement
 from solvers.orchestrator.result import OrchestrationResult
 from solvers.orchestrator.rings import Blocks
-from solvers.orchestrator.run import Budget, BudgetSpent, run_ilp
+from solvers.orchestrator.run import Budget, BudgetSpent, run_ilp, warm_start_result
 from solvers.orchestrator.space import SlotSpace
+from solvers.orchestrator.three_blocks import three_block_view
 from solvers.orchestrator.traffic import placement_traffic
 from solvers.pulp_adapter import SolveOptions, SolveReport, relative_gap
 
@@ -42,14 +53,32 @@ RESTRICTED_SHARE = 0.25  # of the time left after the bound: the restricted ILP 
 TOL = 1e-6
 
 
-def _union_options(pb: PackedBound) -> list[list[Option]]:
-    """Each ToR's options used by any priced path (indices merged, in option order)."""
+def _union_options(pb: PackedBound, m: int) -> list[list[Option]] | None:
+    """Each ToR's options used by any priced path the block ILP can express (None: no such path).
+
+    Paths through a ring spanning three blocks (a boundary key >= ``m``, :mod:`~solvers.orchestrator.
+    three_blocks`) are left out: the block ILP has no such ring.
+    """
     T = len(pb.paths[0].options)
     keep = [set() for _ in range(T)]
+    plain = lambda o: (o.xl or 0) < m and (o.xr or 0) < m  # noqa: E731
+    used = 0
     for p in pb.paths:
-        for t, idx in enumerate(p.choice):
-            keep[t].update(idx)
+        if all(plain(p.options[t][i]) for t, idx in enumerate(p.choice) for i in idx):
+            used += 1
+            for t, idx in enumerate(p.choice):
+                keep[t].update(idx)
+    if not used:
+        return None
     return [[pb.paths[0].options[t][i] for i in sorted(keep[t])] for t in range(T)]
+
+
+def _close_enough(cost: float, bound: float, gap_rel: float) -> bool:
+    """Whether a placement of ``cost`` is done: it reaches the bound, or is within the requested relative gap."""
+    if cost <= bound + TOL:
+        return True
+    gap = relative_gap(cost, bound)
+    return gap_rel > 0 and gap is not None and gap <= gap_rel
 
 
 def _proved(res: OrchestrationResult, bound: int, unit: float, why: str) -> OrchestrationResult:
@@ -65,7 +94,9 @@ def _proved(res: OrchestrationResult, bound: int, unit: float, why: str) -> Orch
     rep = replace(rep, bound=b, gap=relative_gap(rep.objective, b), status="optimal" if optimal else rep.status)
     res.report = rep
     res.unit_bytes = unit
-    res.notes = [n.replace("with the trivial bound 0", f"with the line-DP bound {bound}") for n in res.notes]
+    res.notes = [n.replace("with the trivial bound 0", f"with the line-DP bound {bound}")
+                 .replace("only the trivial bound 0 is proven", f"the line-DP bound {bound} (which holds rings "
+                          "spanning three blocks) is proven") for n in res.notes]
     if optimal:
         res.status = "optimal"
         res.notes.append(why)
@@ -78,32 +109,50 @@ def run_bounded(space: SlotSpace, jobs: list[Job], greedy: Placement, options: S
     job = jobs[0]
     D, C = job.dp, job.count
     warm = placement_traffic(greedy, space, jobs).cross_bytes / unit_bytes
+    def full(start, opts):
+        return run_ilp(space, jobs, start, opts, budget, build_full, encode_blocks, extract_blocks)
+
+    view, options_of = blocks, tor_options
+    if not blocks.exact:
+        three = three_block_view(blocks, space.healthy, space.tor)
+        if three is None:
+            return full(greedy, options)
+        view, options_of = three
     t1 = time.perf_counter()
     left = budget.remaining()
     try:
-        pb = packed_bound(blocks, D, C, upper=warm,
+        pb = packed_bound(view, D, C, upper=warm, options_of=options_of,
                           budget=budget if left is None else Budget(t1, left * BOUND_SHARE))
     except BudgetSpent:
         pb = None
     t_bound = time.perf_counter() - t1
-    full = lambda g, opts: run_ilp(space, jobs, g, opts, budget, build_full, encode_blocks, extract_blocks)  # noqa: E731
     if pb is None:
         return full(greedy, options)
     note = (f"optimality proved by the line-DP lower bound ({pb.bound} slot crossings, {pb.iterations} pricing "
             "rounds; solvers/orchestrator/line_bound.py)")
+    if _close_enough(warm, pb.bound, options.gap_rel):  # the warm start is within the gap asked for
+        res = warm_start_result(space, jobs, greedy, "blocks" if blocks.exact else "blocks-restricted",
+                                "no solver needed, the warm start meets the bound (or the requested gap)",
+                                budget.t0, 0.0,
+                                termination="optimal" if warm <= pb.bound + TOL else "gap_limit")
+        res = _proved(res, pb.bound, unit_bytes, note)
+        res.seconds.update(bound=t_bound, total=time.perf_counter() - budget.t0)
+        return res
     best = greedy
     left = budget.remaining()
     share = None if left is None else max(left * RESTRICTED_SHARE, 0.0)
     sub = Budget(time.perf_counter(), share)
-    opts = _union_options(pb)
-    res = run_ilp(space, jobs, greedy, options, sub,
-                  lambda b: build_blocks_model(blocks, D, C, unit_bytes, b, options=opts), encode_blocks,
-                  extract_blocks)
-    if res.placement is not None and res.traffic is not None and res.report is not None and res.report.has_solution:
-        res.model = "blocks"
+    opts = _union_options(pb, blocks.m)
+    res = None if opts is None else run_ilp(
+        space, jobs, greedy, options, sub, lambda b: build_blocks_model(blocks, D, C, unit_bytes, b, options=opts),
+        encode_blocks, extract_blocks)
+    if (res is not None and res.placement is not None and res.traffic is not None and res.report is not None
+            and res.report.has_solution):
+        res.model = "blocks" if blocks.exact else "blocks-restricted"
         res.termination = "optimal"
         cost = res.traffic.cross_bytes / unit_bytes
-        if cost <= pb.bound + TOL:
+        if _close_enough(cost, pb.bound, options.gap_rel):
+            res.termination = "optimal" if cost <= pb.bound + TOL else "gap_limit"
             res = _proved(res, pb.bound, unit_bytes, note)
             res.seconds.update(bound=t_bound, total=time.perf_counter() - budget.t0)
             return res

@@ -37,15 +37,15 @@ tried); :func:`line_bound` returns None for anything else.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
+
+import numpy as np
 
 from solvers.orchestrator.model_blocks import Option, tor_options
 from solvers.orchestrator.rings import Blocks
 from solvers.orchestrator.run import BudgetSpent
 
 NONE = ("N",)
-NEG = float("-inf")
 
 
 @dataclass(frozen=True)
@@ -95,70 +95,6 @@ def _combos(blocks: Blocks, t: int, opts: list[Option], D: int):
             yield (i,), o.sin, o.sout, o.cost, _contrib(o, D), cap[(o.xl, o.xr)] - o.cons, o.emit
 
 
-def line_bound(blocks: Blocks, D: int, C: int, budget=None, item_cost=None, prepared=None) -> LineBound | None:
-    """The lower bound of the module docstring for ``C`` groups of ``D`` rings (None: closed line, or no path).
-
-    Parameters
-    ----------
-    blocks : Blocks
-    D, C : int
-        DP group size (rings) and group count (``C >= 1``).
-    budget : Budget, optional
-        Checked at every ToR (raises :class:`solvers.orchestrator.run.BudgetSpent`).
-    """
-    if blocks.closed and blocks.T > 1:
-        return None
-    m, T = blocks.m, blocks.T
-    opts, combos, suf = prepared if prepared is not None else prepare(blocks, D, budget)
-    ic = [0.0] * D if item_cost is None else list(item_cost)
-    fmax = max([c[5] for by_in in combos for cs in by_in.values() for c in cs] + [0])
-    piece, split = _piece_costs(m, D, ic, fmax)
-    start = suf[0].get(NONE)
-    need = D * C
-    if start is None or start < need:
-        return None
-    slack = start - need
-    # forward: (state, d) -> (cost, back pointer); d = rings the rest may leave unused
-    layer = {(NONE, slack): (0, None)}
-    back = []
-    for t in range(T):
-        if budget is not None:
-            budget.check()
-        here, nxt = suf[t], suf[t + 1]
-        new: dict = {}
-        for (s, d), (cost, _) in layer.items():
-            for idx, _, so, c, rings, f, emit in combos[t].get(s, ()):
-                if so not in nxt:
-                    continue
-                loss0 = here[s] - (rings + f + nxt[so])  # >= 0: suf is a maximum
-                if loss0 > d:
-                    continue
-                c0 = cost + c + ic[emit]
-                for delta in range(min(f, d - loss0) + 1):  # leave delta of the free pure rings unused
-                    total = c0 + piece[f - delta]
-                    key = (so, d - loss0 - delta)
-                    old = new.get(key)
-                    if old is None or total < old[0]:
-                        new[key] = (total, (s, d, idx, emit, f - delta))
-        back.append(new)
-        layer = new
-    end = layer.get((NONE, 0))
-    if end is None:
-        return None
-    choice: list[tuple[int, ...]] = [()] * T
-    items = [0] * D
-    key = (NONE, 0)
-    for t in range(T - 1, -1, -1):
-        _, (s, d, idx, emit, u) = back[t][key]
-        choice[t] = idx
-        items[emit] += 1
-        for v in split[u]:
-            items[v] += 1
-        key = (s, d)
-    items[0] = 0
-    return LineBound(end[0], choice, opts, slack, items)
-
-
 def _piece_costs(m: int, D: int, ic, fmax: int) -> tuple[list[float], list[tuple[int, ...]]]:
     """Cheapest use of ``u`` pure rings of one ToR (``u = 0..fmax``): whole groups (free) and pieces.
 
@@ -178,30 +114,187 @@ def _piece_costs(m: int, D: int, ic, fmax: int) -> tuple[list[float], list[tuple
     return cost, how
 
 
-def prepare(blocks: Blocks, D: int, budget=None):
-    """Options, choices grouped by left state, and the backward maxima ``suf`` (reused across multipliers)."""
+def _signature(blocks: Blocks, t: int):
+    """What :func:`tor_options` and :func:`_combos` read of ToR ``t`` (ToRs with equal signatures share them)."""
+    lb, rb = blocks.left[t], blocks.right[t]
+    side = lambda b: None if b is None else tuple(sorted(blocks.straddle[b]))  # noqa: E731
+    return side(lb), side(rb), lb != rb, tuple(sorted(blocks.cap[t].items()))
+
+
+@dataclass
+class _Choices:
+    """Every choice of one ToR signature as arrays (one entry per in/out pair or joint option).
+
+    ``si``/``so``: global ids of the left / right state; ``cost``: slot
+    crossings; ``emit``: size of the item it closes (0: none); ``free``:
+    pure rings its capacity still allows; ``rings``: rings it puts in groups
+    (closed groups, emitted items and ``free``); ``idx``: option indices.
+    """
+
+    si: np.ndarray
+    so: np.ndarray
+    cost: np.ndarray
+    emit: np.ndarray
+    free: np.ndarray
+    rings: np.ndarray
+    idx: list
+
+
+@dataclass
+class Prepared:
+    """What :func:`line_bound` reuses across item prices: options, choices per ToR, states, suffix maxima."""
+
+    opts: list
+    choices: list          # per ToR: a _Choices (shared by ToRs of one signature)
+    states: list           # global id -> state tuple
+    suf: np.ndarray        # (T + 1, n_states): most rings ToRs t.. put in groups from state s (-1: unreachable)
+    fmax: int
+
+
+def prepare(blocks: Blocks, D: int, budget=None, options_of=tor_options) -> Prepared:
+    """Options and choices of every ToR (computed once per ToR signature), and the backward maxima ``suf``.
+
+    ``options_of(blocks, t, D)`` lists a ToR's options (default: the block model's; the view of
+    :mod:`solvers.orchestrator.three_blocks` passes its own).
+    """
     T = blocks.T
-    opts = [tor_options(blocks, t, D) for t in range(T)]
-    combos = []
+    ids: dict = {NONE: 0}
+    gid = lambda s: ids.setdefault(s, len(ids))  # noqa: E731
+    cache: dict = {}
+    opts, choices = [], []
     for t in range(T):
         if budget is not None:
             budget.check()
-        by_in = defaultdict(list)
-        for c in _combos(blocks, t, opts[t], D):
-            by_in[c[1]].append(c)
-        combos.append(by_in)
-    suf: list[dict] = [dict() for _ in range(T + 1)]
-    suf[T] = {NONE: 0}
+        key = _signature(blocks, t)
+        if key not in cache:
+            o = options_of(blocks, t, D)
+            rows = [r for r in _combos(blocks, t, o, D) if r[5] >= 0]  # a joint option may not fit its ToR
+            arr = lambda j, dt=np.int64: np.array([r[j] for r in rows], dtype=dt)  # noqa: E731
+            ch = _Choices(np.array([gid(r[1]) for r in rows], dtype=np.int64),
+                          np.array([gid(r[2]) for r in rows], dtype=np.int64),
+                          arr(3, float), arr(6), arr(5), arr(4) + arr(5), [r[0] for r in rows])
+            cache[key] = (o, ch)
+        o, ch = cache[key]
+        opts.append(o)
+        choices.append(ch)
+    S = len(ids)
+    suf = np.full((T + 1, S), -1, dtype=np.int64)
+    suf[T, 0] = 0
     for t in range(T - 1, -1, -1):
-        nxt = suf[t + 1]
-        for s, cs in combos[t].items():
-            best = NEG
-            for _, _, so, _, rings, f, _ in cs:
-                if so in nxt:
-                    best = max(best, rings + f + nxt[so])
-            if best > NEG:
-                suf[t][s] = best
-    return opts, combos, suf
+        ch = choices[t]
+        nxt = suf[t + 1][ch.so]
+        ok = nxt >= 0
+        np.maximum.at(suf[t], ch.si[ok], ch.rings[ok] + nxt[ok])
+    states = [None] * S
+    for s, i in ids.items():
+        states[i] = s
+    fmax = max([int(ch.free.max()) for ch in choices if ch.free.size] + [0])
+    return Prepared(opts, choices, states, suf, fmax)
+
+
+def line_bound(blocks: Blocks, D: int, C: int, budget=None, item_cost=None, prepared=None) -> LineBound | None:
+    """The lower bound of the module docstring for ``C`` groups of ``D`` rings (None: closed line, or no path).
+
+    The forward pass holds, at each boundary, the least cost of every
+    (state, ``d``) as a dense array and takes each ToR in two vectorised
+    steps: every choice maps (state, ``d``) to (right state, free pure
+    rings ``f``, ``d0``) at its cost (a scatter-min), then the ``f`` free
+    rings are split into whole groups, one piece and ``delta`` unused rings
+    (``d = d0 - delta``) at :func:`_piece_costs`.
+
+    Parameters
+    ----------
+    blocks : Blocks
+    D, C : int
+        DP group size (rings) and group count (``C >= 1``).
+    budget : Budget, optional
+        Checked at every ToR (raises :class:`solvers.orchestrator.run.BudgetSpent`).
+    item_cost : sequence of float, optional
+        Price of a pooled item of each size (index 0 unused; default 0).
+    prepared : Prepared, optional
+        :func:`prepare` of the same blocks and ``D``.
+    """
+    if blocks.closed and blocks.T > 1:
+        return None
+    m, T = blocks.m, blocks.T
+    P = prepared if prepared is not None else prepare(blocks, D, budget)
+    ic = np.zeros(D) if item_cost is None else np.asarray(item_cost, dtype=float)
+    piece, split = _piece_costs(m, D, list(ic), P.fmax)
+    piece = np.asarray(piece)
+    start = int(P.suf[0, 0])
+    need = D * C
+    if start < need:
+        return None
+    slack = start - need
+    W, F, S = slack + 1, P.fmax + 1, len(P.states)
+    inf = np.inf
+    layer = np.full((S, W), inf)
+    layer[0, slack] = 0.0
+    layers, mids = [], []
+    dd = np.arange(W)
+    for t in range(T):
+        if budget is not None:
+            budget.check()
+        ch = P.choices[t]
+        here, nxt = P.suf[t], P.suf[t + 1]
+        ok = (here[ch.si] >= 0) & (nxt[ch.so] >= 0)
+        loss0 = here[ch.si] - ch.rings - nxt[ch.so]  # >= 0 where ok: suf is a maximum
+        c = ch.cost + ic[ch.emit]
+        d0 = dd[None, :] - loss0[:, None]
+        cand = layer[ch.si] + c[:, None]
+        keep = ok[:, None] & (d0 >= 0) & (d0 < W) & (cand < inf)
+        mid = np.full(S * F * W, inf)
+        flat = ((ch.so[:, None] * F + ch.free[:, None]) * W + d0)[keep]
+        np.minimum.at(mid, flat, cand[keep])
+        mid = mid.reshape(S, F, W)
+        new = np.full((S, W), inf)
+        for f in range(F):
+            for delta in range(min(f, slack) + 1):  # leave delta of the f free pure rings unused
+                np.minimum(new[:, :W - delta], mid[:, f, delta:] + piece[f - delta], out=new[:, :W - delta])
+        layers.append(layer)
+        mids.append(mid)
+        layer = new
+    if not np.isfinite(layer[0, 0]):
+        return None
+    return _trace_back(P, layers, mids, layer, ic, piece, split, slack, D)
+
+
+def _trace_back(P: Prepared, layers, mids, last, ic, piece, split, slack: int, D: int) -> LineBound:
+    """The choices of a least-cost path (recomputing each step's minimum exactly as the forward pass did)."""
+    T = len(layers)
+    choice: list[tuple[int, ...]] = [()] * T
+    items = [0] * D
+    s, d = 0, 0
+    target = last[0, 0]
+    F = P.fmax + 1
+    for t in range(T - 1, -1, -1):
+        mid, layer, ch = mids[t], layers[t], P.choices[t]
+        here, nxt = P.suf[t], P.suf[t + 1]
+        found = None
+        for f in range(F):
+            for delta in range(min(f, slack - d) + 1):
+                if mid[s, f, d + delta] + piece[f - delta] == target:
+                    found = (f, delta)
+                    break
+            if found:
+                break
+        f, delta = found
+        d0 = d + delta
+        sel = np.flatnonzero((ch.so == s) & (ch.free == f) & (here[ch.si] >= 0) & (nxt[ch.so] >= 0))
+        loss0 = here[ch.si[sel]] - ch.rings[sel] - nxt[s]
+        dprev = d0 + loss0
+        inside = dprev <= slack
+        sel, dprev = sel[inside], dprev[inside]
+        val = layer[ch.si[sel], dprev] + (ch.cost[sel] + ic[ch.emit[sel]])
+        j = int(np.flatnonzero(val == mid[s, f, d0])[0])
+        r = sel[j]
+        choice[t] = ch.idx[r]
+        items[int(ch.emit[r])] += 1
+        for v in split[f - delta]:
+            items[v] += 1
+        s, d, target = int(ch.si[r]), int(dprev[j]), layer[ch.si[r], dprev[j]]
+    items[0] = 0
+    return LineBound(float(last[0, 0]), choice, P.opts, slack, items)
 
 
 def restricted_options(lb: LineBound) -> list[list[Option]]:
@@ -253,7 +346,7 @@ def _min_fill(pi, parts) -> float:
 
 
 def packed_bound(blocks: Blocks, D: int, C: int, *, upper: float | None = None, budget=None,
-                 max_iter: int = 200) -> PackedBound | None:
+                 max_iter: int = 200, options_of=tor_options) -> PackedBound | None:
     """A lower bound that prices the packing of the pool into groups of exactly ``D`` (Lagrangian, exact LP dual).
 
     The relaxation of :func:`line_bound` drops one family of block-ILP rows:
@@ -275,6 +368,8 @@ def packed_bound(blocks: Blocks, D: int, C: int, *, upper: float | None = None, 
         Cost of a known placement: stop as soon as the bound reaches it.
     max_iter : int
         Pricing rounds at most.
+    options_of : callable
+        As in :func:`prepare`.
 
     Returns
     -------
@@ -284,7 +379,7 @@ def packed_bound(blocks: Blocks, D: int, C: int, *, upper: float | None = None, 
     import numpy as np
     from scipy.optimize import linprog
 
-    prep = prepare(blocks, D, budget) if not (blocks.closed and blocks.T > 1) else None
+    prep = prepare(blocks, D, budget, options_of) if not (blocks.closed and blocks.T > 1) else None
     if prep is None:
         return None
     parts = partitions(D)

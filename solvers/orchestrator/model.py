@@ -16,7 +16,11 @@ When a ring *could* span three ToR blocks (short blocks, e.g. k = 3 or TP 64
 on 16-node ToRs) the block model is not exact; on lines of more than
 :data:`EXPLICIT_MAX_SLOTS` slots it is used anyway on the rings that stay
 within two blocks (``Blocks.exact`` False): its optimum is then a feasible
-placement, and the orchestration reports only the trivial bound for it.
+placement.  On an open line the orchestration then bounds it with the line
+DP over a view that holds the rings spanning three or more blocks too
+(:mod:`~solvers.orchestrator.three_blocks`, :mod:`~solvers.orchestrator.bounded`):
+a restricted placement that reaches that bound is optimal; otherwise the
+gap is stated against it (closed lines: the trivial bound).
 :func:`~solvers.orchestrator.rings.three_block_rings_excluded` (a counting
 argument that no placement with the stage-1 ring count holds a ring spanning
 three blocks) is *not* used to call the block model exact: on short blocks it

@@ -18,7 +18,8 @@ from fabric.errors import FabricError
 from solvers.orchestrator import Job
 from solvers.orchestrator.api import orchestrate_line, resolve_jobs
 from solvers.orchestrator.brute import brute_force, line_from_arrays
-from solvers.orchestrator.line_bound import _piece_costs, line_bound, packed_bound, partitions
+from solvers.orchestrator.line_bound import _combos, _piece_costs, line_bound, packed_bound, partitions
+from solvers.orchestrator.model_blocks import tor_options
 from solvers.orchestrator.model_blocks import build_blocks_model
 from solvers.orchestrator.model_explicit import unit_costs
 from solvers.orchestrator.rings import block_structure, max_rings
@@ -66,6 +67,63 @@ def test_piece_costs_are_the_cheapest_split_of_a_toRs_pure_rings():
             assert sum(how[u]) <= u and (u - sum(how[u])) % D == 0
 
 
+def reference_line_bound(blocks, D, C, ic):
+    """The same shortest path written plainly: a dict of (state, d) per boundary, every in/out pair of every ToR."""
+    T = blocks.T
+    combos = [list(_combos(blocks, t, tor_options(blocks, t, D), D)) for t in range(T)]
+    suf = [dict() for _ in range(T + 1)]
+    suf[T] = {("N",): 0}
+    for t in range(T - 1, -1, -1):
+        for _, s, so, _, rings, f, _ in combos[t]:
+            if so in suf[t + 1] and f >= 0:
+                suf[t][s] = max(suf[t].get(s, -1), rings + f + suf[t + 1][so])
+    fmax = max([c[5] for cs in combos for c in cs] + [0])
+    piece, _ = _piece_costs(blocks.m, D, ic, fmax)
+    if suf[0].get(("N",), -1) < D * C:
+        return None
+    layer = {(("N",), suf[0][("N",)] - D * C): 0.0}
+    for t in range(T):
+        new = {}
+        for (s, d), cost in layer.items():
+            for _, si, so, c, rings, f, emit in combos[t]:
+                if si != s or so not in suf[t + 1] or f < 0:
+                    continue
+                d0 = d - (suf[t][s] - rings - f - suf[t + 1][so])
+                for delta in range(max(-1, min(f, d0)) + 1):
+                    key = (so, d0 - delta)
+                    new[key] = min(new.get(key, np.inf), cost + c + ic[emit] + piece[f - delta])
+        layer = new
+    return layer.get((("N",), 0))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_vectorised_line_dp_equals_the_plain_one(seed):
+    """The vectorised forward pass and its trace-back give the plain DP's optimum, and the path they trace
+    costs exactly that (item prices random, so ties are rare and every piece size is exercised)."""
+    rng = random.Random(seed)
+    n, npt, k, m, D = rng.choice([(40, 8, 2, 2, 3), (48, 8, 2, 3, 4), (60, 10, 3, 2, 5), (64, 16, 2, 4, 3)])
+    faults = rng.sample(range(n), rng.randint(0, 6))
+    line = make_line(n, npt, k, faults)
+    blocks = block_structure(line, m)
+    job = resolved(line, Job(tp=m, dp=D, dp_bytes=1.0))
+    if blocks is None or job is None:
+        pytest.skip("no block view for this draw")
+    for _ in range(3):
+        ic = [0.0] + [rng.uniform(-2 * m, 2 * m) for _ in range(D - 1)]
+        ref = reference_line_bound(blocks, D, job.count, ic)
+        got = line_bound(blocks, D, job.count, item_cost=ic)
+        assert (ref is None) == (got is None)
+        if got is None:
+            continue
+        assert got.bound == pytest.approx(ref, abs=1e-9)
+        # the traced path: its options' costs, its items at their prices and its pieces add up to the bound
+        opt_cost = sum(got.options[t][i].cost for t, idx in enumerate(got.choice) for i in idx)
+        pieces = sum(got.items[1:]) - sum(1 for t, idx in enumerate(got.choice) for i in idx
+                                         if got.options[t][i].emit)
+        priced = sum(ic[v] * got.items[v] for v in range(1, D))
+        assert opt_cost + m * pieces + priced == pytest.approx(got.bound, abs=1e-9)
+
+
 CASES = [(16, 4, 2, 2, 3), (16, 4, 2, 2, 4), (18, 6, 2, 2, 3), (20, 5, 2, 2, 4), (18, 6, 3, 2, 3), (18, 6, 2, 3, 2)]
 
 
@@ -110,3 +168,23 @@ def test_bound_never_exceeds_the_block_ilp_on_256_nodes(m, D, seed):
     assert res.status == "optimal"
     assert res.traffic.cross_bytes == pytest.approx(rep.objective * unit, rel=1e-9)
     assert any("line-DP lower bound" in s for s in res.notes)  # proved by the bound, not by the full ILP
+
+
+def test_a_requested_gap_stops_at_a_placement_within_it_of_the_bound():
+    """With ``gap_rel`` the bound-driven run may stop early; the gap it states is against the line-DP bound,
+    which never exceeds the optimum of the full block ILP (solved to proven optimality here)."""
+    rng = np.random.default_rng(7)
+    line = make_line(256, 16, 2, rng.choice(256, size=13, replace=False).tolist())
+    job = resolved(line, Job(tp=3, dp=5, dp_bytes=1.0))
+    blocks = block_structure(line, 3)
+    rep = solve_model(build_blocks_model(blocks, 5, job.count, 1.0), SolveOptions(time_limit=120))
+    assert rep.status == "optimal"
+    unit, _, _ = unit_costs([job], 1)
+    for gap in (0.0, 0.05, 0.5):
+        res = orchestrate_line(line, [Job(tp=3, dp=5, dp_bytes=1.0)], options=SolveOptions(time_limit=60,
+                                                                                           gap_rel=gap))
+        assert res.report.bound <= rep.objective + 1e-6
+        assert res.traffic.cross_bytes / unit >= rep.objective - 1e-6
+        assert res.report.gap <= gap + 1e-9
+        if res.status == "optimal":
+            assert res.traffic.cross_bytes / unit == pytest.approx(rep.objective)
