@@ -88,8 +88,17 @@ def run_pipelined(line: Line, job: Job, run_flat, t0: float) -> OrchestrationRes
     optimal = cost <= bound + TOL * max(1.0, cost)
     gap = 0.0 if optimal else relative_gap(cost, bound)
     status = "optimal" if optimal else "feasible"
+    # the surrogate's termination describes the PP = 1 run, not this placement: optimal only when the chained
+    # placement meets the bound; a time limit the surrogate hit stays one; otherwise the chaining (which does
+    # not search further) is what stopped
+    if optimal:
+        termination = "optimal"
+    elif flat.termination == "time_limit":
+        termination = "time_limit"
+    else:
+        termination = "other_limit"
     rep = SolveReport(status, rep0.solver if rep0 else "-", True, cost, bound, gap, rep0.seconds if rep0 else 0.0,
-                      rep0.raw_status if rep0 else "-", termination=flat.termination or "other_limit")
+                      rep0.raw_status if rep0 else "-", termination=termination)
     res = OrchestrationResult(status, "ilp", flat.model + "-pp", line.space, [job], placement, traffic, rep, 1.0,
                               flat.model_stats, termination=rep.termination)
     res.notes = list(flat.notes) + [

@@ -51,6 +51,8 @@ def test_pipelined_bound_and_gap_against_brute_force(n, npt, k, m, D, P, faults,
     assert res.traffic.cross_bytes >= best - 1e-9
     if res.status == "optimal":
         assert res.traffic.cross_bytes == pytest.approx(best)
+    # the termination is this placement's, not the PP = 1 surrogate's: "optimal" exactly when the status is
+    assert (s["termination"] == "optimal") == (res.status == "optimal")
     assert s["gap"] == pytest.approx(0.0 if s["objective"] == s["bound"] else
                                      (s["objective"] - s["bound"]) / s["objective"])
 
