@@ -97,14 +97,16 @@ def read_link_loads(path: Path, n_links: int) -> tuple[Optional[np.ndarray], Opt
                 except (ValueError, TypeError):
                     raise FabricError(f"{path.name}:{k}", "must be a list of numbers, one per physical link") \
                         from None
-                if not np.all((cols[k] >= 0) & (cols[k] <= MAX_LOAD)):
-                    raise FabricError(f"{path.name}:{k}", f"must be numbers in [0, {MAX_LOAD:g}]")
     if not cols:
         raise FabricError(field, "needs the 'links' of `fabric simulate --links --json`, or 'utilisation' "
                                  "and/or 'bytes' arrays (one value per physical link)")
     for k, v in cols.items():
         if v.shape != (n_links,):
             raise FabricError(field, f"{k!r} has {v.size} values; the fabric has {n_links} physical links")
+        bad = np.flatnonzero(~((v >= 0) & (v <= MAX_LOAD)))  # NaN fails both comparisons: refused too
+        if bad.size:  # one check for JSON and NPZ alike
+            raise FabricError(f"{field} {path.name}:{k}[{bad[0]}]",
+                              f"{v[bad[0]]:g} must be a number in [0, {MAX_LOAD:g}]")
     return cols.get("utilisation"), cols.get("bytes")
 
 

@@ -1,0 +1,107 @@
+"""Regression tests for bad inputs found by the systematic edge probe (after issue 15).
+
+Each case is the rule of the README: exit status 2, exactly one line on
+stderr, starting ``error:`` and naming the flag (or file field) at fault, no
+traceback, and no output file left behind.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+
+def one_error(rc: int, err: str, *names: str) -> str:
+    """Assert the bad-input rule and return the line."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == 2, err
+    assert "Traceback" not in err, err
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    for name in names:
+        assert name in lines[0], f"{name!r} not named: {lines[0]}"
+    return lines[0]
+
+
+# --------------------------------------------------------------------------------------- view --link-loads
+def _n_links() -> int:
+    from fabric.catalog import load_catalog
+    from topologies import build
+
+    return len(build("dgx", 16, {}, load_catalog()).links)
+
+
+@pytest.mark.parametrize("key,value", [("utilisation", np.nan), ("utilisation", -1.0), ("bytes", np.inf),
+                                       ("bytes", 1e300), ("utilisation", -np.inf)])
+def test_npz_link_loads_are_range_checked_like_json(run_cli, tmp_path, key, value):
+    """An NPZ of loads gets the JSON branch's check: every value a number in [0, 1e30], NaN refused."""
+    n = _n_links()
+    arr = np.full(n, 0.25)
+    arr[3] = value
+    path = tmp_path / "loads.npz"
+    np.savez(path, **{key: arr})
+    out = tmp_path / "v.html"
+    rc, _, err = run_cli("view", "dgx", "--gpus", "16", "--link-loads", path, "--out", out)
+    line = one_error(rc, err, "--link-loads", f"loads.npz:{key}[3]")
+    assert "[0, 1e+30]" in line
+    assert not out.exists()
+
+
+def test_npz_link_loads_in_range_are_drawn(run_cli, tmp_path):
+    """The check does not refuse good loads: 0, 1 and bytes up to the cap are drawn."""
+    n = _n_links()
+    path = tmp_path / "loads.npz"
+    np.savez(path, utilisation=np.linspace(0, 1, n), bytes=np.full(n, 1e30))
+    rc, _, err = run_cli("view", "dgx", "--gpus", "16", "--link-loads", path, "--color-links-by", "load",
+                         "--out", tmp_path / "v.html")
+    assert rc == 0, err
+    assert (tmp_path / "v.html").is_file()
+
+
+def test_json_link_loads_name_the_first_bad_value(run_cli, tmp_path):
+    n = _n_links()
+    path = tmp_path / "loads.json"
+    path.write_text(json.dumps({"bytes": [1.0] * (n - 1) + [-5.0]}))
+    rc, _, err = run_cli("view", "dgx", "--gpus", "16", "--link-loads", path, "--out", tmp_path / "v.html")
+    one_error(rc, err, "--link-loads", f"loads.json:bytes[{n - 1}]")
+
+
+# --------------------------------------------------------------------------------------------- --limit
+@pytest.mark.parametrize("tokens", [["--limit", "gpus=10"], ["--limit=gpus=10"]])
+def test_limit_after_the_command_says_where_it_goes(run_cli, tokens):
+    """`--limit` is an option of `fabric` itself: after the command, the error says to move it."""
+    rc, _, err = run_cli("build", "dgx", "--gpus", "16", *tokens)
+    line = one_error(rc, err, "--limit", "before the command")
+    assert "fabric --limit NAME=N build" in line
+
+
+@pytest.mark.parametrize("env", ["bogus", "gpus=nan", "gpus=-1", "memory=1XB"])
+def test_malformed_fabric_limits_environment_is_one_line(run_cli, monkeypatch, env):
+    """FABRIC_LIMITS is read before any command: a bad one was a traceback."""
+    monkeypatch.setenv("FABRIC_LIMITS", env)
+    rc, _, err = run_cli("build", "dgx", "--gpus", "16")
+    one_error(rc, err, "FABRIC_LIMITS")
+
+
+# ------------------------------------------------------------------------------------------- mfu --interleave
+def test_mfu_interleave_without_dp_picks_a_dp_the_schedule_accepts(run_cli):
+    """--interleave without --dp was refused for any input (the default DP was validated with 1 micro-batch).
+
+    Exact: 64 GPUs / (tp 8 x pp 4) = dp 2, and 64 sequences / (2 x 1) = 32 micro-batches, a multiple of pp 4.
+    """
+    rc, out, err = run_cli("mfu", "dgx", "--gpus", "64", "--model", "llama3-8b", "--tp", "8", "--pp", "4",
+                           "--interleave", "2", "--global-batch", "64", "--micro-batch", "1", "--comm", "analytic",
+                           "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["config"].startswith("tp8 pp4 v2 dp2 ")
+
+
+def test_mfu_interleave_default_dp_skips_a_dp_with_too_few_micro_batches(run_cli):
+    """dp 2 would give 12 / 2 = 6 micro-batches, not a multiple of pp 4; dp 1 gives 12, which is."""
+    rc, out, err = run_cli("mfu", "dgx", "--gpus", "64", "--model", "llama3-8b", "--tp", "8", "--pp", "4",
+                           "--interleave", "2", "--global-batch", "12", "--micro-batch", "1", "--comm", "analytic",
+                           "--json")
+    assert rc == 0, err
+    assert json.loads(out)["config"].startswith("tp8 pp4 v2 dp1 ")
