@@ -105,3 +105,38 @@ def test_mfu_interleave_default_dp_skips_a_dp_with_too_few_micro_batches(run_cli
                            "--json")
     assert rc == 0, err
     assert json.loads(out)["config"].startswith("tp8 pp4 v2 dp1 ")
+
+
+# ----------------------------------------------------------------------------------------------- catalog
+def _catalog(tmp_path, doc) -> str:
+    import yaml
+
+    path = tmp_path / "cat.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+@pytest.mark.parametrize("doc,field", [
+    ({"schema": 1, "components": {"gpu_h100": {"price_usd": {"value": 1e308, "source": "assumed"}}}},
+     "cat.yaml:gpu_h100.price_usd.value"),  # was capex null (inf) with exit 0
+    ({"schema": 2, "components": {}}, "cat.yaml:schema"),  # a format this version does not read
+    ({"schema": 1, "components": []}, "cat.yaml:components"),  # an empty list was taken for "no entries"
+])
+def test_catalog_values_and_shape_are_checked(run_cli, tmp_path, doc, field):
+    rc, _, err = run_cli("cost", "dgx", "--gpus", "16", "--catalog", _catalog(tmp_path, doc), "--json")
+    one_error(rc, err, field)
+
+
+@pytest.mark.parametrize("arch,param,value", [("nvl", "gpu", "bogus"), ("nvl", "gpu", "fiber"),
+                                              ("tpuv4", "chip", "bogus"), ("khop-ring", "trx", "gpu_h100")])
+def test_a_catalog_id_parameter_names_its_flag_not_the_catalog(run_cli, arch, param, value):
+    """`-p gpu=bogus` blamed `--catalog`; `-p gpu=fiber` (a cable) blamed `catalog.fiber.nic_bandwidth`."""
+    rc, _, err = run_cli("cost", arch, "-p", f"{param}={value}")
+    line = one_error(rc, err, f"-p {param}", repr(value))
+    assert "--catalog" not in line
+
+
+def test_a_catalog_id_parameter_accepts_any_entry_of_its_category(run_cli):
+    rc, out, err = run_cli("cost", "nvl", "--gpus", "72", "-p", "gpu=gpu_b200", "--json")
+    assert rc == 0, err
+    assert json.loads(out)["params"]["gpu"] == "gpu_b200"
