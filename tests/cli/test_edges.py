@@ -140,3 +140,32 @@ def test_a_catalog_id_parameter_accepts_any_entry_of_its_category(run_cli):
     rc, out, err = run_cli("cost", "nvl", "--gpus", "72", "-p", "gpu=gpu_b200", "--json")
     assert rc == 0, err
     assert json.loads(out)["params"]["gpu"] == "gpu_b200"
+
+
+# -------------------------------------------------------------------------------------------- trace files
+def _event(t, kind="fault_start", node="a"):
+    return {"node_id": node, "event_time": t, "event_type": kind,
+            "fault_type": {"Level": "Hardware Failure", "Class": "GPU", "Desc": "x"}}
+
+
+@pytest.mark.parametrize("events,field", [
+    ([_event(1e308)], "t.json:events[0].event_time"),  # was exit 0 with an overflow warning on stderr
+    ([_event(0.5), _event(2e6, "fault_end")], "t.json:events[1].event_time"),
+    ([], "t.json"),  # was "--trace: 0.0 must be > 0 and >= the last event time"
+])
+@pytest.mark.parametrize("command", [["faults", "dgx", "--gpus", "64", "--tp", "8", "--samples", "3", "--no-blast"],
+                                     ["goodput", "dgx", "--gpus", "64", "--model", "llama3-8b", "--comm", "analytic",
+                                      "--no-search", "--tp", "8", "--pp", "1"]])
+def test_trace_times_are_bounded_and_a_trace_has_events(run_cli, tmp_path, events, field, command):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(events))
+    rc, _, err = run_cli(*command, "--trace", path)
+    one_error(rc, err, field)
+
+
+def test_an_empty_event_list_with_a_horizon_is_a_fault_free_trace():
+    """The library still takes an empty list when the caller gives the span (a fault-free baseline)."""
+    from fabric.trace import trace_from_events
+
+    tr = trace_from_events([], "none", n_servers=4, horizon=10.0)
+    assert tr.n_servers == 4
