@@ -18,7 +18,7 @@ from typing import Optional
 import typer
 
 from cli.common import (CATALOG_OPT, check_writable_file, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json,
-                        parse_versus)
+                        build_versus)
 from fabric.catalog import Catalog, load_catalog
 from fabric.errors import FabricError
 from workloads.mfu import mfu_summary
@@ -147,14 +147,13 @@ def mfu_command(
     opts = dict(catalog=cat, search=do_search, global_batch=global_batch, seq_len=seq_len, runtime=runtime,
                 comm=comm, confirm=confirm, fp8=fp8, flops_convention=flops_convention, **fixed)
     fab = build_fabric(arch, gpus, param, cat, topology)
+    # a bad --versus is refused before the slow part
+    vfab = build_versus(versus, fab.n_gpus, cat)[0] if versus is not None else None
     data = mfu_summary(fab, model, **opts)
     for w in data.get("warnings", []):  # e.g. TP beyond the HBD: said once the configuration is valid
         sys.stderr.write(f"warning: {w}\n")
-    if versus:
-        from topologies import build
-
-        vname, vparams = parse_versus(versus)
-        other = mfu_summary(build(vname, fab.n_gpus, vparams, cat), model, **opts)
+    if versus is not None:
+        other = mfu_summary(vfab, model, **opts)
         data["versus"] = other
         data["mfu_ratio"] = data["mfu"] / other["mfu"]
         data["throughput_ratio"] = data["tokens_per_s"] / other["tokens_per_s"]

@@ -169,3 +169,17 @@ def test_an_empty_event_list_with_a_horizon_is_a_fault_free_trace():
 
     tr = trace_from_events([], "none", n_servers=4, horizon=10.0)
     assert tr.n_servers == 4
+
+
+# --------------------------------------------------------------------------------------------- --versus
+@pytest.mark.parametrize("versus,named", [("", "--versus"), (":gpu=h100", "--versus"), ("bogus", "--versus"),
+                                          ("dgx:gpu", "--versus"), ("dgx:bogus=1", "--versus bogus"),
+                                          ("nvl:size=0", "--versus size"), ("dgx:gpu=bogus", "--versus gpu")])
+@pytest.mark.parametrize("command", [["cost", "nvl", "--gpus", "72"],
+                                     ["mfu", "dgx", "--gpus", "64", "--model", "llama3-8b", "--tp", "8",
+                                      "--comm", "analytic"]])
+def test_versus_errors_name_versus(run_cli, versus, named, command):
+    """The second architecture's errors named `-p k` or `ARCH` (flags of the first); an empty one was ignored."""
+    rc, _, err = run_cli(*command, "--versus", versus)
+    line = one_error(rc, err, named)
+    assert "-p " not in line and "ARCH:" not in line.split("--versus")[0]
