@@ -58,6 +58,27 @@ def _float_in(lo: float, hi: float, lo_open: bool = False, hi_open: bool = False
     return rule
 
 
+#: Largest buffer a byte-size flag takes (1 EiB): beyond any collective or step, far from float overflow in times.
+MAX_BYTES = float(1 << 60)
+
+
+def _bytes_at_most(hi: float) -> Rule:
+    """A size flag (``1GiB``, ``1e9``) of at most ``hi`` bytes; an unreadable one is left to the command's parser."""
+    def rule(v):
+        if not isinstance(v, str):
+            return None
+        from fabric.units import parse_bytes
+
+        try:
+            nbytes = parse_bytes(v, "")
+        except FabricError:
+            return None
+        if nbytes > hi:
+            return f"{v!r} is {nbytes:.3g} bytes; at most {hi:.3g} (1 EiB) allowed"
+        return None
+    return rule
+
+
 RULES: dict[str, Rule] = {
     "--seed": _int_in(0, 2**32 - 1),
     "--gpus": _limited("gpus"),
@@ -77,6 +98,10 @@ RULES: dict[str, Rule] = {
     "--global-batch": _int_in(1, 1 << 30),
     "--seq-len": _int_in(1, 1 << 30),
     "--chunks": _int_in(1, 1 << 20),
+    "--channels": _int_in(1, 1 << 10),
+    "--size": _bytes_at_most(MAX_BYTES),
+    "--dp-bytes": _bytes_at_most(MAX_BYTES),
+    "--pp-bytes": _bytes_at_most(MAX_BYTES),
     "--confirm": _int_in(1, 10_000),
     "--workers": _int_in(1, 4096),
     "--root": _int_in(0, 1 << 30),

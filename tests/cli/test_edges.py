@@ -183,3 +183,43 @@ def test_versus_errors_name_versus(run_cli, versus, named, command):
     rc, _, err = run_cli(*command, "--versus", versus)
     line = one_error(rc, err, named)
     assert "-p " not in line and "ARCH:" not in line.split("--versus")[0]
+
+
+# ------------------------------------------------------------------------------------------ simulate, sizes
+SIM = ["simulate", "dgx", "--gpus", "16"]
+
+
+@pytest.mark.parametrize("argv,flag", [
+    (["--collective", "all-reduce", "--ranks", "0-7", "--size", "1e308"], "--size"),  # was exit 0, overflow warning
+    (["--collective", "all-reduce", "--ranks", "0-7", "--size", "99999999999999999999999"], "--size"),
+    (["--collective", "all-reduce", "--ranks", "0-7", "--size", "1MB", "--channels", "99999999999999999999"],
+     "--channels"),  # was a traceback (numpy: maximum allowed dimension exceeded)
+])
+def test_simulate_sizes_and_channels_are_bounded(run_cli, argv, flag):
+    rc, _, err = run_cli(*SIM, *argv)
+    one_error(rc, err, flag)
+
+
+def test_orchestrate_byte_flags_are_bounded(run_cli):
+    rc, _, err = run_cli("orchestrate", "dgx", "--gpus", "64", "--tp", "8", "--dp", "2", "--solver", "greedy",
+                         "--dp-bytes", "1e300")
+    one_error(rc, err, "--dp-bytes", "1 EiB")
+
+
+def test_one_exbibyte_is_still_simulated(run_cli):
+    """The bound is 2**60 bytes, inclusive: the largest buffer accepted runs (and its time is finite)."""
+    rc, out, err = run_cli(*SIM, "--collective", "all-reduce", "--ranks", "0-7", "--size", str(1 << 60), "--json")
+    assert rc == 0, err
+    assert 0 < json.loads(out)["time_s"] < float("inf")
+
+
+@pytest.mark.parametrize("flows,field", [
+    ([{"src": 0, "dst": 1, "bytes": 1e308}], "f.json:[0].bytes"),
+    ([{"src": 0, "dst": 1, "bytes": 1, "start_s": 1e308}], "f.json:[0].start_s"),  # overflow warning, exit 0
+    ([], "f.json"),  # an empty list ran nothing and exited 0
+])
+def test_flows_file_values_are_bounded(run_cli, tmp_path, flows, field):
+    path = tmp_path / "f.json"
+    path.write_text(json.dumps(flows))
+    rc, _, err = run_cli(*SIM, "--flows", path)
+    one_error(rc, err, field)
