@@ -79,6 +79,27 @@ def _bytes_at_most(hi: float) -> Rule:
     return rule
 
 
+#: Longest duration a time flag takes (s): about 30 years, as ``--time-limit``; far from float overflow.
+MAX_SECONDS = 1e9
+
+
+def _time_at_most(hi: float) -> Rule:
+    """A duration flag (``1.2ms``, ``5``) of at most ``hi`` seconds; an unreadable one is left to the command."""
+    def rule(v):
+        if not isinstance(v, str):
+            return None
+        from fabric.units import parse_time
+
+        try:
+            seconds = parse_time(v, "")
+        except FabricError:
+            return None
+        if seconds > hi:
+            return f"{v!r} is {seconds:.3g} s; at most {hi:g} s allowed"
+        return None
+    return rule
+
+
 RULES: dict[str, Rule] = {
     "--seed": _int_in(0, 2**32 - 1),
     "--gpus": _limited("gpus"),
@@ -102,6 +123,7 @@ RULES: dict[str, Rule] = {
     "--size": _bytes_at_most(MAX_BYTES),
     "--dp-bytes": _bytes_at_most(MAX_BYTES),
     "--pp-bytes": _bytes_at_most(MAX_BYTES),
+    "--reconfig-time": _time_at_most(MAX_SECONDS),
     "--confirm": _int_in(1, 10_000),
     "--workers": _int_in(1, 4096),
     "--root": _int_in(0, 1 << 30),

@@ -223,3 +223,27 @@ def test_flows_file_values_are_bounded(run_cli, tmp_path, flows, field):
     path.write_text(json.dumps(flows))
     rc, _, err = run_cli(*SIM, "--flows", path)
     one_error(rc, err, field)
+
+
+# ------------------------------------------------------------------------------------- orchestrate, rl
+def test_orchestrate_table_subnormal_step_is_refused(run_cli):
+    """--step 1e-320 passed the (0, 1] rule, then max_ratio / step = inf overflowed int(): a traceback."""
+    rc, _, err = run_cli("orchestrate-table", "--gpus", "64", "--step", "1e-320")
+    one_error(rc, err, "--step")
+
+
+def test_orchestrate_infeasible_says_why_on_one_line(run_cli):
+    """Exit 1 (infeasible, documented) printed the JSON but nothing on stderr; now one line with the reason."""
+    rc, out, err = run_cli("orchestrate", "dgx", "--gpus", "64", "--tp", "8", "--dp", "4", "--count", "2",
+                           "--solver", "greedy", "--faulty-nodes", "1,3", "--json")
+    assert rc == 1
+    assert json.loads(out)["status"] == "infeasible"
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: infeasible: "), err
+
+
+def test_rl_reconfig_time_is_bounded(run_cli):
+    """1e308 s was accepted and reported as the reconfiguration time."""
+    rc, _, err = run_cli("rl", "--model", "llama3-8b", "--gpus", "64", "--comm", "analytic",
+                         "--reconfig-time", "1e308")
+    one_error(rc, err, "--reconfig-time")
