@@ -75,9 +75,19 @@ def read_link_loads(path: Path, n_links: int) -> tuple[Optional[np.ndarray], Opt
     if path.suffix == ".npz":
         if not path.is_file():
             raise FabricError(field, f"no such file: {path}")
+        import zipfile
+
+        if not zipfile.is_zipfile(path):  # numpy would call it pickled data
+            raise FabricError(field, f"{path.name} is not an NPZ file (numpy.savez writes one)")
         try:
             with np.load(path, allow_pickle=False) as data:
-                cols = {k: np.asarray(data[k], dtype=float) for k in data.files if k in ("utilisation", "bytes")}
+                cols = {k: data[k] for k in data.files if k in ("utilisation", "bytes")}
+                for k, v in cols.items():  # complex, bool, text or object arrays are not loads
+                    if v.dtype.kind not in "iuf":
+                        raise FabricError(f"{field} {path.name}:{k}", f"has dtype {v.dtype}; give real numbers")
+                cols = {k: np.asarray(v, dtype=float) for k, v in cols.items()}
+        except FabricError:
+            raise
         except (OSError, ValueError, TypeError, KeyError, AttributeError, EOFError) as exc:
             raise FabricError(field, f"cannot read {path.name}: {exc}") from None
     else:
@@ -92,6 +102,8 @@ def read_link_loads(path: Path, n_links: int) -> tuple[Optional[np.ndarray], Opt
         cols = {}
         for k in ("utilisation", "bytes"):
             if k in doc:
+                if isinstance(doc[k], list) and any(isinstance(x, bool) for x in doc[k]):
+                    raise FabricError(f"{path.name}:{k}", "must be a list of numbers (true/false are not loads)")
                 try:
                     cols[k] = np.asarray(doc[k], dtype=float)
                 except (ValueError, TypeError):

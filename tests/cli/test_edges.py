@@ -247,3 +247,31 @@ def test_rl_reconfig_time_is_bounded(run_cli):
     rc, _, err = run_cli("rl", "--model", "llama3-8b", "--gpus", "64", "--comm", "analytic",
                          "--reconfig-time", "1e308")
     one_error(rc, err, "--reconfig-time")
+
+
+@pytest.mark.parametrize("make,named", [
+    (lambda p, n: np.savez(p, utilisation=np.full(n, 0.5 + 1j)), "loads.npz:utilisation"),  # a ComplexWarning
+    (lambda p, n: np.savez(p, bytes=np.array(["a"] * n)), "loads.npz:bytes"),
+    (lambda p, n: p.write_text("not a zip"), "loads.npz"),  # numpy called it pickled data
+])
+def test_npz_link_loads_of_the_wrong_kind(run_cli, tmp_path, make, named):
+    path = tmp_path / "loads.npz"
+    make(path, _n_links())
+    rc, _, err = run_cli("view", "dgx", "--gpus", "16", "--link-loads", path, "--out", tmp_path / "v.html")
+    one_error(rc, err, "--link-loads", named)
+    assert not (tmp_path / "v.html").exists()
+
+
+def test_json_link_loads_of_booleans_are_refused(run_cli, tmp_path):
+    path = tmp_path / "loads.json"
+    path.write_text(json.dumps({"utilisation": [True] * _n_links()}))
+    rc, _, err = run_cli("view", "dgx", "--gpus", "16", "--link-loads", path, "--out", tmp_path / "v.html")
+    one_error(rc, err, "loads.json:utilisation")
+
+
+# ------------------------------------------------------------------------------------------------ goodput
+@pytest.mark.parametrize("item", ["restart=1e308", "checkpoint_interval=1e308", "replace=99999999999d"])
+def test_goodput_recovery_times_are_bounded(run_cli, item):
+    """1e308 s was accepted (exit 0); the bound is MAX_SECONDS, checked before the fabric is built."""
+    rc, _, err = run_cli("goodput", "dgx", "--gpus", "64", "--model", "llama3-8b", "--recovery", item)
+    one_error(rc, err, "--recovery " + item.split("=")[0])
