@@ -275,3 +275,36 @@ def test_goodput_recovery_times_are_bounded(run_cli, item):
     """1e308 s was accepted (exit 0); the bound is MAX_SECONDS, checked before the fabric is built."""
     rc, _, err = run_cli("goodput", "dgx", "--gpus", "64", "--model", "llama3-8b", "--recovery", item)
     one_error(rc, err, "--recovery " + item.split("=")[0])
+
+
+# ------------------------------------------------------------------------------------------ topology files
+def _topology(tmp_path, mutate) -> str:
+    doc = {"graph": {"hbd": {"kind": "switch_domain", "gpus_per_node": 2, "domain_gpus": 2},
+                     "bom": [{"item": "gpu_h100", "scope": "compute", "count": 2}]},
+           "nodes": [{"id": "g0", "kind": "gpu", "node": 0}, {"id": "g1", "kind": "gpu", "node": 0}],
+           "links": [{"source": "g0", "target": "g1", "capacity": "450GB/s", "latency": "1us", "layer": "hbd"}]}
+    mutate(doc)
+    path = tmp_path / "topo.json"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+@pytest.mark.parametrize("mutate,field", [
+    (lambda d: d["links"][0].update(latency="1e308s"), "topo.json:links[0].latency"),  # time_s null, exit 0
+    (lambda d: d["links"][0].update(capacity=1e-300), "topo.json:links[0].capacity"),  # time 1e306 s, overflow
+    (lambda d: d["links"][0].update(capacity=1e308), "topo.json:links[0].capacity"),
+    (lambda d: d["graph"]["bom"][0].update(count=10**30), "topo.json:graph.bom[0].count"),
+])
+def test_topology_link_values_are_bounded(run_cli, tmp_path, mutate, field):
+    rc, _, err = run_cli("simulate", "--topology", _topology(tmp_path, mutate), "--collective", "all-reduce",
+                         "--size", "1MB", "--ranks", "0-1")
+    one_error(rc, err, field)
+
+
+def test_topology_link_at_the_bounds_is_simulated(run_cli, tmp_path):
+    """1 B/s and 1,000 s are accepted: 1 MB over one link at 1 B/s takes about 1e6 s (finite)."""
+    path = _topology(tmp_path, lambda d: d["links"][0].update(capacity=1.0, latency="1000s"))
+    rc, out, err = run_cli("simulate", "--topology", path, "--collective", "all-reduce", "--size", "1MB",
+                           "--ranks", "0-1", "--protocol", "none", "--json")
+    assert rc == 0, err
+    assert 1e5 < json.loads(out)["time_s"] < 1e7
