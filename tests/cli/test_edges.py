@@ -308,3 +308,13 @@ def test_topology_link_at_the_bounds_is_simulated(run_cli, tmp_path):
                            "--ranks", "0-1", "--protocol", "none", "--json")
     assert rc == 0, err
     assert 1e5 < json.loads(out)["time_s"] < 1e7
+
+
+@pytest.mark.parametrize("command", [["mfu", "--model", "llama3-8b", "--comm", "analytic"],
+                                     ["mfu", "--model", "llama3-8b", "--comm", "sim"],
+                                     ["goodput", "--model", "llama3-8b", "--comm", "analytic"]])
+def test_a_topology_whose_gpus_cannot_reach_each_other(run_cli, tmp_path, command):
+    """No links: the analytic timing divided by a zero bandwidth (RuntimeWarnings on stderr, goodput exit 0)."""
+    path = _topology(tmp_path, lambda d: d.update(links=[]))
+    rc, _, err = run_cli(*command, "--topology", path)
+    one_error(rc, err, "--topology")
