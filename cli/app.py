@@ -91,7 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     command = typer.main.get_command(app)
     install(command)
     tidy_help(command)
-    token = limits.set_limits(limits.current())
+    try:
+        token = limits.set_limits(limits.current())
+    except FabricError as exc:  # a malformed FABRIC_LIMITS in the environment
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
     try:
         rv = command.main(args=argv, prog_name="fabric", standalone_mode=False)
     except FabricError as exc:
@@ -163,6 +167,10 @@ def _usage_line(exc) -> str:
     """Click's usage message on one line; an extra argument is quoted so that an empty one shows as ''."""
     import re
 
+    if isinstance(exc, click_exc.NoSuchOption) and exc.option_name == "--limit":
+        # a root option given after the command: click only knows it before
+        return ("--limit: give it before the command, e.g. `fabric --limit NAME=N "
+                f"{exc.ctx.info_name if exc.ctx else 'COMMAND'} ...`")
     msg = " ".join(exc.format_message().split())
     m = re.match(r"Got unexpected extra argument(?:\(s\)|s)? \((.*)\)$", msg)
     if m:

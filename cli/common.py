@@ -163,6 +163,18 @@ def parse_versus(text: str) -> tuple[str, dict[str, str]]:
     return name.strip(), parse_assignments([p for p in rest.split(",") if p.strip()])
 
 
+def build_versus(text: str, gpus: int, catalog: Catalog) -> tuple[Fabric, dict[str, str]]:
+    """The second fabric of ``--versus ARCH:p=v,...`` at ``gpus``, and its parameters; errors name ``--versus``."""
+    try:
+        name, params = parse_versus(text)
+        if not name:
+            raise FabricError("ARCH", "missing: give ARCH or ARCH:name=value,... (see `fabric list`)")
+        return build(name, gpus, params, catalog), params
+    except FabricError as exc:  # "-p k" of the second architecture is "--versus k"; its ARCH is --versus itself
+        field = f"--versus {exc.field[3:]}" if exc.field.startswith("-p ") else "--versus"
+        raise FabricError(field, exc.message) from None
+
+
 def _jsonable(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {str(k): _jsonable(v) for k, v in obj.items()}

@@ -7,8 +7,8 @@ from typing import Optional
 
 import typer
 
-from cli.common import (CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json,
-                        parse_versus)
+from cli.common import (CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, build_versus,
+                        console, emit_json)
 from fabric.catalog import load_catalog
 from fabric.cost import cost_of, cost_summary, cost_table, price_sensitivity
 from fabric.errors import FabricError
@@ -31,12 +31,12 @@ def cost_command(
         raise FabricError("--swing", f"{swing} must be in (0, 1)")
     cat = load_catalog(catalog)
     fab = build_fabric(arch, gpus, param, cat, topology)
+    vfab, vparams = build_versus(versus, fab.n_gpus, cat) if versus is not None else (None, {})
     report = cost_of(fab, cat)
     data = cost_summary(fab, cat, report)
     other = None
-    if versus:
-        vname, vparams = parse_versus(versus)
-        other = cost_of(build(vname, fab.n_gpus, vparams, cat), cat)
+    if versus is not None:
+        other = cost_of(vfab, cat)
         data["versus"] = {"architecture": versus, "params": vparams, **{k: v for k, v in other.to_dict().items()
                                                                           if k != "breakdown"}}
         data["hbd_capex_ratio"] = report.metric("hbd_capex_per_gpu_usd") / other.metric("hbd_capex_per_gpu_usd")

@@ -28,7 +28,9 @@ RENAMED: dict[str, str] = {
 
 COMMAND_FLAGS: dict[str, dict[str, str]] = {
     # the GPU model is a topology parameter of these commands (-p gpu=h100), not a flag of its own
-    "mfu": {"gpu": "-p gpu"},
+    # the simulator's "ranks" are the job's GPUs: unreachable ones are the topology file's fault
+    "mfu": {"gpu": "-p gpu", "ranks": "--topology"},
+    "goodput": {"ranks": "--topology"},
     "rl": {"gpu": "-p gpu", "timing": "--comm"},
 }
 """Per command: parameters set by something other than their default flag."""

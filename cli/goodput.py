@@ -23,6 +23,8 @@ from workloads.goodput.summary import goodput_summary
 
 def parse_recovery(items: list[str]) -> dict[str, str]:
     """``["restart=5min", ...]`` -> ``{"restart": "5min"}`` (validated later by the Recovery)."""
+    from cli.validate import MAX_SECONDS
+    from fabric.units import parse_time
     from workloads.goodput import RECOVERY_FIELDS
 
     out: dict[str, str] = {}
@@ -31,6 +33,9 @@ def parse_recovery(items: list[str]) -> dict[str, str]:
         name = name.strip()
         if not sep or name not in RECOVERY_FIELDS or not value.strip():
             raise FabricError("--recovery", f"{item!r} must be NAME=TIME with NAME one of {', '.join(RECOVERY_FIELDS)}")
+        seconds = parse_time(value.strip(), f"--recovery {name}")
+        if seconds > MAX_SECONDS:
+            raise FabricError(f"--recovery {name}", f"{value.strip()!r} is {seconds:.3g} s; at most {MAX_SECONDS:g} s")
         out[name] = value.strip()
     return out
 

@@ -18,7 +18,7 @@ from typing import Optional
 import typer
 
 from cli.common import (CATALOG_OPT, check_writable_file, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json,
-                        parse_versus)
+                        build_versus)
 from fabric.catalog import load_catalog
 from fabric.errors import FabricError
 from workloads.mfu import mfu_summary
@@ -101,14 +101,13 @@ def mfu_command(
                 comm=comm, confirm=confirm, fp8=fp8, flops_convention=flops_convention,
                 memory_efficient_norm=memory_efficient_norm, **fixed)
     fab = build_fabric(arch, gpus, param, cat, topology)
+    # a bad --versus is refused before the slow part
+    vfab = build_versus(versus, fab.n_gpus, cat)[0] if versus is not None else None
     data = mfu_summary(fab, model, **opts)
     for w in data.get("warnings", []):  # e.g. TP beyond the HBD: said once the configuration is valid
         sys.stderr.write(f"warning: {w}\n")
-    if versus:
-        from topologies import build
-
-        vname, vparams = parse_versus(versus)
-        _add_versus(data, mfu_summary(build(vname, fab.n_gpus, vparams, cat), model, **opts))
+    if versus is not None:
+        _add_versus(data, mfu_summary(vfab, model, **opts))
     if comm_cache is not None:
         comm_mod.save_fits(comm_cache)
     if as_json:

@@ -13,6 +13,7 @@ architectures at equal GPU count, i.i.d. and with the production trace.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -101,7 +102,8 @@ def orchestrate_command(
         emit_json(data)
     else:
         _print_summary(data)
-    if data["status"] == "infeasible":
+    if data["status"] == "infeasible":  # the answer is on stdout; the reason, once, on stderr
+        sys.stderr.write(f"error: infeasible: {data.get('notes') or 'no placement meets the request'}\n")
         raise typer.Exit(EXIT_INFEASIBLE)
 
 
@@ -163,10 +165,11 @@ def table_command(
         raise FabricError("--step", f"{step} must be in (0, --max-ratio = {max_ratio}]")
     if load is not None and not 0 < load <= 1:
         raise FabricError("--load", f"{load} must be in (0, 1]")
-    n = int(round(max_ratio / step))
-    if n > MAX_TABLE_POINTS:
-        raise FabricError("--step", f"{step:g} gives {n + 1:,} fault ratios up to {max_ratio:g}; "
+    n = max_ratio / step  # inf for a subnormal step: compared before int() can overflow
+    if n > MAX_TABLE_POINTS + 0.5:
+        raise FabricError("--step", f"{step:g} gives {n + 1:,.0f} fault ratios up to {max_ratio:g}; "
                                     f"at most {MAX_TABLE_POINTS + 1:,} (each is a set of ILP solves)")
+    n = int(round(n))
     ratios = tuple(round(i * step, 6) for i in range(n + 1))
     from solvers.orchestrator.table import cross_tor_table, table_markdown  # lazily: the solvers import PuLP
 

@@ -18,11 +18,14 @@ import typer
 
 from cli.common import (CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json,
                         parse_int_list)
+from cli.validate import MAX_BYTES
 from fabric.catalog import load_catalog
 from fabric.errors import FabricError
 from fabric.units import format_bandwidth, format_bytes, format_time, parse_bytes, parse_time
 
 BOTTLENECKS = 5
+#: Latest release time of a flow in a flows file (s): about 30 years, far from float overflow in the event loop.
+MAX_START_S = 1e9
 
 
 def parse_ranks(text: str) -> list[int]:
@@ -62,6 +65,8 @@ def read_flows(path: Path, fabric) -> list:
     doc = load_json(path, "--flows")
     if not isinstance(doc, list):
         raise FabricError(f"{where}", "must be a JSON list of flows {id, src, dst, bytes, start_s, after}")
+    if not doc:
+        raise FabricError(f"{where}", "lists no flows; give at least one {src, dst, bytes}")
     from fabric.limits import check
 
     check("flows", len(doc), "--flows", f"{where} lists {len(doc):,}")
@@ -100,10 +105,14 @@ def read_flows(path: Path, fabric) -> list:
         if isinstance(item["bytes"], bool):
             raise FabricError(f"{at}.bytes", "must be a number of bytes or a size like 1GiB")
         size = parse_bytes(item["bytes"], f"{at}.bytes")
+        if size > MAX_BYTES:
+            raise FabricError(f"{at}.bytes", f"{item['bytes']!r} is over {MAX_BYTES:.3g} bytes (1 EiB)")
         start = item.get("start_s", 0.0)
         if isinstance(start, bool):
             raise FabricError(f"{at}.start_s", "must be seconds or a time like 10us")
         start = parse_time(start, f"{at}.start_s")
+        if start > MAX_START_S:
+            raise FabricError(f"{at}.start_s", f"{item['start_s']!r} is later than {MAX_START_S:g} s")
         flows.append(Flow(device(item["src"], f"{at}.src"), device(item["dst"], f"{at}.dst"), size, start,
                           tuple(after), fid))
     ids = [f.id for f in flows]

@@ -58,6 +58,48 @@ def _float_in(lo: float, hi: float, lo_open: bool = False, hi_open: bool = False
     return rule
 
 
+#: Largest buffer a byte-size flag takes (1 EiB): beyond any collective or step, far from float overflow in times.
+MAX_BYTES = float(1 << 60)
+
+
+def _bytes_at_most(hi: float) -> Rule:
+    """A size flag (``1GiB``, ``1e9``) of at most ``hi`` bytes; an unreadable one is left to the command's parser."""
+    def rule(v):
+        if not isinstance(v, str):
+            return None
+        from fabric.units import parse_bytes
+
+        try:
+            nbytes = parse_bytes(v, "")
+        except FabricError:
+            return None
+        if nbytes > hi:
+            return f"{v!r} is {nbytes:.3g} bytes; at most {hi:.3g} (1 EiB) allowed"
+        return None
+    return rule
+
+
+#: Longest duration a time flag takes (s): about 30 years, as ``--time-limit``; far from float overflow.
+MAX_SECONDS = 1e9
+
+
+def _time_at_most(hi: float) -> Rule:
+    """A duration flag (``1.2ms``, ``5``) of at most ``hi`` seconds; an unreadable one is left to the command."""
+    def rule(v):
+        if not isinstance(v, str):
+            return None
+        from fabric.units import parse_time
+
+        try:
+            seconds = parse_time(v, "")
+        except FabricError:
+            return None
+        if seconds > hi:
+            return f"{v!r} is {seconds:.3g} s; at most {hi:g} s allowed"
+        return None
+    return rule
+
+
 RULES: dict[str, Rule] = {
     "--seed": _int_in(0, 2**32 - 1),
     "--gpus": _limited("gpus"),
@@ -77,6 +119,11 @@ RULES: dict[str, Rule] = {
     "--global-batch": _int_in(1, 1 << 30),
     "--seq-len": _int_in(1, 1 << 30),
     "--chunks": _int_in(1, 1 << 20),
+    "--channels": _int_in(1, 1 << 10),
+    "--size": _bytes_at_most(MAX_BYTES),
+    "--dp-bytes": _bytes_at_most(MAX_BYTES),
+    "--pp-bytes": _bytes_at_most(MAX_BYTES),
+    "--reconfig-time": _time_at_most(MAX_SECONDS),
     "--confirm": _int_in(1, 10_000),
     "--workers": _int_in(1, 4096),
     "--root": _int_in(0, 1 << 30),

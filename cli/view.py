@@ -75,9 +75,19 @@ def read_link_loads(path: Path, n_links: int) -> tuple[Optional[np.ndarray], Opt
     if path.suffix == ".npz":
         if not path.is_file():
             raise FabricError(field, f"no such file: {path}")
+        import zipfile
+
+        if not zipfile.is_zipfile(path):  # numpy would call it pickled data
+            raise FabricError(field, f"{path.name} is not an NPZ file (numpy.savez writes one)")
         try:
             with np.load(path, allow_pickle=False) as data:
-                cols = {k: np.asarray(data[k], dtype=float) for k in data.files if k in ("utilisation", "bytes")}
+                cols = {k: data[k] for k in data.files if k in ("utilisation", "bytes")}
+                for k, v in cols.items():  # complex, bool, text or object arrays are not loads
+                    if v.dtype.kind not in "iuf":
+                        raise FabricError(f"{field} {path.name}:{k}", f"has dtype {v.dtype}; give real numbers")
+                cols = {k: np.asarray(v, dtype=float) for k, v in cols.items()}
+        except FabricError:
+            raise
         except (OSError, ValueError, TypeError, KeyError, AttributeError, EOFError) as exc:
             raise FabricError(field, f"cannot read {path.name}: {exc}") from None
     else:
@@ -92,19 +102,23 @@ def read_link_loads(path: Path, n_links: int) -> tuple[Optional[np.ndarray], Opt
         cols = {}
         for k in ("utilisation", "bytes"):
             if k in doc:
+                if isinstance(doc[k], list) and any(isinstance(x, bool) for x in doc[k]):
+                    raise FabricError(f"{path.name}:{k}", "must be a list of numbers (true/false are not loads)")
                 try:
                     cols[k] = np.asarray(doc[k], dtype=float)
                 except (ValueError, TypeError):
                     raise FabricError(f"{path.name}:{k}", "must be a list of numbers, one per physical link") \
                         from None
-                if not np.all((cols[k] >= 0) & (cols[k] <= MAX_LOAD)):
-                    raise FabricError(f"{path.name}:{k}", f"must be numbers in [0, {MAX_LOAD:g}]")
     if not cols:
         raise FabricError(field, "needs the 'links' of `fabric simulate --links --json`, or 'utilisation' "
                                  "and/or 'bytes' arrays (one value per physical link)")
     for k, v in cols.items():
         if v.shape != (n_links,):
             raise FabricError(field, f"{k!r} has {v.size} values; the fabric has {n_links} physical links")
+        bad = np.flatnonzero(~((v >= 0) & (v <= MAX_LOAD)))  # NaN fails both comparisons: refused too
+        if bad.size:  # one check for JSON and NPZ alike
+            raise FabricError(f"{field} {path.name}:{k}[{bad[0]}]",
+                              f"{v[bad[0]]:g} must be a number in [0, {MAX_LOAD:g}]")
     return cols.get("utilisation"), cols.get("bytes")
 
 

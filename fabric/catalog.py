@@ -41,6 +41,13 @@ def _parse_factor(value, field: str) -> float:
     return float(value)
 
 
+#: The catalog format this version reads (the ``schema:`` key of a catalog file).
+SCHEMA = 1
+#: Largest value of any catalog field: far above any price, power, rate or size, far below float overflow
+#: when multiplied by a bill of materials' counts.
+MAX_VALUE = 1e30
+
+
 def _parser_for(name: str) -> Callable[[Any, str], float]:
     if name.endswith("_usd"):
         return parse_money
@@ -148,6 +155,8 @@ def _parse_entry(item: str, raw: Any, where: str, base: Component | None) -> Com
         except FabricError as exc:
             raise FabricError(fname, exc.message) from None
         values[name] = parser(q["value"], f"{fname}.value")
+        if not values[name] <= MAX_VALUE:  # a sum over a BOM of 1e308-dollar parts overflows to inf
+            raise FabricError(f"{fname}.value", f"{q['value']!r} must be at most {MAX_VALUE:g}")
         if (name.endswith("bandwidth") or name.endswith("_flops")) and not values[name] > 0:
             # a rate of zero would divide every time computed from it
             raise FabricError(f"{fname}.value", f"{q['value']!r} must be > 0")
@@ -161,9 +170,12 @@ def _parse_document(doc: Any, where: str, base: dict[str, Component] | None) -> 
     unknown = set(doc) - {"schema", "components", "constants"}
     if unknown:
         raise FabricError(f"{where}:{sorted(unknown)[0]}", "unknown top-level key; allowed: schema, components, constants")
+    if doc.get("schema", SCHEMA) != SCHEMA:
+        raise FabricError(f"{where}:schema", f"{doc['schema']!r} not allowed; this version reads schema {SCHEMA}")
     out = dict(base or {})
     for section in ("components", "constants"):
-        entries = doc.get(section) or {}
+        entries = doc.get(section)
+        entries = {} if entries is None else entries
         if not isinstance(entries, dict):
             raise FabricError(f"{where}:{section}", "must be a mapping of id -> entry")
         for item, raw in entries.items():

@@ -67,6 +67,8 @@ from fabric.faults import FaultSamples
 EVENT_TYPES = ("fault_start", "fault_end")
 CAUSE_KEYS = ("Level", "Class", "Desc")
 MAPPINGS = ("tile", "sample")
+#: Latest event time read (days): beyond any real trace, and far from float overflow in time-weighted sums.
+MAX_DAYS = 1e6
 
 
 @dataclass(frozen=True)
@@ -350,6 +352,8 @@ def trace_from_events(events: Any, name: str = "trace", *, n_servers: int | None
     """Validate a list of event dicts (the JSON format above) into a :class:`Trace`."""
     if not isinstance(events, list):
         raise FabricError(name, "must be a JSON list of fault_start / fault_end events")
+    if not events and horizon is None:  # nothing to replay, and no span to replay it over
+        raise FabricError(name, "has no events; a trace file needs at least one fault_start")
     index: dict[str, int] = {}
     times, servers, starts, causes = [], [], [], []
     open_count: dict[int, int] = {}
@@ -362,8 +366,8 @@ def trace_from_events(events: Any, name: str = "trace", *, n_servers: int | None
         if not isinstance(node, str) or not node:
             raise FabricError(f"{f}.node_id", "must be a non-empty string")
         t = ev.get("event_time")
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not np.isfinite(t) or t < 0:
-            raise FabricError(f"{f}.event_time", f"{t!r} must be a number of days >= 0")
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= MAX_DAYS:  # NaN fails too
+            raise FabricError(f"{f}.event_time", f"{t!r} must be a number of days in [0, {MAX_DAYS:g}]")
         if t < last:
             raise FabricError(f"{f}.event_time", f"{t} is earlier than the previous event ({last}); "
                                                  "events must be sorted by time")

@@ -116,7 +116,9 @@ def build(name: str, gpus: int | None = None, params: dict[str, Any] | None = No
         raise FabricError("gpus", f"{gpus!r} must be a whole number > 0")
     given = {**preset, **(params or {})}
     resolved = resolve(arch.name, arch.params, given)
-    return arch.builder(resolved, None if gpus is None else int(gpus), catalog or load_catalog())
+    catalog = catalog or load_catalog()
+    _check_catalog_ids(arch, resolved, catalog)
+    return arch.builder(resolved, None if gpus is None else int(gpus), catalog)
 
 
 def build_summary(fab: Fabric) -> dict:
@@ -130,3 +132,19 @@ def build_summary(fab: Fabric) -> dict:
         "inventory": fab.inventory(),
         "notes": list(fab.notes),
     }
+
+
+def _check_catalog_ids(arch: "Architecture", resolved: dict[str, Any], catalog: Catalog) -> None:
+    """A parameter that names a catalog entry ("catalog id of ...") must name one of its default's category.
+
+    Checked here so that the error names ``-p NAME`` (the builder's own lookup can only blame the catalog).
+    """
+    for p in arch.params:
+        value = resolved.get(p.name)
+        if not p.help.startswith("catalog id") or not isinstance(value, str) or p.default not in catalog:
+            continue
+        category = catalog.get(p.default).category
+        if value not in catalog or catalog.get(value).category != category:
+            same = sorted(k for k, c in catalog.components.items() if c.category == category)
+            raise FabricError(f"-p {p.name}", f"{value!r} is not among the catalog's {category} entries "
+                                              f"(for {arch.name}); use one of {', '.join(same)}")

@@ -31,6 +31,13 @@ from fabric.units import parse_bandwidth, parse_time
 HBD_KINDS = ("switch_domain", "ocs_cube", "khop_line", "torus", "none")
 
 
+#: Bounds of a link of a topology file: 1 B/s to 1e18 B/s (8 Eb/s) per direction, latency up to 1,000 s.
+#: Far outside any real link (a geostationary hop is 0.25 s), and inside what float arithmetic on times holds.
+MIN_CAPACITY, MAX_CAPACITY, MAX_LATENCY = 1.0, 1e18, 1e3
+#: Largest count of one bill-of-materials line (2**40): priced sums stay exact in float.
+MAX_BOM_COUNT = 1 << 40
+
+
 def load_topology(path: str | Path, catalog: Catalog | None = None):
     """Read and validate a node-link JSON file into a Fabric.
 
@@ -100,8 +107,9 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
         if "capacity" not in link:
             raise FabricError(f"{f}.capacity", "missing; bytes/s per direction or a unit string like 400Gbps")
         c = parse_bandwidth(link["capacity"], f"{f}.capacity")
-        if c <= 0:
-            raise FabricError(f"{f}.capacity", "must be > 0")
+        if not MIN_CAPACITY <= c <= MAX_CAPACITY:  # beyond these, times and utilisations overflow float
+            raise FabricError(f"{f}.capacity", f"{link['capacity']!r} must be in [{MIN_CAPACITY:g}, "
+                                               f"{MAX_CAPACITY:g}] bytes/s")
         medium = link.get("medium", "fiber")
         layer = link.get("layer", "dcn")
         if not isinstance(medium, str) or medium not in MEDIUM_BY_LABEL:
@@ -112,6 +120,8 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
         dst.append(index[link["target"]] + offset)
         cap.append(c)
         lat.append(parse_time(link.get("latency", 0.0), f"{f}.latency"))
+        if lat[-1] > MAX_LATENCY:
+            raise FabricError(f"{f}.latency", f"{link['latency']!r} must be at most {MAX_LATENCY:g} s")
         med.append(medium)
         lay.append(layer)
     for medium in MEDIUM_BY_LABEL:
@@ -128,8 +138,8 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
         if not isinstance(line, dict) or line.get("scope") not in SCOPES or not isinstance(line.get("count"), int) \
                 or isinstance(line.get("count"), bool) or not isinstance(line.get("item"), str):
             raise FabricError(f, f"must be {{item, scope ({'/'.join(SCOPES)}), count (integer)}}")
-        if line["count"] < 0:
-            raise FabricError(f"{f}.count", f"{line['count']} must be >= 0")
+        if not 0 <= line["count"] <= MAX_BOM_COUNT:
+            raise FabricError(f"{f}.count", f"{line['count']} must be in [0, {MAX_BOM_COUNT}]")
         if catalog is not None:
             try:
                 catalog.get(line["item"])

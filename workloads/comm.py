@@ -195,6 +195,10 @@ def _phase_time(v: _FabricView, comp: np.ndarray, ph: "Phase") -> float:
     nic = v.nic[g].min(axis=1) / np.where(spans_tor, v.dcn_oversubscription, 1.0)
     intra = v.intra_node[g].min(axis=1)
     bw = np.where(same_node, intra, np.where(same_comp, hbd_bw, nic))
+    if not np.all(bw > 0):  # a GPU without the link this phase needs (e.g. a topology file without NICs)
+        first = int(g[np.flatnonzero(~(bw > 0))[0], 0])
+        raise FabricError("topology", f"the group of GPU {first} has no link for its {kind.replace('_', '-')} "
+                                      f"(no intra-node, HBD or NIC bandwidth); every GPU must reach its group")
     # physical path latency plus NCCL's per-step latency of the step's path type (Simple protocol)
     step_hbd, step_net = nccl_step_latencies()
     alpha = np.where(same_node, v.hbd_latency + step_hbd,

@@ -62,11 +62,13 @@ def default_dp(sm, par_kwargs: dict, global_batch: int) -> int:
     if tp < 1 or cp < 1 or pp < 1 or mb < 1:
         return 1
     # the model and HBD rules first, so that their message (not "no dp fits") reaches the user
-    validate(sm.model, Parallelism(**{**par_kwargs, "dp": 1, "global_batch": mb}),
+    # (pp micro-batches: the fewest an interleaved schedule accepts; the real count is checked with the real dp)
+    validate(sm.model, Parallelism(**{**par_kwargs, "dp": 1, "global_batch": mb * pp}),
              None if sm.tp_beyond_hbd else sm.fabric.hbd)
     most = usable_gpus(sm.fabric, tp) // (tp * cp * pp)
+    v = par_kwargs.get("interleave", 1)
     for d in range(most, 0, -1):
-        if global_batch % (d * mb) == 0:
+        if global_batch % (d * mb) == 0 and (v == 1 or global_batch // (d * mb) % pp == 0):
             return d
     flag = "tp" if most == 0 else "global_batch"
     raise FabricError(flag, f"no data-parallel size fits: tp x cp x pp = {tp * cp * pp} on {sm.fabric.n_gpus} GPUs "

@@ -1,0 +1,320 @@
+"""Regression tests for bad inputs found by the systematic edge probe (after issue 15).
+
+Each case is the rule of the README: exit status 2, exactly one line on
+stderr, starting ``error:`` and naming the flag (or file field) at fault, no
+traceback, and no output file left behind.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+
+def one_error(rc: int, err: str, *names: str) -> str:
+    """Assert the bad-input rule and return the line."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == 2, err
+    assert "Traceback" not in err, err
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    for name in names:
+        assert name in lines[0], f"{name!r} not named: {lines[0]}"
+    return lines[0]
+
+
+# --------------------------------------------------------------------------------------- view --link-loads
+def _n_links() -> int:
+    from fabric.catalog import load_catalog
+    from topologies import build
+
+    return len(build("dgx", 16, {}, load_catalog()).links)
+
+
+@pytest.mark.parametrize("key,value", [("utilisation", np.nan), ("utilisation", -1.0), ("bytes", np.inf),
+                                       ("bytes", 1e300), ("utilisation", -np.inf)])
+def test_npz_link_loads_are_range_checked_like_json(run_cli, tmp_path, key, value):
+    """An NPZ of loads gets the JSON branch's check: every value a number in [0, 1e30], NaN refused."""
+    n = _n_links()
+    arr = np.full(n, 0.25)
+    arr[3] = value
+    path = tmp_path / "loads.npz"
+    np.savez(path, **{key: arr})
+    out = tmp_path / "v.html"
+    rc, _, err = run_cli("view", "dgx", "--gpus", "16", "--link-loads", path, "--out", out)
+    line = one_error(rc, err, "--link-loads", f"loads.npz:{key}[3]")
+    assert "[0, 1e+30]" in line
+    assert not out.exists()
+
+
+def test_npz_link_loads_in_range_are_drawn(run_cli, tmp_path):
+    """The check does not refuse good loads: 0, 1 and bytes up to the cap are drawn."""
+    n = _n_links()
+    path = tmp_path / "loads.npz"
+    np.savez(path, utilisation=np.linspace(0, 1, n), bytes=np.full(n, 1e30))
+    rc, _, err = run_cli("view", "dgx", "--gpus", "16", "--link-loads", path, "--color-links-by", "load",
+                         "--out", tmp_path / "v.html")
+    assert rc == 0, err
+    assert (tmp_path / "v.html").is_file()
+
+
+def test_json_link_loads_name_the_first_bad_value(run_cli, tmp_path):
+    n = _n_links()
+    path = tmp_path / "loads.json"
+    path.write_text(json.dumps({"bytes": [1.0] * (n - 1) + [-5.0]}))
+    rc, _, err = run_cli("view", "dgx", "--gpus", "16", "--link-loads", path, "--out", tmp_path / "v.html")
+    one_error(rc, err, "--link-loads", f"loads.json:bytes[{n - 1}]")
+
+
+# --------------------------------------------------------------------------------------------- --limit
+@pytest.mark.parametrize("tokens", [["--limit", "gpus=10"], ["--limit=gpus=10"]])
+def test_limit_after_the_command_says_where_it_goes(run_cli, tokens):
+    """`--limit` is an option of `fabric` itself: after the command, the error says to move it."""
+    rc, _, err = run_cli("build", "dgx", "--gpus", "16", *tokens)
+    line = one_error(rc, err, "--limit", "before the command")
+    assert "fabric --limit NAME=N build" in line
+
+
+@pytest.mark.parametrize("env", ["bogus", "gpus=nan", "gpus=-1", "memory=1XB"])
+def test_malformed_fabric_limits_environment_is_one_line(run_cli, monkeypatch, env):
+    """FABRIC_LIMITS is read before any command: a bad one was a traceback."""
+    monkeypatch.setenv("FABRIC_LIMITS", env)
+    rc, _, err = run_cli("build", "dgx", "--gpus", "16")
+    one_error(rc, err, "FABRIC_LIMITS")
+
+
+# ------------------------------------------------------------------------------------------- mfu --interleave
+def test_mfu_interleave_without_dp_picks_a_dp_the_schedule_accepts(run_cli):
+    """--interleave without --dp was refused for any input (the default DP was validated with 1 micro-batch).
+
+    Exact: 64 GPUs / (tp 8 x pp 4) = dp 2, and 64 sequences / (2 x 1) = 32 micro-batches, a multiple of pp 4.
+    """
+    rc, out, err = run_cli("mfu", "dgx", "--gpus", "64", "--model", "llama3-8b", "--tp", "8", "--pp", "4",
+                           "--interleave", "2", "--global-batch", "64", "--micro-batch", "1", "--comm", "analytic",
+                           "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["config"].startswith("tp8 pp4 v2 dp2 ")
+
+
+def test_mfu_interleave_default_dp_skips_a_dp_with_too_few_micro_batches(run_cli):
+    """dp 2 would give 12 / 2 = 6 micro-batches, not a multiple of pp 4; dp 1 gives 12, which is."""
+    rc, out, err = run_cli("mfu", "dgx", "--gpus", "64", "--model", "llama3-8b", "--tp", "8", "--pp", "4",
+                           "--interleave", "2", "--global-batch", "12", "--micro-batch", "1", "--comm", "analytic",
+                           "--json")
+    assert rc == 0, err
+    assert json.loads(out)["config"].startswith("tp8 pp4 v2 dp1 ")
+
+
+# ----------------------------------------------------------------------------------------------- catalog
+def _catalog(tmp_path, doc) -> str:
+    import yaml
+
+    path = tmp_path / "cat.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+@pytest.mark.parametrize("doc,field", [
+    ({"schema": 1, "components": {"gpu_h100": {"price_usd": {"value": 1e308, "source": "assumed"}}}},
+     "cat.yaml:gpu_h100.price_usd.value"),  # was capex null (inf) with exit 0
+    ({"schema": 2, "components": {}}, "cat.yaml:schema"),  # a format this version does not read
+    ({"schema": 1, "components": []}, "cat.yaml:components"),  # an empty list was taken for "no entries"
+])
+def test_catalog_values_and_shape_are_checked(run_cli, tmp_path, doc, field):
+    rc, _, err = run_cli("cost", "dgx", "--gpus", "16", "--catalog", _catalog(tmp_path, doc), "--json")
+    one_error(rc, err, field)
+
+
+@pytest.mark.parametrize("arch,param,value", [("nvl", "gpu", "bogus"), ("nvl", "gpu", "fiber"),
+                                              ("tpuv4", "chip", "bogus"), ("khop-ring", "trx", "gpu_h100")])
+def test_a_catalog_id_parameter_names_its_flag_not_the_catalog(run_cli, arch, param, value):
+    """`-p gpu=bogus` blamed `--catalog`; `-p gpu=fiber` (a cable) blamed `catalog.fiber.nic_bandwidth`."""
+    rc, _, err = run_cli("cost", arch, "-p", f"{param}={value}")
+    line = one_error(rc, err, f"-p {param}", repr(value))
+    assert "--catalog" not in line
+
+
+def test_a_catalog_id_parameter_accepts_any_entry_of_its_category(run_cli):
+    rc, out, err = run_cli("cost", "nvl", "--gpus", "72", "-p", "gpu=gpu_b200", "--json")
+    assert rc == 0, err
+    assert json.loads(out)["params"]["gpu"] == "gpu_b200"
+
+
+# -------------------------------------------------------------------------------------------- trace files
+def _event(t, kind="fault_start", node="a"):
+    return {"node_id": node, "event_time": t, "event_type": kind,
+            "fault_type": {"Level": "Hardware Failure", "Class": "GPU", "Desc": "x"}}
+
+
+@pytest.mark.parametrize("events,field", [
+    ([_event(1e308)], "t.json:events[0].event_time"),  # was exit 0 with an overflow warning on stderr
+    ([_event(0.5), _event(2e6, "fault_end")], "t.json:events[1].event_time"),
+    ([], "t.json"),  # was "--trace: 0.0 must be > 0 and >= the last event time"
+])
+@pytest.mark.parametrize("command", [["faults", "dgx", "--gpus", "64", "--tp", "8", "--samples", "3", "--no-blast"],
+                                     ["goodput", "dgx", "--gpus", "64", "--model", "llama3-8b", "--comm", "analytic",
+                                      "--no-search", "--tp", "8", "--pp", "1"]])
+def test_trace_times_are_bounded_and_a_trace_has_events(run_cli, tmp_path, events, field, command):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(events))
+    rc, _, err = run_cli(*command, "--trace", path)
+    one_error(rc, err, field)
+
+
+def test_an_empty_event_list_with_a_horizon_is_a_fault_free_trace():
+    """The library still takes an empty list when the caller gives the span (a fault-free baseline)."""
+    from fabric.trace import trace_from_events
+
+    tr = trace_from_events([], "none", n_servers=4, horizon=10.0)
+    assert tr.n_servers == 4
+
+
+# --------------------------------------------------------------------------------------------- --versus
+@pytest.mark.parametrize("versus,named", [("", "--versus"), (":gpu=h100", "--versus"), ("bogus", "--versus"),
+                                          ("dgx:gpu", "--versus"), ("dgx:bogus=1", "--versus bogus"),
+                                          ("nvl:size=0", "--versus size"), ("dgx:gpu=bogus", "--versus gpu")])
+@pytest.mark.parametrize("command", [["cost", "nvl", "--gpus", "72"],
+                                     ["mfu", "dgx", "--gpus", "64", "--model", "llama3-8b", "--tp", "8",
+                                      "--comm", "analytic"]])
+def test_versus_errors_name_versus(run_cli, versus, named, command):
+    """The second architecture's errors named `-p k` or `ARCH` (flags of the first); an empty one was ignored."""
+    rc, _, err = run_cli(*command, "--versus", versus)
+    line = one_error(rc, err, named)
+    assert "-p " not in line and "ARCH:" not in line.split("--versus")[0]
+
+
+# ------------------------------------------------------------------------------------------ simulate, sizes
+SIM = ["simulate", "dgx", "--gpus", "16"]
+
+
+@pytest.mark.parametrize("argv,flag", [
+    (["--collective", "all-reduce", "--ranks", "0-7", "--size", "1e308"], "--size"),  # was exit 0, overflow warning
+    (["--collective", "all-reduce", "--ranks", "0-7", "--size", "99999999999999999999999"], "--size"),
+    (["--collective", "all-reduce", "--ranks", "0-7", "--size", "1MB", "--channels", "99999999999999999999"],
+     "--channels"),  # was a traceback (numpy: maximum allowed dimension exceeded)
+])
+def test_simulate_sizes_and_channels_are_bounded(run_cli, argv, flag):
+    rc, _, err = run_cli(*SIM, *argv)
+    one_error(rc, err, flag)
+
+
+def test_orchestrate_byte_flags_are_bounded(run_cli):
+    rc, _, err = run_cli("orchestrate", "dgx", "--gpus", "64", "--tp", "8", "--dp", "2", "--solver", "greedy",
+                         "--dp-bytes", "1e300")
+    one_error(rc, err, "--dp-bytes", "1 EiB")
+
+
+def test_one_exbibyte_is_still_simulated(run_cli):
+    """The bound is 2**60 bytes, inclusive: the largest buffer accepted runs (and its time is finite)."""
+    rc, out, err = run_cli(*SIM, "--collective", "all-reduce", "--ranks", "0-7", "--size", str(1 << 60), "--json")
+    assert rc == 0, err
+    assert 0 < json.loads(out)["time_s"] < float("inf")
+
+
+@pytest.mark.parametrize("flows,field", [
+    ([{"src": 0, "dst": 1, "bytes": 1e308}], "f.json:[0].bytes"),
+    ([{"src": 0, "dst": 1, "bytes": 1, "start_s": 1e308}], "f.json:[0].start_s"),  # overflow warning, exit 0
+    ([], "f.json"),  # an empty list ran nothing and exited 0
+])
+def test_flows_file_values_are_bounded(run_cli, tmp_path, flows, field):
+    path = tmp_path / "f.json"
+    path.write_text(json.dumps(flows))
+    rc, _, err = run_cli(*SIM, "--flows", path)
+    one_error(rc, err, field)
+
+
+# ------------------------------------------------------------------------------------- orchestrate, rl
+def test_orchestrate_table_subnormal_step_is_refused(run_cli):
+    """--step 1e-320 passed the (0, 1] rule, then max_ratio / step = inf overflowed int(): a traceback."""
+    rc, _, err = run_cli("orchestrate-table", "--gpus", "64", "--step", "1e-320")
+    one_error(rc, err, "--step")
+
+
+def test_orchestrate_infeasible_says_why_on_one_line(run_cli):
+    """Exit 1 (infeasible, documented) printed the JSON but nothing on stderr; now one line with the reason."""
+    rc, out, err = run_cli("orchestrate", "dgx", "--gpus", "64", "--tp", "8", "--dp", "4", "--count", "2",
+                           "--solver", "greedy", "--faulty-nodes", "1,3", "--json")
+    assert rc == 1
+    assert json.loads(out)["status"] == "infeasible"
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: infeasible: "), err
+
+
+def test_rl_reconfig_time_is_bounded(run_cli):
+    """1e308 s was accepted and reported as the reconfiguration time."""
+    rc, _, err = run_cli("rl", "--model", "llama3-8b", "--gpus", "64", "--comm", "analytic",
+                         "--reconfig-time", "1e308")
+    one_error(rc, err, "--reconfig-time")
+
+
+@pytest.mark.parametrize("make,named", [
+    (lambda p, n: np.savez(p, utilisation=np.full(n, 0.5 + 1j)), "loads.npz:utilisation"),  # a ComplexWarning
+    (lambda p, n: np.savez(p, bytes=np.array(["a"] * n)), "loads.npz:bytes"),
+    (lambda p, n: p.write_text("not a zip"), "loads.npz"),  # numpy called it pickled data
+])
+def test_npz_link_loads_of_the_wrong_kind(run_cli, tmp_path, make, named):
+    path = tmp_path / "loads.npz"
+    make(path, _n_links())
+    rc, _, err = run_cli("view", "dgx", "--gpus", "16", "--link-loads", path, "--out", tmp_path / "v.html")
+    one_error(rc, err, "--link-loads", named)
+    assert not (tmp_path / "v.html").exists()
+
+
+def test_json_link_loads_of_booleans_are_refused(run_cli, tmp_path):
+    path = tmp_path / "loads.json"
+    path.write_text(json.dumps({"utilisation": [True] * _n_links()}))
+    rc, _, err = run_cli("view", "dgx", "--gpus", "16", "--link-loads", path, "--out", tmp_path / "v.html")
+    one_error(rc, err, "loads.json:utilisation")
+
+
+# ------------------------------------------------------------------------------------------------ goodput
+@pytest.mark.parametrize("item", ["restart=1e308", "checkpoint_interval=1e308", "replace=99999999999d"])
+def test_goodput_recovery_times_are_bounded(run_cli, item):
+    """1e308 s was accepted (exit 0); the bound is MAX_SECONDS, checked before the fabric is built."""
+    rc, _, err = run_cli("goodput", "dgx", "--gpus", "64", "--model", "llama3-8b", "--recovery", item)
+    one_error(rc, err, "--recovery " + item.split("=")[0])
+
+
+# ------------------------------------------------------------------------------------------ topology files
+def _topology(tmp_path, mutate) -> str:
+    doc = {"graph": {"hbd": {"kind": "switch_domain", "gpus_per_node": 2, "domain_gpus": 2},
+                     "bom": [{"item": "gpu_h100", "scope": "compute", "count": 2}]},
+           "nodes": [{"id": "g0", "kind": "gpu", "node": 0}, {"id": "g1", "kind": "gpu", "node": 0}],
+           "links": [{"source": "g0", "target": "g1", "capacity": "450GB/s", "latency": "1us", "layer": "hbd"}]}
+    mutate(doc)
+    path = tmp_path / "topo.json"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+@pytest.mark.parametrize("mutate,field", [
+    (lambda d: d["links"][0].update(latency="1e308s"), "topo.json:links[0].latency"),  # time_s null, exit 0
+    (lambda d: d["links"][0].update(capacity=1e-300), "topo.json:links[0].capacity"),  # time 1e306 s, overflow
+    (lambda d: d["links"][0].update(capacity=1e308), "topo.json:links[0].capacity"),
+    (lambda d: d["graph"]["bom"][0].update(count=10**30), "topo.json:graph.bom[0].count"),
+])
+def test_topology_link_values_are_bounded(run_cli, tmp_path, mutate, field):
+    rc, _, err = run_cli("simulate", "--topology", _topology(tmp_path, mutate), "--collective", "all-reduce",
+                         "--size", "1MB", "--ranks", "0-1")
+    one_error(rc, err, field)
+
+
+def test_topology_link_at_the_bounds_is_simulated(run_cli, tmp_path):
+    """1 B/s and 1,000 s are accepted: 1 MB over one link at 1 B/s takes about 1e6 s (finite)."""
+    path = _topology(tmp_path, lambda d: d["links"][0].update(capacity=1.0, latency="1000s"))
+    rc, out, err = run_cli("simulate", "--topology", path, "--collective", "all-reduce", "--size", "1MB",
+                           "--ranks", "0-1", "--protocol", "none", "--json")
+    assert rc == 0, err
+    assert 1e5 < json.loads(out)["time_s"] < 1e7
+
+
+@pytest.mark.parametrize("command", [["mfu", "--model", "llama3-8b", "--comm", "analytic"],
+                                     ["mfu", "--model", "llama3-8b", "--comm", "sim"],
+                                     ["goodput", "--model", "llama3-8b", "--comm", "analytic"]])
+def test_a_topology_whose_gpus_cannot_reach_each_other(run_cli, tmp_path, command):
+    """No links: the analytic timing divided by a zero bandwidth (RuntimeWarnings on stderr, goodput exit 0)."""
+    path = _topology(tmp_path, lambda d: d.update(links=[]))
+    rc, _, err = run_cli(*command, "--topology", path)
+    one_error(rc, err, "--topology")
