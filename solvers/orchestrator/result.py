@@ -131,7 +131,7 @@ class OrchestrationResult:
             "pp_bytes_per_rank": job.bytes_pp if job else None,
             "bytes_model": (None if job is None or (job.dp_bytes is not None and job.pp_bytes is not None)
                             else job.to_dict()["bytes_model"]),
-            "model_size": self.model_stats,
+            "model_size": self.model_stats or {},  # {} when no MIP ran (the bound proved the warm start)
             "notes": "; ".join(self.notes),
         }
         if placement and self.placement is not None:
