@@ -46,8 +46,10 @@ def sql_query(out: Path, sql: str):
     ------
     FabricError
         ``DIR`` holds no batch files; ``--sql`` is empty, is not valid SQL,
-        names an unknown column (the message lists DuckDB's closest ones) or
-        returns no result set.
+        is not exactly one SELECT (no COPY, ATTACH, CREATE, SET: the query
+        runs sandboxed, reading the sweep folder only), names an unknown
+        column (the message lists DuckDB's closest ones) or returns no result
+        set.
     """
     import duckdb
 
@@ -63,7 +65,21 @@ def sql_query(out: Path, sql: str):
         path = _glob(out).replace("'", "''")
         con.execute(f"CREATE VIEW {TABLE} AS SELECT * FROM read_parquet('{path}', hive_partitioning = true, "
                     f"union_by_name = true)")
+        # a query reads the sweep folder and nothing else: no COPY TO, ATTACH, read_csv of other files, no
+        # settings changed back (DuckDB's sandbox: external access off, the folder allowed, configuration locked)
+        folder = str(Path(out).resolve()).replace("'", "''")
+        con.execute(f"SET allowed_directories = ['{folder}']")
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
         try:
+            statements = con.extract_statements(sql)
+            if len(statements) != 1:
+                raise FabricError("--sql", f"{len(statements)} statements; give one SELECT (or DESCRIBE) over the "
+                                           f"table {TABLE}")
+            if statements[0].type != duckdb.StatementType.SELECT:
+                kind = str(statements[0].type).rsplit(".", 1)[-1]
+                raise FabricError("--sql", f"{kind} statement refused; only a SELECT (or DESCRIBE) over the table "
+                                           f"{TABLE} is run")
             cur = con.execute(sql)
             if cur.description is None:
                 raise FabricError("--sql", f"{sql!r} returns no rows; give a SELECT over the table {TABLE}")

@@ -125,10 +125,28 @@ def test_sql_merges_every_architectures_columns(study, run_cli):
     ("SELEKT 1", [], "error: --sql: Parser Error"),
     ("  ", [], "error: --sql: empty"),
     ("SELECT 1", ["--rows"], "error: --rows: does not combine with --sql"),
+    (";", [], "error: --sql: 0 statements"),
+    ("SELECT 1; SELECT 2", [], "error: --sql: 2 statements"),
+    ("COPY results TO 'leak.csv'", [], "error: --sql: COPY statement refused"),
+    ("ATTACH 'leak.db'", [], "error: --sql: ATTACH statement refused"),
+    ("CREATE TABLE leak AS SELECT 1", [], "error: --sql: CREATE statement refused"),
+    ("SET enable_external_access = true", [], "error: --sql: SET statement refused"),
+    ("SELECT * FROM read_csv('/etc/hostname')", [], "error: --sql: Permission Error"),
+    ("SELECT 1 FROM read_parquet('leak/*.parquet')", [], "error: --sql: Permission Error"),
 ])
-def test_sql_bad_input(study, run_cli, sql, extra, words):
+def test_sql_bad_input(study, run_cli, sql, extra, words, tmp_path, monkeypatch):
+    """Anything but one SELECT over the sweep folder is refused, and nothing is written (DuckDB sandboxed)."""
+    monkeypatch.chdir(tmp_path)
     rc, stdout, err = run_cli("results", study, "--sql", sql, *extra)
     assert rc == 2 and err.startswith(words) and stdout == "" and len(err.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sql_describe_lists_the_columns(study, run_cli):
+    rc, stdout, err = run_cli("results", study, "--sql", "DESCRIBE results", "--json")
+    assert rc == 0, err
+    names = {r["column_name"] for r in json.loads(stdout)["rows"]}
+    assert {"architecture", "point_id", "fault_ratio"} <= names
 
 
 # ------------------------------------------------------------------------------------------------ tables
