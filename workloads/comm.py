@@ -214,11 +214,31 @@ def _phase_time(v: _FabricView, comp: np.ndarray, ph: "Phase") -> float:
         t = alpha + np.maximum(off, on)
     elif ph.algorithm == "direct":
         t = alpha + (n - 1) / n * S / bw * (2 if kind == "all_reduce" else 1)
-    elif kind == "all_reduce":
-        t = 2 * (n - 1) * alpha + 2 * (n - 1) / n * S / bw
     else:
-        t = (n - 1) * alpha + (n - 1) / n * S / bw
+        # a ring across HBD components runs one channel per rank of the smallest component, each leaving
+        # and entering a component through a NIC of its own (fabric.sim.nccl.channel_count): the NIC hop
+        # carries S / C, the HBD hops all C channels
+        C = _fewest_ranks_per_component(comp[g])
+        hop = np.where(hbd_bw > 0, hbd_bw, np.inf)
+        bw = np.where(same_comp, bw, np.minimum(C * nic, hop))
+        steps = 2 * (n - 1) if kind == "all_reduce" else n - 1
+        t = steps * alpha + steps / n * S / bw
     return float(np.max(t))
+
+
+def _fewest_ranks_per_component(comp: np.ndarray) -> np.ndarray:
+    """Per row of component ids (G, n): the fewest of the row's ranks that share one component, shape (G,)."""
+    G, n = comp.shape
+    s = np.sort(comp, axis=1)
+    edge = np.ones((G, n + 1), dtype=bool)
+    edge[:, 1:n] = s[:, 1:] != s[:, :-1]
+    idx = np.flatnonzero(edge.ravel())          # run starts, and each row's end (position n of the row)
+    row = idx // (n + 1)
+    keep = row[1:] == row[:-1]                  # a run lies between consecutive edges of one row
+    runs, run_row = np.diff(idx)[keep], row[:-1][keep]
+    out = np.full(G, n)
+    np.minimum.at(out, run_row, runs)
+    return out
 
 
 analytic_comm_time.name = "analytic"  # type: ignore[attr-defined]
