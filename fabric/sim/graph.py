@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fabric.model import ActiveLinks, DeviceKind, Fabric
+from fabric.model import ActiveLinks, DeviceKind, Fabric, Layer
 
 def mix64(x: np.ndarray) -> np.ndarray:
     """SplitMix64 finaliser on a uint64 array (wrapping arithmetic, deterministic).
@@ -93,6 +93,11 @@ class ArcGraph:
         The arc in the opposite direction (same links).
     n_base_arcs : int
         ``2 * len(active links)``.
+    gpu_node : ndarray of bool
+        Node is a GPU (an endpoint that forwards only from HBD link to HBD
+        link, see :func:`~fabric.sim.routing.shortest_path_dags`).
+    hbd_arc : ndarray of bool
+        Arc is an HBD link (its first member's layer).
     """
 
     n_nodes: int
@@ -119,6 +124,8 @@ class ArcGraph:
     core_out_arc: np.ndarray
     rev_arc: np.ndarray
     n_base_arcs: int
+    gpu_node: np.ndarray | None = None
+    hbd_arc: np.ndarray | None = None
 
     @property
     def n_arcs(self) -> int:
@@ -262,11 +269,13 @@ def build_arc_graph(fabric: Fabric, links: ActiveLinks, *, fold: bool, bundle: b
     arc_of_base = np.full(2 * len(links), -1, dtype=np.int64)
     arc_of_base[member_arc] = np.repeat(np.arange(a_src.size), members)
     rev_arc = arc_of_base[member_arc[member_ptr[:-1]] ^ 1]
+    gpu_node = fabric.devices.kind[reps] == DeviceKind.GPU  # GPUs are never folded: a GPU node is one GPU
+    hbd_arc = np.asarray(links.layer)[member_arc[member_ptr[:-1]] // 2] == Layer.HBD
     return ArcGraph(n_nodes, node_of_device.astype(np.int64), reps.astype(np.int64), class_size,
                     a_src.astype(np.int64), a_dst.astype(np.int64), capacity, a_lat.astype(np.float64),
                     weight.astype(np.float64), members, member_ptr, member_arc.astype(np.int64), out_ptr, out_arc,
                     parent, up_arc, down_arc, root, depth, in_core, core_out_ptr, inner.astype(np.int64), rev_arc,
-                    2 * len(links))
+                    2 * len(links), gpu_node, hbd_arc)
 
 
 def _pendant_forest(n: int, a_src: np.ndarray, a_dst: np.ndarray):

@@ -93,6 +93,18 @@ def shortest_path_dags(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_
     next hops, and the search ends without expanding that last level (the
     widest one, for local traffic).  Raises :class:`NoRoute` (with graph nodes)
     for a source that cannot be reached.
+
+    **GPUs forward only from HBD link to HBD link** (``g.gpu_node``,
+    ``g.hbd_arc``): a torus chip routes ICI traffic on, but no GPU passes
+    traffic between its NVLink and its NIC (PCIe) or between two non-HBD
+    links; without this rule a flow between two racks of an NVL-72 would
+    detour over NVLink through the GPUs of the rack that share the far
+    ToR, at equal hop count.  The levels of the search are the distances
+    of nodes that may forward (a GPU's only over HBD arcs); a GPU as a
+    *source* may leave by any arc, so its next hops are found by the
+    neighbour check above, one source at a time, and kept apart
+    (:meth:`DagIndex.lookup_source`): its next hops as a source and as a
+    forwarding node differ.
     """
     n = g.n_nodes
     D = dests.size
@@ -107,12 +119,16 @@ def shortest_path_dags(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_
     level_keys = [np.sort(fq * n + fv)]
     if dense:
         lev[fq, fv] = 0
+    gpu = g.gpu_node if g.gpu_node is not None and g.gpu_node.any() else None
+    src_gpu = gpu[nv] if gpu is not None else np.zeros(nv.size, dtype=bool)
+    dests = np.asarray(dests, dtype=np.int64)
     found = _member(need_keys, level_keys[0])
     remaining = np.bincount(nq[~found], minlength=D)
-    out_keys, out_arcs = [], []
+    out_keys, out_arcs, src_keys, src_arcs = [], [], [], []
     level = 0
     while True:
         # the pending sources of a search all next to the current level: finish it from their side
+        # (a GPU source as soon as it touches the level: it never settles by the search below)
         pend = np.flatnonzero(~found)
         if pend.size:
             cnt = deg[nv[pend]]
@@ -120,15 +136,23 @@ def shortest_path_dags(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_
             a = out[ranges(ptr[nv[pend]], cnt)]
             w, qq = g.dst[a], nq[rep]
             hit = (lev[qq, w] == level) if dense else _member(qq * n + w, level_keys[-1])
+            if gpu is not None:  # into a forwarding GPU only over HBD
+                hit &= ~gpu[w] | g.hbd_arc[a] | (w == dests[qq])
             touching = np.zeros(need_keys.size, dtype=bool)
             touching[rep[hit]] = True
             done_q = (remaining > 0) & (np.bincount(nq[pend[~touching[pend]]], minlength=D) == 0)
-            if done_q.any():
-                take = hit & done_q[qq]
-                out_keys.append(qq[take] * n + nv[rep[take]])
-                out_arcs.append(a[take])  # source -> neighbour one hop closer
-                found[pend[done_q[nq[pend]]]] = True
-                remaining[done_q] = 0
+            settle = np.zeros(need_keys.size, dtype=bool)
+            settle[pend] = done_q[nq[pend]] | (src_gpu[pend] & touching[pend])
+            if settle.any():
+                take = hit & settle[rep]
+                to_src = src_gpu[rep[take]]
+                keys_t = qq[take] * n + nv[rep[take]]
+                out_keys.append(keys_t[~to_src])
+                out_arcs.append(a[take][~to_src])  # source -> neighbour one hop closer
+                src_keys.append(keys_t[to_src])
+                src_arcs.append(a[take][to_src])
+                found[settle] = True
+                remaining = np.bincount(nq[~found], minlength=D)
         keep = remaining[fq] > 0
         fq, fv = fq[keep], fv[keep]
         if fq.size == 0:
@@ -138,6 +162,10 @@ def shortest_path_dags(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_
         q = np.repeat(fq, cnt)
         a = out[ranges(ptr[fv], cnt)]
         u = g.dst[a]
+        if gpu is not None:  # a GPU forwards (and is reached to forward) only over HBD arcs
+            v = np.repeat(fv, cnt)
+            ok = g.hbd_arc[a] | (~gpu[u] & (~gpu[v] | (v == dests[q])))
+            q, a, u = q[ok], a[ok], u[ok]
         key = q * n + u
         if dense:
             fresh = lev[q, u] < 0
@@ -158,7 +186,7 @@ def shortest_path_dags(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_
         out_arcs.append(g.rev_arc[a[fresh]])
         fq, fv = new_keys // n, new_keys % n
         level_keys.append(new_keys if not dense else np.sort(new_keys))
-        pend = np.flatnonzero(~found)
+        pend = np.flatnonzero(~found & ~src_gpu)
         found[pend] = (lev[nq[pend], nv[pend]] >= 0) if dense else _member(need_keys[pend], level_keys[-1])
         remaining = np.bincount(nq[~found], minlength=D)
     if not found.all():
@@ -168,17 +196,35 @@ def shortest_path_dags(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_
     arcs = np.concatenate(out_arcs) if out_arcs else np.zeros(0, dtype=np.int64)
     order = np.argsort(keys, kind="stable")
     keys, arcs = keys[order], arcs[order]
+    skeys = np.concatenate(src_keys) if src_keys else np.zeros(0, dtype=np.int64)
+    sarcs = np.concatenate(src_arcs) if src_arcs else np.zeros(0, dtype=np.int64)
+    order = np.argsort(skeys, kind="stable")
+    source = (skeys[order], sarcs[order])
     if dense:  # small enough for a direct index: (q, v) -> range of its arcs
         ptr_ = np.concatenate([[0], np.cumsum(np.bincount(keys, minlength=D * n))]).astype(np.int32)
-        return DagIndex(ptr_, None, arcs)
-    return DagIndex(None, keys, arcs)
+        return DagIndex(ptr_, None, arcs, source)
+    return DagIndex(None, keys, arcs, source)
 
 
 class DagIndex:
-    """Next-hop arcs per (search, node): a direct CSR pointer array, or sorted keys."""
+    """Next-hop arcs per (search, node): a direct CSR pointer array, or sorted keys.
 
-    def __init__(self, ptr: np.ndarray | None, keys: np.ndarray | None, arcs: np.ndarray):
-        self.ptr, self.keys, self.arcs = ptr, keys, arcs
+    ``source`` (sorted keys, arcs) holds the next hops of GPU sources, which
+    may differ from the same GPU's next hops when it forwards; they follow
+    the forwarding arcs in ``arcs``.
+    """
+
+    def __init__(self, ptr: np.ndarray | None, keys: np.ndarray | None, arcs: np.ndarray,
+                 source: tuple[np.ndarray, np.ndarray] | None = None):
+        self.ptr, self.keys = ptr, keys
+        self.src_keys = source[0] if source is not None else np.zeros(0, dtype=np.int64)
+        self.src_base = arcs.size
+        self.arcs = np.concatenate([arcs, source[1]]) if source is not None else arcs
+
+    def lookup_source(self, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """First position and count of the arcs of each key as a GPU source (count 0 if none)."""
+        lo = np.searchsorted(self.src_keys, key, side="left")
+        return lo + self.src_base, np.searchsorted(self.src_keys, key, side="right") - lo
 
     def lookup(self, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """First position and count of the arcs of each key."""
@@ -402,7 +448,7 @@ def _core_walk(g: ArcGraph, cs: np.ndarray, cd: np.ndarray, mode: str, seed: int
     st_l = np.zeros(P)
     lat = np.zeros(P)
     out_p, out_a, out_f = [], [], []
-    for _ in range(n + 1):  # a shortest path has fewer hops than there are nodes
+    for step in range(n + 1):  # a shortest path has fewer hops than there are nodes
         if st_p.size == 0:
             break
         done = st_v == cd[st_p]
@@ -413,6 +459,9 @@ def _core_walk(g: ArcGraph, cs: np.ndarray, cd: np.ndarray, mode: str, seed: int
             if st_p.size == 0:
                 break
         lo, cnt = dag.lookup(row_of[st_p] * n + st_v)
+        if step == 0 and g.gpu_node is not None:  # a GPU source leaves by its own next hops (not its forwarding ones)
+            at_gpu = np.flatnonzero(g.gpu_node[st_v])
+            lo[at_gpu], cnt[at_gpu] = dag.lookup_source(row_of[st_p[at_gpu]] * n + st_v[at_gpu])
         if not cnt.all():
             raise RuntimeError("route walk reached a node with no next hop (shortest-path DAG is incomplete)")
         if mode == "ideal":
