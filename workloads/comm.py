@@ -22,8 +22,10 @@ Backends
     Fallback only, used when the simulator cannot be imported: alpha-beta
     closed forms (Thakur, Rabenseifner & Gropp 2005; FIGURES) on the
     bottleneck bandwidth of each group read from the Fabric's links (HBD
-    egress of a GPU, its NIC link, the k-hop optical lane), hierarchical
-    when a group spans several nodes with several GPUs each.
+    egress of a GPU, its NIC link, the k-hop optical lane) times NCCL's path
+    efficiency, hierarchical when a group spans several nodes with several
+    GPUs each, with NCCL's channels and step latencies on rings across HBD
+    components (the simulator's Simple-protocol model in closed form).
 
 Cache
 -----
@@ -168,19 +170,22 @@ def analytic_comm_time(fabric: Fabric, kind: str, groups: np.ndarray, nbytes: fl
     """Alpha-beta completion time of concurrent groups (fallback; see module docstring).
 
     The collective is cut into the same phases the simulator is given
-    (:func:`plan`); each phase takes the closed form of its algorithm at the
-    bottleneck bandwidth of its groups: the GPU's intra-node bandwidth inside
-    a node, its HBD egress (switched) or lit optical lane (k-hop) inside an
-    HBD component, else its NIC divided by the ToR oversubscription.  Every
-    GPU has its own HBD ports and NIC, so concurrent groups only slow each
-    other through that oversubscription.
+    (:func:`plan`), each an NCCL launch (base latency); each phase takes the
+    closed form of its algorithm at the bottleneck bandwidth of its groups:
+    the GPU's intra-node bandwidth inside a node, its HBD egress (switched)
+    or lit optical lane (k-hop) inside an HBD component, else its NIC divided
+    by the ToR oversubscription; each times NCCL's path efficiency (catalog
+    ``nccl_path_efficiency``: the share of the line rate its Simple protocol
+    reaches on NVLink / a NIC, as the simulator applies it).  Every GPU has
+    its own HBD ports and NIC, so concurrent groups only slow each other
+    through that oversubscription.
     """
     g = _check(kind, groups)
     if g.size == 0 or nbytes <= 0 or g.shape[1] < 2:
         return 0.0
     v = _cached_view(fabric)
     comp = hbd_components(fabric)
-    return NCCL_BASE_LATENCY + sum(_phase_time(v, comp, ph) for ph in plan(fabric, kind, g, float(nbytes)))
+    return sum(NCCL_BASE_LATENCY + _phase_time(v, comp, ph) for ph in plan(fabric, kind, g, float(nbytes)))
 
 
 def _phase_time(v: _FabricView, comp: np.ndarray, ph: "Phase") -> float:
@@ -191,18 +196,20 @@ def _phase_time(v: _FabricView, comp: np.ndarray, ph: "Phase") -> float:
     same_node = np.all(v.node[g] == v.node[g][:, :1], axis=1)
     same_comp = np.all(comp[g] == comp[g][:, :1], axis=1)
     spans_tor = ~np.all(v.tor[g] == v.tor[g][:, :1], axis=1)
-    hbd_bw = v.hbd_egress[g].min(axis=1) if v.switch_domain else v.optical_lane[g].min(axis=1)
-    nic = v.nic[g].min(axis=1) / np.where(spans_tor, v.dcn_oversubscription, 1.0)
-    intra = v.intra_node[g].min(axis=1)
+    eff_hbd, eff_net = nccl_path_efficiencies()
+    hbd_bw = eff_hbd * (v.hbd_egress[g].min(axis=1) if v.switch_domain else v.optical_lane[g].min(axis=1))
+    nic = eff_net * v.nic[g].min(axis=1) / np.where(spans_tor, v.dcn_oversubscription, 1.0)
+    intra = eff_hbd * v.intra_node[g].min(axis=1)
     bw = np.where(same_node, intra, np.where(same_comp, hbd_bw, nic))
     if not np.all(bw > 0):  # a GPU without the link this phase needs (e.g. a topology file without NICs)
         first = int(g[np.flatnonzero(~(bw > 0))[0], 0])
         raise FabricError("topology", f"the group of GPU {first} has no link for its {kind.replace('_', '-')} "
                                       f"(no intra-node, HBD or NIC bandwidth); every GPU must reach its group")
-    # physical path latency plus NCCL's per-step latency of the step's path type (Simple protocol)
+    # a step costs NCCL's per-step latency of its path type (Simple protocol), which holds the hardware path,
+    # or the physical latency of the path if that is longer (as fabric.sim.nccl charges it)
     step_hbd, step_net = nccl_step_latencies()
-    alpha = np.where(same_node, v.hbd_latency + step_hbd,
-                     np.where(same_comp, 2 * v.hbd_latency + step_hbd, v.dcn_latency + step_net))
+    a_hbd, a_net = max(2 * v.hbd_latency, step_hbd), max(v.dcn_latency, step_net)
+    alpha = np.where(same_node, max(v.hbd_latency, step_hbd), np.where(same_comp, a_hbd, a_net))
     if kind == "send_recv":
         t = alpha + S / bw
     elif kind == "all_to_all":
@@ -218,17 +225,55 @@ def _phase_time(v: _FabricView, comp: np.ndarray, ph: "Phase") -> float:
         t = alpha + np.maximum(off, on)
     elif ph.algorithm == "direct":
         t = alpha + (n - 1) / n * S / bw * (2 if kind == "all_reduce" else 1)
-    elif kind == "all_reduce":
-        t = 2 * (n - 1) * alpha + 2 * (n - 1) / n * S / bw
     else:
-        t = (n - 1) * alpha + (n - 1) / n * S / bw
+        # A ring across m HBD components runs C channels, C the group's fewest ranks in one component
+        # (fabric.sim.nccl.channel_count), each leaving and entering a component through a NIC of its own:
+        # a NIC hop carries S / (n C) a step, a GPU's HBD egress C of them.  Each channel's ring has m network
+        # hops and n - m HBD hops; k steps cost the latency along k consecutive hops (NCCL streams the data
+        # along the ring), the most network hops such a stretch can hold: the simulator's chain.
+        C, m = _component_runs(comp[g])
+        hop = np.where(hbd_bw > 0, hbd_bw, np.inf)
+        bw = np.where(same_comp, bw, np.minimum(C * nic, hop))
+        k = 2 * (n - 1) if kind == "all_reduce" else n - 1
+        laps, rest = divmod(k, n)
+        net_hops = np.where(same_comp, 0, laps * m + np.minimum(rest, m))
+        t = np.where(same_comp, k * alpha, net_hops * a_net + (k - net_hops) * a_hbd) + k / n * S / bw
     return float(np.max(t))
+
+
+def _component_runs(comp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of component ids (G, n): the fewest of the row's ranks that share one component, and how many
+    components the row spans, each shape (G,)."""
+    G, n = comp.shape
+    s = np.sort(comp, axis=1)
+    edge = np.ones((G, n + 1), dtype=bool)
+    edge[:, 1:n] = s[:, 1:] != s[:, :-1]
+    idx = np.flatnonzero(edge.ravel())          # run starts, and each row's end (position n of the row)
+    row = idx // (n + 1)
+    keep = row[1:] == row[:-1]                  # a run lies between consecutive edges of one row
+    runs, run_row = np.diff(idx)[keep], row[:-1][keep]
+    out = np.full(G, n)
+    np.minimum.at(out, run_row, runs)
+    return out, np.bincount(run_row, minlength=G)
 
 
 analytic_comm_time.name = "analytic"  # type: ignore[attr-defined]
 
 
 _STEP_LATENCIES: tuple | None = None
+_EFFICIENCIES: tuple | None = None
+
+
+def nccl_path_efficiencies() -> tuple[float, float]:
+    """Share of the line rate NCCL's Simple protocol reaches on an NVLink / HBD path and on a NIC (catalog)."""
+    global _EFFICIENCIES
+    if _EFFICIENCIES is None:
+        from fabric.catalog import load_catalog
+
+        cat = load_catalog()
+        _EFFICIENCIES = (cat.value("nccl_path_efficiency", "nvlink_factor"),
+                         cat.value("nccl_path_efficiency", "network_factor"))
+    return _EFFICIENCIES
 
 
 def nccl_step_latencies() -> tuple[float, float]:
@@ -369,7 +414,6 @@ def simulator_backend() -> CommBackend | None:
         if g.size == 0 or nbytes <= 0:
             return 0.0
         gpu_ids = fabric.gpu_ids
-        comp = hbd_components(fabric)
         total = 0.0
         for ph in plan(fabric, kind, g, float(nbytes)):
             idx = np.searchsorted(gpu_ids, ph.groups)
@@ -378,38 +422,15 @@ def simulator_backend() -> CommBackend | None:
             # cache fits every protocol and takes the fastest, as NCCL's tuner does (CommCache.time)
             colls = [Collective(name, tuple(row.tolist()), ph.nbytes, ph.algorithm, protocol=Protocol(protocol))
                      for row in idx]
-            # a phase whose ranks all sit in different HBD components goes NIC to NIC: NCCL sends
-            # inter-node traffic through the GPU's own NIC, not through a peer GPU's NVLink and NIC
-            c = np.sort(comp[ph.groups], axis=1)
-            apart = bool(np.all(c[:, 1:] != c[:, :-1])) if c.shape[1] > 1 else False
-            res = simulate_collectives(dcn_only(fabric) if apart else fabric, colls)
+            # inter-node steps go through the GPU's own NIC: the simulator's routes never pass a GPU between
+            # its NVLink and its NIC (fabric.sim.routing)
+            res = simulate_collectives(fabric, colls)
             total += max(c.time_s for c in res.collectives)
         return total
 
     sim_time.name = "sim"  # type: ignore[attr-defined]
     sim_time.protocols = ("ll", "ll128", "simple")  # type: ignore[attr-defined]
     return sim_time  # type: ignore[return-value]
-
-
-def dcn_only(fabric: Fabric) -> Fabric:
-    """A copy of ``fabric`` whose HBD links carry nothing (capacity 0), cached per Fabric object.
-
-    Used for phases between HBD components, so that shortest-path routing
-    cannot detour through another GPU's HBD links and NIC.
-    """
-    hit = _DCN_ONLY.get(id(fabric))
-    if hit is not None and hit[0]() is fabric:
-        return hit[1]
-    import dataclasses
-
-    L = fabric.links
-    cap = np.where(L.layer == Layer.HBD, 0.0, L.capacity)
-    out = dataclasses.replace(fabric, links=dataclasses.replace(L, capacity=cap))
-    _DCN_ONLY[id(fabric)] = (weakref.ref(fabric), out)
-    return out
-
-
-_DCN_ONLY: dict[int, tuple] = {}
 
 
 def default_backend() -> CommBackend:

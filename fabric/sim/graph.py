@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fabric.model import ActiveLinks, DeviceKind, Fabric
+from fabric.model import ActiveLinks, DeviceKind, Fabric, Layer
 
 def mix64(x: np.ndarray) -> np.ndarray:
     """SplitMix64 finaliser on a uint64 array (wrapping arithmetic, deterministic).
@@ -93,6 +93,11 @@ class ArcGraph:
         The arc in the opposite direction (same links).
     n_base_arcs : int
         ``2 * len(active links)``.
+    gpu_node : ndarray of bool
+        Node is a GPU (an endpoint that forwards only from HBD link to HBD
+        link, see :func:`~fabric.sim.routing.shortest_path_dags`).
+    hbd_arc : ndarray of bool
+        Arc is an HBD link (its first member's layer).
     """
 
     n_nodes: int
@@ -119,6 +124,8 @@ class ArcGraph:
     core_out_arc: np.ndarray
     rev_arc: np.ndarray
     n_base_arcs: int
+    gpu_node: np.ndarray | None = None
+    hbd_arc: np.ndarray | None = None
 
     @property
     def n_arcs(self) -> int:
@@ -146,8 +153,8 @@ def endpoint_devices(fabric: Fabric) -> np.ndarray:
 
 
 def twin_classes(n_devices: int, src: np.ndarray, dst: np.ndarray, cap: np.ndarray, lat: np.ndarray,
-                 protected: np.ndarray) -> np.ndarray:
-    """Class id per device: twins (same neighbour/capacity/latency multiset) share one.
+                 protected: np.ndarray, hbd: np.ndarray | None = None) -> np.ndarray:
+    """Class id per device: twins (same neighbour/capacity/latency/HBD-or-not multiset) share one.
 
     Candidates are grouped by an order-independent 64-bit hash of the
     multiset, then checked exactly, so a hash collision cannot merge
@@ -156,7 +163,8 @@ def twin_classes(n_devices: int, src: np.ndarray, dst: np.ndarray, cap: np.ndarr
     cls = np.arange(n_devices, dtype=np.int64)
     if src.size == 0:
         return cls
-    h_arc = _arc_hash(dst, cap, lat)
+    hbd = np.zeros(src.size, dtype=bool) if hbd is None else np.asarray(hbd, dtype=bool)
+    h_arc = mix64(_arc_hash(dst, cap, lat) ^ hbd.astype(np.uint64))
     node_hash = np.zeros(n_devices, dtype=np.uint64)
     with np.errstate(over="ignore"):
         np.add.at(node_hash, src, h_arc)
@@ -183,7 +191,7 @@ def twin_classes(n_devices: int, src: np.ndarray, dst: np.ndarray, cap: np.ndarr
         groups: dict[tuple, int] = {}
         for v in cand[starts[g]:ends[g]]:
             arcs = arc_order[ptr[v]:ptr[v + 1]]
-            sig = tuple(sorted(zip(dst[arcs].tolist(), cap[arcs].tolist(), lat[arcs].tolist())))
+            sig = tuple(sorted(zip(dst[arcs].tolist(), cap[arcs].tolist(), lat[arcs].tolist(), hbd[arcs].tolist())))
             rep = groups.setdefault(sig, int(v))
             cls[v] = rep
     return cls
@@ -216,9 +224,12 @@ def build_arc_graph(fabric: Fabric, links: ActiveLinks, *, fold: bool, bundle: b
     """
     n_dev = fabric.n_devices
     ids, s, d, cap, lat = base_arcs(links)
+    # HBD arcs stay apart from the others (a GPU forwards only between HBD links, see fabric.sim.routing):
+    # they never share a bundle, and devices are twins only if their links' layers match too
+    hbd = np.asarray(links.layer)[ids // 2] == Layer.HBD
     if fold:
         prot = endpoint_devices(fabric) if protected is None else np.asarray(protected, dtype=np.int64)
-        cls = twin_classes(n_dev, s, d, cap, lat, prot)
+        cls = twin_classes(n_dev, s, d, cap, lat, prot, hbd)
     else:
         cls = np.arange(n_dev, dtype=np.int64)
     reps, node_of_device = np.unique(cls, return_inverse=True)
@@ -227,12 +238,12 @@ def build_arc_graph(fabric: Fabric, links: ActiveLinks, *, fold: bool, bundle: b
     cs, cd = node_of_device[s], node_of_device[d]
 
     if bundle or fold:
-        # one arc per (source node, destination node, capacity, latency)
-        order = np.lexsort((lat, cap, cd, cs))
+        # one arc per (source node, destination node, capacity, latency, HBD or not)
+        order = np.lexsort((hbd, lat, cap, cd, cs))
         cs_o, cd_o, cap_o, lat_o = cs[order], cd[order], cap[order], lat[order]
         new = np.ones(order.size, dtype=bool)
         new[1:] = ((cs_o[1:] != cs_o[:-1]) | (cd_o[1:] != cd_o[:-1]) | (cap_o[1:] != cap_o[:-1])
-                   | (lat_o[1:] != lat_o[:-1]))
+                   | (lat_o[1:] != lat_o[:-1]) | (hbd[order][1:] != hbd[order][:-1]))
         first = np.flatnonzero(new)
         members = np.diff(np.append(first, order.size))
         a_src, a_dst = cs_o[first], cd_o[first]
@@ -253,7 +264,12 @@ def build_arc_graph(fabric: Fabric, links: ActiveLinks, *, fold: bool, bundle: b
     out_ptr = np.concatenate([[0], np.cumsum(np.bincount(a_src, minlength=n_nodes))]).astype(np.int64)
     out_arc = out_order.astype(np.int64)
 
-    parent, up_arc, down_arc, root, depth = _pendant_forest(n_nodes, a_src, a_dst)
+    gpu_node = fabric.devices.kind[reps] == DeviceKind.GPU  # GPUs are never folded: a GPU node is one GPU
+    hbd_arc = np.asarray(links.layer)[member_arc[member_ptr[:-1]] // 2] == Layer.HBD
+    # a GPU with a non-HBD link is never the parent of a pendant tree: routes through a tree's root are not
+    # searched, so they could pass it between that link and another
+    mixed = gpu_node & (np.bincount(a_src[~hbd_arc], minlength=n_nodes) > 0)
+    parent, up_arc, down_arc, root, depth = _pendant_forest(n_nodes, a_src, a_dst, mixed)
     in_core = parent < 0
     inner = np.flatnonzero(in_core[a_src] & in_core[a_dst])
     inner = inner[np.argsort(a_src[inner], kind="stable")]
@@ -266,14 +282,16 @@ def build_arc_graph(fabric: Fabric, links: ActiveLinks, *, fold: bool, bundle: b
                     a_src.astype(np.int64), a_dst.astype(np.int64), capacity, a_lat.astype(np.float64),
                     weight.astype(np.float64), members, member_ptr, member_arc.astype(np.int64), out_ptr, out_arc,
                     parent, up_arc, down_arc, root, depth, in_core, core_out_ptr, inner.astype(np.int64), rev_arc,
-                    2 * len(links))
+                    2 * len(links), gpu_node, hbd_arc)
 
 
-def _pendant_forest(n: int, a_src: np.ndarray, a_dst: np.ndarray):
+def _pendant_forest(n: int, a_src: np.ndarray, a_dst: np.ndarray, no_parent: np.ndarray | None = None):
     """Peel nodes joined to the rest by exactly one arc each way, repeatedly.
 
     Returns parent, up_arc, down_arc, root, depth per node.  Of two leaves
     joined to each other (a two-node component) the lower id stays as root.
+    Nodes in ``no_parent`` (bool per node) never become a parent: their
+    leaves stay in the core.
     """
     parent = np.full(n, -1, dtype=np.int64)
     up_arc = np.full(n, -1, dtype=np.int64)
@@ -307,6 +325,8 @@ def _pendant_forest(n: int, a_src: np.ndarray, a_dst: np.ndarray):
         lp = np.flatnonzero(live & leaf[pv])  # the one live pair of every leaf
         v, u = pv[lp], pu[lp]
         ok = single[lp]
+        if no_parent is not None:
+            ok &= ~no_parent[u]
         # mutual leaves: keep the lower id as the root of the little tree
         ok &= ~(leaf[u] & (u > v))
         v, u, lp = v[ok], u[ok], lp[ok]

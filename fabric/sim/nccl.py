@@ -162,17 +162,32 @@ def path_codes(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     return np.where(same_dom, HBD, np.where(same_node, PCIE, NETWORK)).astype(np.int64)
 
 
+def domain_rows(fabric: Fabric, devices: np.ndarray) -> list[np.ndarray]:
+    """Rank positions of ``devices`` per HBD domain, domains in order of first appearance (rows may differ in length).
+
+    A device outside any domain is a domain of its own.  With the same number
+    of ranks in every domain, the rows are those of :func:`domain_matrix`.
+    """
+    dom = fabric.group("domain")[np.asarray(devices)].copy()
+    alone = dom < 0
+    dom[alone] = -1 - np.flatnonzero(alone)
+    _, first, inv = np.unique(dom, return_index=True, return_inverse=True)
+    row = np.argsort(np.argsort(first))[inv]
+    order = np.lexsort((np.arange(dom.size), row))
+    return np.split(order, np.cumsum(np.bincount(row))[:-1])
+
+
 def channel_count(fabric: Fabric, devices: np.ndarray) -> int:
     """NCCL's channel count for a ring over ``devices`` (one group): ranks per HBD domain if it spans domains.
 
-    One channel per rail (the group's ranks in each domain, each with its own
-    NIC); 1 if the group sits in one domain or its domains hold unequal numbers.
+    One channel per rail (each of the group's ranks in a domain has its own
+    NIC); when domains hold unequal numbers of ranks, the smallest number
+    (every channel still leaves and enters each domain through a NIC of its
+    own, as NCCL's per-node ring search connects the same channel count on
+    every node); 1 if the group sits in one domain.
     """
-    try:
-        m, h = domain_matrix(np.asarray(devices), fabric.group("domain")).shape
-    except FabricError:
-        return 1
-    return h if m > 1 else 1
+    rows = domain_rows(fabric, devices)
+    return min(r.size for r in rows) if len(rows) > 1 else 1
 
 
 def _domain_matrix_or_one(fabric: Fabric, devices: np.ndarray) -> np.ndarray:
@@ -184,16 +199,20 @@ def _domain_matrix_or_one(fabric: Fabric, devices: np.ndarray) -> np.ndarray:
 
 
 def ring_orders(fabric: Fabric, devices: np.ndarray, channels: int) -> np.ndarray:
-    """Rank positions of every channel's ring, shape (channels, n) (see the module docstring: snake rings)."""
-    n = devices.size
-    dm = _domain_matrix_or_one(fabric, devices)
-    m, h = dm.shape
-    out = np.empty((channels, n), dtype=np.int64)
+    """Rank positions of every channel's ring, shape (channels, n) (see the module docstring: snake rings).
+
+    Channel ``c`` visits each domain's ranks rotated by ``c`` (modulo that
+    domain's count), odd domains backwards, so that with ``c`` below every
+    domain's count each channel enters and leaves a domain on a rank of its own.
+    """
+    rows = domain_rows(fabric, devices)
+    out = np.empty((channels, np.asarray(devices).size), dtype=np.int64)
     for c in range(channels):
-        rot = dm[:, (np.arange(h) + c) % h]
-        if m > 1:
-            rot[1::2] = rot[1::2, ::-1]  # odd domains backwards: leave and enter on the same rail
-        out[c] = rot.ravel()
+        parts = []
+        for i, r in enumerate(rows):
+            rot = r[(np.arange(r.size) + c) % r.size]
+            parts.append(rot[::-1] if len(rows) > 1 and i % 2 else rot)  # leave and enter on the same rail
+        out[c] = np.concatenate(parts)
     return out
 
 
@@ -431,7 +450,7 @@ def ll_max_busbw(fabric: Fabric, devices: np.ndarray, model: NcclModel) -> float
     (tuning.cc ``llMaxBws``), which binds from a few KiB up and sets how an
     LL collective grows with size.  Nodes are HBD domains here.
     """
-    nodes = _domain_matrix_or_one(fabric, np.asarray(devices)).shape[0]
+    nodes = len(domain_rows(fabric, devices))
     return float(model.ll_max_busbw[min(nodes, 3) - 1])
 
 

@@ -117,6 +117,18 @@ def shortest_path_dags(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_
     widest one, for local traffic).  Raises :class:`NoRoute` (with graph nodes)
     for a source that cannot be reached.  ``tables`` lends the dense tables
     (kept across the batches of one routing call).
+
+    **GPUs forward only from HBD link to HBD link** (``g.gpu_node``,
+    ``g.hbd_arc``): a torus chip routes ICI traffic on, but no GPU passes
+    traffic between its NVLink and its NIC (PCIe) or between two non-HBD
+    links; without this rule a flow between two racks of an NVL-72 would
+    detour over NVLink through the GPUs of the rack that share the far
+    ToR, at equal hop count.  The levels of the search are the distances
+    of nodes that may forward (a GPU's only over HBD arcs); a GPU as a
+    *source* may leave by any arc, so its next hops are found by the
+    neighbour check above, one source at a time, and kept apart
+    (:meth:`DagIndex.lookup_source`): its next hops as a source and as a
+    forwarding node differ.
     """
     tables = SearchTables() if tables is None else tables
     n, D = g.n_nodes, dests.size
@@ -149,12 +161,16 @@ def _search(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_v: np.ndarr
     if dense:
         seen.append(level_keys[0])
         lev[fq, fv] = 0
+    gpu = g.gpu_node if g.gpu_node is not None and g.gpu_node.any() else None
+    src_gpu = gpu[nv] if gpu is not None else np.zeros(nv.size, dtype=bool)
+    dests = np.asarray(dests, dtype=np.int64)
     found = _member(need_keys, level_keys[0])
     remaining = np.bincount(nq[~found], minlength=D)
-    out_keys, out_arcs = [], []
+    out_keys, out_arcs, src_keys, src_arcs = [], [], [], []
     level = 0
     while True:
         # the pending sources of a search all next to the current level: finish it from their side
+        # (a GPU source as soon as it touches the level: it never settles by the search below)
         pend = np.flatnonzero(~found)
         if pend.size:
             cnt = deg[nv[pend]]
@@ -162,21 +178,31 @@ def _search(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_v: np.ndarr
             a = out[ranges(ptr[nv[pend]], cnt)]
             w, qq = g.dst[a], nq[rep]
             hit = (lev[qq, w] == level) if dense else _member(qq * n + w, level_keys[-1])
+            if gpu is not None:  # into a forwarding GPU only over HBD
+                hit &= ~gpu[w] | g.hbd_arc[a] | (w == dests[qq])
             touching = np.zeros(need_keys.size, dtype=bool)
             touching[rep[hit]] = True
             done_q = (remaining > 0) & (np.bincount(nq[pend[~touching[pend]]], minlength=D) == 0)
-            if done_q.any():
-                take = hit & done_q[qq]
-                out_keys.append(qq[take] * n + nv[rep[take]])
-                out_arcs.append(a[take])  # source -> neighbour one hop closer
-                found[pend[done_q[nq[pend]]]] = True
-                remaining[done_q] = 0
+            settle = np.zeros(need_keys.size, dtype=bool)
+            settle[pend] = done_q[nq[pend]] | (src_gpu[pend] & touching[pend])
+            if settle.any():
+                take = hit & settle[rep]
+                to_src = src_gpu[rep[take]]
+                keys_t = qq[take] * n + nv[rep[take]]
+                out_keys.append(keys_t[~to_src])
+                out_arcs.append(a[take][~to_src])  # source -> neighbour one hop closer
+                src_keys.append(keys_t[to_src])
+                src_arcs.append(a[take][to_src])
+                found[settle] = True
+                remaining = np.bincount(nq[~found], minlength=D)
             if dense and level > 0:
-                fin_q, keys2, arcs2 = _two_hops(g, lev, level, nq, nv, pend, touching, remaining > 0,
-                                                (rep, a, qq, hit))
+                fin_q, keys2, arcs2, skeys2, sarcs2 = _two_hops(g, lev, level, nq, nv, pend, touching,
+                                                                remaining > 0, (rep, a, qq, hit), gpu, src_gpu)
                 if fin_q.any():
                     out_keys.append(keys2)
                     out_arcs.append(arcs2)
+                    src_keys.append(skeys2)
+                    src_arcs.append(sarcs2)
                     found[pend[fin_q[nq[pend]]]] = True
                     remaining[fin_q] = 0
         keep = remaining[fq] > 0
@@ -188,6 +214,10 @@ def _search(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_v: np.ndarr
         q = np.repeat(fq, cnt)
         a = out[ranges(ptr[fv], cnt)]
         u = g.dst[a]
+        if gpu is not None:  # a GPU forwards (and is reached to forward) only over HBD arcs
+            v = np.repeat(fv, cnt)
+            ok = g.hbd_arc[a] | (~gpu[u] & (~gpu[v] | (v == dests[q])))
+            q, a, u = q[ok], a[ok], u[ok]
         key = q * n + u
         if dense:
             fresh = lev[q, u] < 0
@@ -209,7 +239,7 @@ def _search(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_v: np.ndarr
         out_arcs.append(g.rev_arc[a[fresh]])
         fq, fv = new_keys // n, new_keys % n
         level_keys.append(new_keys if not dense else np.sort(new_keys))
-        pend = np.flatnonzero(~found)
+        pend = np.flatnonzero(~found & ~src_gpu)
         found[pend] = (lev[nq[pend], nv[pend]] >= 0) if dense else _member(need_keys[pend], level_keys[-1])
         remaining = np.bincount(nq[~found], minlength=D)
     if not found.all():
@@ -219,14 +249,19 @@ def _search(g: ArcGraph, dests: np.ndarray, need_q: np.ndarray, need_v: np.ndarr
     arcs = np.concatenate(out_arcs) if out_arcs else np.zeros(0, dtype=np.int64)
     order = np.argsort(keys, kind="stable")
     keys, arcs = keys[order], arcs[order]
+    skeys = np.concatenate(src_keys) if src_keys else np.zeros(0, dtype=np.int64)
+    sarcs = np.concatenate(src_arcs) if src_arcs else np.zeros(0, dtype=np.int64)
+    order = np.argsort(skeys, kind="stable")
+    source = (skeys[order], sarcs[order])
     if dense and 8 * keys.size >= D * n:  # many keys: a direct index (q, v) -> range of its arcs
         ptr_ = np.concatenate([[0], np.cumsum(np.bincount(keys, minlength=D * n))]).astype(np.int32)
-        return DagIndex(ptr_, None, arcs)
-    return DagIndex(None, keys, arcs)
+        return DagIndex(ptr_, None, arcs, source)
+    return DagIndex(None, keys, arcs, source)
 
 
 def _two_hops(g: ArcGraph, lev: np.ndarray, level: int, nq: np.ndarray, nv: np.ndarray, pend: np.ndarray,
-              touching: np.ndarray, open_q: np.ndarray, one_hop: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+              touching: np.ndarray, open_q: np.ndarray, one_hop: tuple, gpu: np.ndarray | None = None,
+              src_gpu: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
     """Finish the searches whose pending sources are all within two hops of the current level.
 
     A pending source ``v`` that does not touch level ``L`` is at distance
@@ -237,8 +272,15 @@ def _two_hops(g: ArcGraph, lev: np.ndarray, level: int, nq: np.ndarray, nv: np.n
     all at ``L + 1`` or ``L + 2`` ends without building level ``L + 1`` (the
     widest one, when the sources sit below a switch that reaches everything).
 
-    Returns the searches finished, and the (key, next-hop arc) pairs of their
-    sources and intermediate nodes (sources at ``L + 1`` included).
+    With GPUs that forward only from HBD arc to HBD arc (``gpu``), a GPU
+    ``w`` counts only when both its arcs are HBD; a GPU source (``src_gpu``)
+    may leave by any arc, and its next hops are returned apart (see
+    :func:`shortest_path_dags`).
+
+    Returns the searches finished, the (key, next-hop arc) pairs of their
+    forwarding nodes and non-GPU sources (sources at ``L + 1`` included), and
+    those of their GPU sources at ``L + 2`` (GPU sources at ``L + 1`` were
+    settled by the caller).
     """
     n = g.n_nodes
     ptr, out = g.core_out_ptr, g.core_out_arc
@@ -246,7 +288,7 @@ def _two_hops(g: ArcGraph, lev: np.ndarray, level: int, nq: np.ndarray, nv: np.n
     far = pend[~touching[pend] & open_q[nq[pend]]]
     empty = np.zeros(0, dtype=np.int64)
     if far.size == 0:
-        return np.zeros(open_q.size, dtype=bool), empty, empty
+        return np.zeros(open_q.size, dtype=bool), empty, empty, empty, empty
     c1 = np.diff(ptr)[nv[far]]
     r1 = np.repeat(np.arange(far.size), c1)
     a1 = out[ranges(ptr[nv[far]], c1)]
@@ -255,6 +297,8 @@ def _two_hops(g: ArcGraph, lev: np.ndarray, level: int, nq: np.ndarray, nv: np.n
     r2 = np.repeat(np.arange(w1.size), c2)
     a2 = out[ranges(ptr[w1], c2)]
     hit2 = lev[q1[r2], g.dst[a2]] == level
+    if gpu is not None:  # a GPU w forwards only from HBD arc to HBD arc
+        hit2 &= ~gpu[w1[r2]] | (g.hbd_arc[a1[r2]] & g.hbd_arc[a2])
     w_ok = np.zeros(w1.size, dtype=bool)
     w_ok[r2[hit2]] = True
     w_ok &= lev[q1, w1] < 0
@@ -263,22 +307,40 @@ def _two_hops(g: ArcGraph, lev: np.ndarray, level: int, nq: np.ndarray, nv: np.n
     fin_q = open_q & (np.bincount(nq[far[~src_ok]], minlength=open_q.size) == 0)
     fin_q &= np.bincount(nq[far], minlength=open_q.size) > 0  # only searches the two-hop view decides
     if not fin_q.any():
-        return fin_q, empty, empty
-    t1 = hit & fin_q[qq]                       # sources at L + 1: their arcs into level L
+        return fin_q, empty, empty, empty, empty
+    is_src_gpu = src_gpu if src_gpu is not None else np.zeros(nq.size, dtype=bool)
+    t1 = hit & fin_q[qq] & ~is_src_gpu[rep]    # sources at L + 1: their arcs into level L (GPU ones settled already)
     tv = w_ok & fin_q[q1]                      # sources at L + 2: their arcs to the w at L + 1
     tw = hit2 & w_ok[r2] & fin_q[q1[r2]]       # those w: their arcs into level L
-    keys = np.concatenate([qq[t1] * n + nv[rep[t1]], q1[tv] * n + nv[far[r1[tv]]], q1[r2[tw]] * n + w1[r2[tw]]])
-    arcs = np.concatenate([a[t1], a1[tv], a2[tw]])
+    sv = is_src_gpu[far[r1]]                   # a GPU source's next hops are kept apart (as a source)
+    keys = np.concatenate([qq[t1] * n + nv[rep[t1]], q1[tv & ~sv] * n + nv[far[r1[tv & ~sv]]],
+                           q1[r2[tw]] * n + w1[r2[tw]]])
+    arcs = np.concatenate([a[t1], a1[tv & ~sv], a2[tw]])
     # a w reached from several sources (or itself a source at L + 1) appears more than once: keep one of each
     pair = unique_sorted(keys * g.n_arcs + arcs)
-    return fin_q, pair // g.n_arcs, pair % g.n_arcs
+    spair = unique_sorted((q1[tv & sv] * n + nv[far[r1[tv & sv]]]) * g.n_arcs + a1[tv & sv])
+    return fin_q, pair // g.n_arcs, pair % g.n_arcs, spair // g.n_arcs, spair % g.n_arcs
 
 
 class DagIndex:
-    """Next-hop arcs per (search, node): a direct CSR pointer array, or sorted keys."""
+    """Next-hop arcs per (search, node): a direct CSR pointer array, or sorted keys.
 
-    def __init__(self, ptr: np.ndarray | None, keys: np.ndarray | None, arcs: np.ndarray):
-        self.ptr, self.keys, self.arcs = ptr, keys, arcs
+    ``source`` (sorted keys, arcs) holds the next hops of GPU sources, which
+    may differ from the same GPU's next hops when it forwards; they follow
+    the forwarding arcs in ``arcs``.
+    """
+
+    def __init__(self, ptr: np.ndarray | None, keys: np.ndarray | None, arcs: np.ndarray,
+                 source: tuple[np.ndarray, np.ndarray] | None = None):
+        self.ptr, self.keys = ptr, keys
+        self.src_keys = source[0] if source is not None else np.zeros(0, dtype=np.int64)
+        self.src_base = arcs.size
+        self.arcs = np.concatenate([arcs, source[1]]) if source is not None else arcs
+
+    def lookup_source(self, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """First position and count of the arcs of each key as a GPU source (count 0 if none)."""
+        lo = np.searchsorted(self.src_keys, key, side="left")
+        return lo + self.src_base, np.searchsorted(self.src_keys, key, side="right") - lo
 
     def lookup(self, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """First position and count of the arcs of each key."""
@@ -504,7 +566,7 @@ def _core_walk(g: ArcGraph, cs: np.ndarray, cd: np.ndarray, mode: str, seed: int
     st_l = np.zeros(P)
     lat = np.zeros(P)
     out_p, out_a, out_f = [], [], []
-    for _ in range(n + 1):  # a shortest path has fewer hops than there are nodes
+    for step in range(n + 1):  # a shortest path has fewer hops than there are nodes
         if st_p.size == 0:
             break
         done = st_v == cd[st_p]
@@ -515,6 +577,9 @@ def _core_walk(g: ArcGraph, cs: np.ndarray, cd: np.ndarray, mode: str, seed: int
             if st_p.size == 0:
                 break
         lo, cnt = dag.lookup(row_of[st_p] * n + st_v)
+        if step == 0 and g.gpu_node is not None:  # a GPU source leaves by its own next hops (not its forwarding ones)
+            at_gpu = np.flatnonzero(g.gpu_node[st_v])
+            lo[at_gpu], cnt[at_gpu] = dag.lookup_source(row_of[st_p[at_gpu]] * n + st_v[at_gpu])
         if not cnt.all():
             raise RuntimeError("route walk reached a node with no next hop (shortest-path DAG is incomplete)")
         if mode == "ideal":

@@ -284,3 +284,35 @@ def test_ll_bus_bandwidth_is_capped_as_ncclS_llMaxBw(gpus, ll_max):
                                                          + depth * M.tree_step[Protocol.LL][2]) + 2 * size / cap)
     assert r.time_s == pytest.approx(expect, rel=1e-9)
     assert cap == pytest.approx([87.7e9, 39e9, 20.4e9][ll_max])
+
+
+@pytest.mark.parametrize("h", [4, 12, 16])
+def test_ring_across_two_nvl72_racks_runs_one_channel_per_nic(h):
+    """NVL-72, 2 racks, h ranks in each, h snake channels (protocol none): every step each channel crosses each
+    rack boundary on a NIC of its own, so the step transfer is ``S / (n C)`` at the NIC rate ``B`` (400G NIC
+    and its ToR port, the PCIe link is faster; each GPU's 18 NVLinks carry at most C flows: 900 / C >= B).
+    Time is affine in S with slope ``2 (n-1) / (n C B)`` exactly: busbw -> C x B, up to 800 GB/s at C = 16 (it
+    was capped at 900 x 15 / 32 GB/s for C >= 9 while GPUs forwarded NIC traffic over NVLink).  Four disjoint
+    such groups at once take the same time: the leaf-spine is 1:1, nothing is shared.
+    """
+    from topologies import build
+
+    from fabric.model import DeviceKind
+
+    fab = build("nvl-72", 144, {})
+    L = fab.active_links()
+    kind = fab.devices.kind
+    nic_tor = (kind[L.src] == DeviceKind.NIC) & (kind[L.dst] == DeviceKind.TOR)
+    gpu_nic = (kind[L.src] == DeviceKind.GPU) & (kind[L.dst] == DeviceKind.NIC)
+    B = min(L.capacity[nic_tor].min(), L.capacity[gpu_nic].min())
+    n, C = 2 * h, h
+    groups = [tuple(range(k * h, (k + 1) * h)) + tuple(range(72 + k * h, 72 + (k + 1) * h)) for k in range(4)]
+
+    def t(size, g):
+        r = Simulator(fab).collectives([Collective("all-reduce", x, size, "ring", protocol="none", channels=C)
+                                        for x in g])
+        return max(c.time_s for c in r.collectives)
+
+    slope = (t(2 * S, groups[:1]) - t(S, groups[:1])) / S
+    assert slope == pytest.approx(2 * (n - 1) / (n * C * B), rel=1e-9)
+    assert t(S, groups) == pytest.approx(t(S, groups[:1]), rel=1e-9)

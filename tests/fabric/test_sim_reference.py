@@ -4,20 +4,23 @@ The reference is deliberately naive: Python dicts, every shortest path
 enumerated explicitly (ECMP ideal split: a path's share is the product of
 1/(ports toward the destination) at each node it leaves), and max-min rates
 recomputed from scratch by progressive filling at every event.  It shares no
-code with ``fabric.sim``: only the Fabric's active links go in.
+code with ``fabric.sim``: only the Fabric's active links go in.  A GPU
+forwards only from an HBD link to an HBD link (no GPU passes traffic between
+its NVLink and its NIC): the reference's distances are those of such walks,
+found by plain relaxation to a fixed point.
 """
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict, deque
+from collections import defaultdict
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabric.model import DeviceKind, FabricBuilder
+from fabric.model import DeviceKind, FabricBuilder, Layer
 from fabric.sim import Flow, Simulator
 from tests.fabric.test_sim_fabrics import HBD_NONE
 
@@ -25,11 +28,19 @@ TIME_TOL = 1e-12
 
 
 # ------------------------------------------------------------------------ reference
+class Ports(defaultdict):
+    """node -> list of (neighbour, arc, capacity, latency); ``gpus`` (device ids) and ``hbd`` (arcs on HBD links)."""
+
+    gpus: frozenset = frozenset()
+    hbd: frozenset = frozenset()
+
+
 def reference_ports(fabric):
-    """node -> list of (neighbour, arc, capacity, latency); arc = (active link, direction)."""
+    """Ports of every node (:class:`Ports`) and capacity per arc; arc = (active link, direction)."""
     links = fabric.active_links()
-    ports = defaultdict(list)
+    ports = Ports(list)
     cap = {}
+    hbd = set()
     for j in range(len(links)):
         s, d = int(links.src[j]), int(links.dst[j])
         c, lat = float(links.capacity[j]), float(links.latency[j])
@@ -38,37 +49,55 @@ def reference_ports(fabric):
         ports[s].append((d, (j, 0), c, lat))
         ports[d].append((s, (j, 1), c, lat))
         cap[(j, 0)] = cap[(j, 1)] = c
+        if int(links.layer[j]) == int(Layer.HBD):
+            hbd |= {(j, 0), (j, 1)}
+    ports.gpus = frozenset(int(x) for x in np.flatnonzero(fabric.devices.kind == DeviceKind.GPU))
+    ports.hbd = frozenset(hbd)
     return ports, cap
 
 
+def _hops(ports, v, dst, transit):
+    """Ports of ``v`` a walk toward ``dst`` may take: into a GPU other than ``dst`` only over HBD, and out of a
+    GPU it passes through (``transit``) only over HBD."""
+    for u, arc, c, lt in ports[v]:
+        if (u == dst or u not in ports.gpus or arc in ports.hbd) and \
+                not (transit and v in ports.gpus and arc not in ports.hbd):
+            yield u, arc, c, lt
+
+
 def bfs_distance(ports, dst):
-    dist = {dst: 0}
-    queue = deque([dst])
-    while queue:
-        v = queue.popleft()
-        for u, _, _, _ in ports[v]:
-            if u not in dist:
-                dist[u] = dist[v] + 1
-                queue.append(u)
-    return dist
+    """Hops to ``dst`` of every node that forwards (relaxation to a fixed point), and of every node as a source."""
+    through = {dst: 0}
+    changed = True
+    while changed:
+        changed = False
+        for v in list(ports):
+            best = min((through[u] + 1 for u, *_ in _hops(ports, v, dst, True) if u in through), default=None)
+            if v != dst and best is not None and best < through.get(v, math.inf):
+                through[v] = best
+                changed = True
+    dist = {v: min((through[u] + 1 for u, *_ in _hops(ports, v, dst, False) if u in through), default=math.inf)
+            for v in ports}
+    dist[dst] = 0
+    return {v: d for v, d in dist.items() if d < math.inf}, through
 
 
 def all_shortest_paths(ports, src, dst):
     """Every shortest path as (list of arcs, share of the flow, latency)."""
-    dist = bfs_distance(ports, dst)
+    dist, through = bfs_distance(ports, dst)
     if src not in dist:
         raise ValueError("disconnected")
     out = []
 
-    def walk(v, arcs, share, lat):
+    def walk(v, arcs, share, lat, d):
         if v == dst:
             out.append((arcs, share, lat))
             return
-        hops = [(u, arc, lt) for u, arc, _, lt in ports[v] if dist.get(u) == dist[v] - 1]
+        hops = [(u, arc, lt) for u, arc, _, lt in _hops(ports, v, dst, bool(arcs)) if through.get(u) == d - 1]
         for u, arc, lt in hops:
-            walk(u, arcs + [arc], share / len(hops), lat + lt)
+            walk(u, arcs + [arc], share / len(hops), lat + lt, d - 1)
 
-    walk(src, [], 1.0, 0.0)
+    walk(src, [], 1.0, 0.0, dist[src])
     return out
 
 
@@ -199,9 +228,15 @@ def random_fabric(draw):
         src, dst = zip(*edges)
         b.add_links(list(src), list(dst), capacity=c, latency=l_, medium="fiber", layer="dcn")
         return b.build(HBD_NONE)
-    src, dst = zip(*edges)
-    b.add_links(list(src), list(dst), capacity=[draw(caps) for _ in edges], latency=[draw(lats) for _ in edges],
-                medium="fiber", layer="dcn")
+    # the spanning tree on HBD links (connected with GPUs forwarding), the extra links on either layer: a
+    # non-HBD link next to a GPU is a shortcut only a walk that does not pass through that GPU may take
+    layers = ["hbd"] * (n - 1) + [draw(st.sampled_from(["hbd", "dcn"])) for _ in edges[n - 1:]]
+    for layer in ("hbd", "dcn"):
+        pick = [e for e, lay in zip(edges, layers) if lay == layer]
+        if pick:
+            src, dst = zip(*pick)
+            b.add_links(list(src), list(dst), capacity=[draw(caps) for _ in pick],
+                        latency=[draw(lats) for _ in pick], medium="fiber", layer=layer)
     return b.build(HBD_NONE)
 
 
@@ -269,7 +304,7 @@ def test_engine_matches_reference_hashed_paths(data, seed):
         v, hops = s, 0
         while v != d:
             v, hops = nxt[v], hops + 1
-        assert hops == len(arcs) == bfs_distance(ports, d)[s]
+        assert hops == len(arcs) == bfs_distance(ports, d)[0][s]
         assert r["latency_s"] == pytest.approx(sum(latency[a] for a in arcs), rel=1e-12, abs=1e-18)
         routes.append(({a: 1.0 for a in arcs}, sum(latency[a] for a in arcs)))
     expect = reference_simulate(flows, routes, cap)

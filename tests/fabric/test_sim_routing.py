@@ -221,3 +221,34 @@ def test_two_hop_finish_gives_the_routes_of_the_full_search(monkeypatch, arch, n
             routes[-1].append(sim.run(flows, ecmp=ecmp, seed=4).loads.bytes_fwd.tolist())
         assert routes[0] == routes[1]
     assert any(c[0].any() for c in calls)  # the two-hop finish did run
+
+
+def test_gpus_forward_only_from_hbd_link_to_hbd_link(monkeypatch):
+    """NVL-72, two racks: gpu0 -> gpu72 leaves through gpu0's own NIC, all of it.
+
+    Racks of 72 GPUs hang off 64-port ToRs, so GPUs 64-71 of rack 0 share the ToR of gpu72; a detour
+    gpu0 -> NVLink -> gpu64 -> its NIC -> ToR has the same hop count as the direct path and took 18/19 of the
+    flow before GPUs were barred from forwarding between NVLink and PCIe.  Same routes from the dense and the
+    sparse search tables (a GPU source's next hops are kept apart from its next hops as a forwarding node).
+    """
+    from topologies import build
+
+    from fabric.model import Layer
+    from fabric.sim import routing
+
+    fab = build("nvl-72", 144, {})
+    L = fab.active_links()
+    r = Simulator(fab).route(0, 72)
+    assert not np.any(L.layer[r["links"]] == Layer.HBD)
+    names = Simulator(fab).names
+    first = [j for j, f in zip(r["links"], r["forward"]) if names[L.src[j] if f else L.dst[j]] == "gpu0"]
+    assert [names[L.dst[j]] for j in first] == ["nic0"] and r["fraction"][r["links"].index(first[0])] == 1.0
+    ring = tuple(range(0, 16)) + tuple(range(72, 88))
+    colls = [Collective("all-reduce", ring, 2**24, protocol="none", channels=1)]
+    for ecmp in ("ideal", "hash"):
+        monkeypatch.setattr(routing, "_DENSE_SEEN_ENTRIES", 10**9)
+        dense = Simulator(fab).collectives(colls, ecmp=ecmp, seed=5)
+        monkeypatch.setattr(routing, "_DENSE_SEEN_ENTRIES", 0)
+        sparse = Simulator(fab).collectives(colls, ecmp=ecmp, seed=5)
+        assert sparse.collectives[0].time_s == pytest.approx(dense.collectives[0].time_s, rel=1e-12)
+        assert np.array_equal(sparse.sim.loads.bytes_fwd, dense.sim.loads.bytes_fwd)

@@ -8,7 +8,7 @@ Independent references:
   backend's bandwidth rule for a group that spans ToRs: NIC / s; exact, both sides are the step model);
 * one fault that pushes the job onto that placement for the repair time loses exactly
   ``(1 - rate_crossing / rate_healthy) x GPUs x repair time`` to the slower placement (free recovery);
-* the analytic-delta timing used with the simulator stays within 6 % of the simulator run
+* the analytic-delta timing used with the simulator stays within 1 % of the simulator run
   on every placement (measured here on small fabrics; the bound is the test's).
 """
 
@@ -153,7 +153,9 @@ def test_delta_timing_stays_close_to_the_simulator():
         for i in range(tl.n_intervals):
             gpus = tl.nodes.gpu_ids[tl.job_groups(i, 32).ravel()]
             d, e = delta.placed_step_time(16, gpus), exact.placed_step_time(16, gpus)
-            assert d == pytest.approx(e, rel=0.06)  # measured: at most 4.6 % (a 3x slower placement)
+            # measured: at most 0.06 % (4.6 % while the simulator detoured NIC traffic over NVLink and the
+            # analytic form ran uneven rings on one channel, both then up to 3x slower than healthy)
+            assert d == pytest.approx(e, rel=0.01)
             checked += 1
     assert checked and len(exact.placed) >= 2  # some placements differ from the healthy one
 
