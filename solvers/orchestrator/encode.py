@@ -57,6 +57,8 @@ def encode_blocks(model: BuiltModel, placement: Placement) -> dict[pulp.LpVariab
 
     Returns an empty dict when the placement is not one the model can express.
     """
+    # long: one pass per variable family of the block model (s, pair, opt, p, e, F), each mirroring its
+    # constraint in model_blocks.py in the same order, so the two can be read side by side
     blocks = model.data
     D = model.meta["D"]
     T = blocks.T

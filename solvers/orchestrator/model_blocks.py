@@ -188,6 +188,8 @@ def build_blocks_model(blocks: Blocks, D: int, C: int, unit_bytes: float, budget
     replaces each ToR's :func:`tor_options` (a subset of them: the model is then restricted to those
     choices, e.g. the path of :func:`solvers.orchestrator.line_bound.line_bound`).
     """
+    # long: the model's variables and constraints in the order of the module docstring's formulation (per ToR
+    # choices, boundary pairs, pooled leftovers, DP groups); split, the formulation would no longer read as one
     if C == 1:
         return build_single_group_model(blocks, D, unit_bytes, budget)
     m, T = blocks.m, blocks.T
