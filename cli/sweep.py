@@ -51,7 +51,8 @@ def sweep_command(
     spec: Path = typer.Argument(..., metavar="SPEC", show_default=False,
                                help="study spec (YAML), e.g. studies/default.yaml; the format is in the README's "
                                     "'Design sweeps'"),
-    out: Optional[Path] = typer.Option(None, "--out", help="output folder (default: the spec's out:)"),
+    out_text: Optional[str] = typer.Option(None, "--out", metavar="DIR", show_default=False,
+                                           help="output folder (default: the spec's out:)"),
     workers: Optional[int] = typer.Option(None, "--workers", help="local worker processes (default: CPU cores)"),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Dask scheduler, e.g. tcp://10.0.0.5:8786"),
     resume: bool = typer.Option(False, "--resume", help="run only the points missing from the output folder"),
@@ -60,6 +61,10 @@ def sweep_command(
 ) -> None:
     """Run a design study: every point of SPEC, in parallel, into Parquet; then the comparison table."""
     study = load_study(spec)
+    # read as text: an empty --out would otherwise become Path(".") and sweep into the working folder
+    if out_text is not None and not out_text.strip():
+        raise FabricError("--out", "empty; give the output folder, e.g. --out results/study")
+    out = Path(out_text) if out_text is not None else None
     if out is None:
         if study.out is None:
             raise FabricError("--out", "missing; give --out DIR or out: in the spec")
@@ -170,8 +175,14 @@ def results_command(
             raise FabricError("--query", f"{query!r} is not a pandas query over the columns ({msg}); "
                                          f"e.g. \"fault_ratio == 0.03 and tp == 32\"") from None
     if rows:
-        if columns:
-            wanted = [c.strip() for c in columns.split(",") if c.strip()]
+        if columns is not None:
+            wanted = [c.strip() for c in columns.split(",")]
+            if not all(wanted):
+                raise FabricError("--columns", f"{columns!r} has an empty name; give names separated by commas, "
+                                               "e.g. architecture,fault_ratio")
+            twice = sorted({c for c in wanted if wanted.count(c) > 1})
+            if twice:
+                raise FabricError("--columns", f"{twice[0]!r} is named twice; name each column once")
             missing = [c for c in wanted if c not in df.columns]
             if missing:
                 raise FabricError("--columns", f"no column {missing[0]!r}; columns: {', '.join(df.columns)}")

@@ -567,6 +567,8 @@ def load_study(path: Path | str) -> Study:
     """
     path = Path(path)
     source = str(path)
+    if path.is_dir():
+        raise FabricError("SPEC", f"{path} is a folder; give a study YAML file, e.g. studies/default.yaml")
     if not path.is_file():
         raise FabricError("SPEC", f"no such study file: {path}")
     try:

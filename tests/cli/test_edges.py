@@ -318,3 +318,19 @@ def test_a_topology_whose_gpus_cannot_reach_each_other(run_cli, tmp_path, comman
     path = _topology(tmp_path, lambda d: d.update(links=[]))
     rc, _, err = run_cli(*command, "--topology", path)
     one_error(rc, err, "--topology")
+
+
+# ------------------------------------------------------------------------------------------------ sweep
+def test_sweep_out_empty_is_refused_not_the_working_folder(run_cli, tmp_path, monkeypatch):
+    """``--out ''`` would be Path('.') (the working folder): refused with one line, nothing written there."""
+    monkeypatch.chdir(tmp_path)
+    spec = tmp_path / "s.yaml"
+    spec.write_text("gpus: 64\narchitectures: [{name: dgx}]\nmetrics: [cost]\n")
+    rc, out, err = run_cli("sweep", spec, "--out", "")
+    one_error(rc, err, "--out", "empty")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]
+
+
+def test_sweep_of_a_folder_says_it_is_a_folder(run_cli, tmp_path):
+    rc, out, err = run_cli("sweep", tmp_path)
+    one_error(rc, err, "SPEC", "is a folder")

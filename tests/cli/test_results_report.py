@@ -193,3 +193,12 @@ def test_sweep_prints_progress_lines_to_a_log(tmp_path, run_cli):
     lines = [ln for ln in err.splitlines() if ln.startswith("cost-only: ")]
     assert rc == 0 and lines and lines[-1].startswith("cost-only: 2/2 points (100 %), 0 failed, ")
     assert "ETA 0 s" in lines[-1]
+
+
+@pytest.mark.parametrize("columns, words", [("tp,tp", "named twice"), ("tp,,seed", "empty name"), (",", "empty name"),
+                                            ("", "empty name")])
+def test_rows_columns_are_named_once_each(study, run_cli, columns, words):
+    """A repeated or empty column name is one line naming --columns, not a pandas traceback or a silent drop."""
+    rc, stdout, err = run_cli("results", study, "--rows", "--columns", columns, "--json")
+    assert rc == 2 and stdout == "" and err.startswith("error: --columns") and words in err
+    assert len(err.strip().splitlines()) == 1
