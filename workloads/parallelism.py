@@ -186,14 +186,16 @@ def _compute_layer_split(model: ModelSpec, par: Parallelism) -> list[int]:
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
             raise FabricError(flag, f"{v!r} must be a whole number >= 0")
     if first is not None or last is not None:
+        given = "first_stage_layers" if first is not None else "last_stage_layers"  # the one to blame
         if n == 1:
-            raise FabricError("first_stage_layers", "needs --pp > 1")
+            raise FabricError(given, "needs pp > 1")
         f, la = first, last
         fixed = (f or 0) + (la or 0)
         free = n - (f is not None) - (la is not None)
         if fixed > L or (free == 0 and fixed != L) or (free > 0 and L - fixed < free):
-            raise FabricError("first_stage_layers", f"first/last stage layers {f}/{la} cannot be met with "
-                                                      f"{L} layers on {n} virtual stages")
+            bad = "last_stage_layers" if la is not None and (f is None or la >= f) else "first_stage_layers"
+            raise FabricError(bad, f"first/last stage layers {f}/{la} cannot be met with "
+                                   f"{L} layers on {n} virtual stages")
         mid = _spread(L - fixed, free)
         counts = ([f] if f is not None else [mid.pop(0)]) + mid[: n - 2] + ([la] if la is not None else mid[n - 2:])
         counts = counts[:n] if n > 1 else counts
@@ -207,7 +209,13 @@ def _compute_layer_split(model: ModelSpec, par: Parallelism) -> list[int]:
                                   "with the options given")
     per_stage = [sum(counts[c * par.pp + s] for c in range(par.interleave)) for s in range(par.pp)]
     if min(per_stage) < 1:
-        flag = "interleave" if par.interleave > 1 else "pp"
+        # an empty first or last stage the caller asked for is the caller's stage count, not pp's
+        if per_stage[0] < 1 and first is not None:
+            flag = "first_stage_layers"
+        elif per_stage[-1] < 1 and last is not None:
+            flag = "last_stage_layers"
+        else:
+            flag = "interleave" if par.interleave > 1 else "pp"
         raise FabricError(flag, f"{L} layers of {model.name} leave a pipeline stage empty with pp={par.pp}, "
                                 f"interleave={par.interleave}")
     return counts

@@ -334,3 +334,13 @@ def test_sweep_out_empty_is_refused_not_the_working_folder(run_cli, tmp_path, mo
 def test_sweep_of_a_folder_says_it_is_a_folder(run_cli, tmp_path):
     rc, out, err = run_cli("sweep", tmp_path)
     one_error(rc, err, "SPEC", "is a folder")
+
+
+@pytest.mark.parametrize("extra,flag", [(["--pp", 2, "--first-stage-layers", 0], "--first-stage-layers"),
+                                        (["--pp", 2, "--last-stage-layers", 40], "--last-stage-layers"),
+                                        (["--pp", 2, "--first-stage-layers", 40], "--first-stage-layers"),
+                                        (["--pp", 1, "--last-stage-layers", 4], "--last-stage-layers")])
+def test_uneven_stage_errors_name_the_flag_given(run_cli, extra, flag):
+    """The stage-layer count the caller gave is named, not --pp or the other stage's flag."""
+    rc, out, err = run_cli("mfu", "dgx", "--gpus", 64, "--model", "llama3-8b", "--tp", 8, "--comm", "analytic", *extra)
+    one_error(rc, err, flag)
