@@ -32,6 +32,10 @@ def runtime_named(name: str, fp8: bool = False, memory_efficient_norm: bool = Fa
     if name not in RUNTIMES:
         raise FabricError("runtime", f"{name!r} not allowed; use one of {', '.join(RUNTIMES)}")
     rt = MEGATRON_CORE if name == "megatron-core" else MEGATRON_2021
+    if fp8 and name == "megatron-2021":
+        # the 2021 runtime trained in fp16/bf16; fp8 GEMMs came with Transformer Engine on Hopper (2022)
+        raise FabricError("fp8", "not available with runtime megatron-2021 (it predates fp8 training); "
+                                 "use runtime megatron-core")
     if fp8 or memory_efficient_norm:
         from dataclasses import replace
 

@@ -344,3 +344,9 @@ def test_uneven_stage_errors_name_the_flag_given(run_cli, extra, flag):
     """The stage-layer count the caller gave is named, not --pp or the other stage's flag."""
     rc, out, err = run_cli("mfu", "dgx", "--gpus", 64, "--model", "llama3-8b", "--tp", 8, "--comm", "analytic", *extra)
     one_error(rc, err, flag)
+
+
+def test_fp8_with_the_2021_runtime_is_refused(run_cli):
+    rc, out, err = run_cli("mfu", "dgx", "--gpus", 64, "--model", "llama3-8b", "--tp", 8, "--runtime", "megatron-2021",
+                           "--fp8", "--comm", "analytic")
+    one_error(rc, err, "--fp8", "megatron-2021")
