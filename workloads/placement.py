@@ -59,6 +59,12 @@ def domain_runs(domains: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return starts, np.diff(np.r_[starts, domains.size])
 
 
+def domains_hold_equal(fabric: Fabric, groups: np.ndarray) -> bool:
+    """Whether every HBD domain that holds one of ``groups`` (listed domain by domain) holds as many."""
+    _, per = domain_runs(group_domains(fabric, groups))
+    return bool(per.size and np.unique(per).size == 1)
+
+
 def balanced_choice(domains: np.ndarray, need: int, balanced: bool) -> np.ndarray:
     """Indices of the ``need`` groups the job takes, given the HBD domain of every available group (in HBD order).
 
@@ -140,8 +146,7 @@ def tp_blocks(fabric: Fabric, tp: int, need: int | None = None) -> np.ndarray:
     blocks = fault_free_tp_groups(fabric, tp)
     if need is None or not 0 < need < blocks.shape[0]:
         return blocks
-    _, per = domain_runs(group_domains(fabric, blocks))
-    return blocks[balanced_choice(group_domains(fabric, blocks), need, bool(np.unique(per).size == 1))]
+    return blocks[balanced_choice(group_domains(fabric, blocks), need, domains_hold_equal(fabric, blocks))]
 
 
 def usable_gpus(fabric: Fabric, tp: int) -> int:

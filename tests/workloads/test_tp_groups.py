@@ -120,3 +120,12 @@ def test_balanced_need_takes_as_many_groups_from_the_fewest_domains():
     assert np.unique(dom[tp_blocks(fab, 4, 6)]).size == 1
     twelve = tp_blocks(fab, 4, 12)
     assert np.bincount(dom[twelve[:, 0]]).tolist() == [6, 6]
+
+
+def test_a_pinned_tp_the_hbd_cannot_form_names_the_hbd_rule():
+    """TP 96 on TPUv4 is not whole cubes (not a sub-cube shape the OCS can join): the MFU model says so."""
+    from workloads.mfu import mfu_summary
+
+    fab = build("tpuv4", 128, {})
+    with pytest.raises(FabricError, match="^tp: 96: .*whole cubes"):
+        mfu_summary(fab, "gpt3-175b", search=False, tp=96, comm="analytic")

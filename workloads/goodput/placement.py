@@ -22,16 +22,12 @@ import numpy as np
 
 from fabric.model import Fabric
 from workloads.parallelism import Parallelism
-from workloads.placement import RankPlacement, domain_runs, group_domains, hbd_configuration, tp_blocks
+from workloads.placement import RankPlacement, domains_hold_equal, hbd_configuration, tp_blocks
 
 
 def healthy_is_balanced(fabric: Fabric, tp: int) -> bool:
     """Whether the healthy job's placement takes groups evenly from the domains (all domains hold as many)."""
-    blocks = tp_blocks(fabric, tp)
-    if blocks.shape[0] == 0:
-        return False
-    _, per = domain_runs(group_domains(fabric, blocks))
-    return bool(np.unique(per).size == 1)
+    return domains_hold_equal(fabric, tp_blocks(fabric, tp))
 
 
 class GivenPlacement(RankPlacement):
