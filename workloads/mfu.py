@@ -60,7 +60,7 @@ def backend_named(name: str):
 def default_dp(sm, par_kwargs: dict, global_batch: int) -> int:
     """The largest DP size that the usable GPUs allow and that divides the global batch."""
     from workloads.parallelism import Parallelism, validate
-    from workloads.placement import usable_gpus
+    from workloads.placement import fault_free_tp_groups
 
     tp, cp, pp, mb = (par_kwargs[k] for k in ("tp", "cp", "pp", "micro_batch"))
     if tp < 1 or cp < 1 or pp < 1 or mb < 1:
@@ -69,7 +69,7 @@ def default_dp(sm, par_kwargs: dict, global_batch: int) -> int:
     # (pp micro-batches: the fewest an interleaved schedule accepts; the real count is checked with the real dp)
     validate(sm.model, Parallelism(**{**par_kwargs, "dp": 1, "global_batch": mb * pp}),
              None if sm.tp_beyond_hbd else sm.fabric.hbd)
-    most = usable_gpus(sm.fabric, tp) // (tp * cp * pp)
+    most = fault_free_tp_groups(sm.fabric, tp).size // (tp * cp * pp)  # raises if the HBD cannot form tp
     v = par_kwargs.get("interleave", 1)
     for d in range(most, 0, -1):
         if global_batch % (d * mb) == 0 and (v == 1 or global_batch // (d * mb) % pp == 0):

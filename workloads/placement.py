@@ -1,15 +1,23 @@
 """Map the ranks of a job onto a Fabric's GPUs, and list its communication groups.
 
 Ranks follow the Megatron-Core order (``tp`` fastest, then ``cp``, ``dp``,
-``pp``; see :mod:`workloads.parallelism`).  GPUs are taken in HBD order
-(domain, then position along a k-hop line or node, then device id), cut into
-*TP blocks* of ``tp`` consecutive GPUs that never straddle an HBD domain: a
-domain of ``D`` GPUs holds ``floor(D / tp)`` blocks and any remainder stays
-idle (NVL-72 with TP 16 runs 64 of each 72 GPUs).  Rank ``r`` goes to GPU
-``r mod tp`` of block ``r // tp``, so TP groups are HBD-local and the next
-dimensions (CP, then DP) fill the rest of a domain before leaving it, while
-pipeline stages, the slowest dimension, are spread furthest apart, as
-Megatron places them on a cluster.
+``pp``; see :mod:`workloads.parallelism`).  The job's TP groups are the ones
+the HBD's allocation policy forms on the fault-free Fabric
+(:func:`solvers.allocation.allocate`, the one rule for which GPUs an HBD can
+join into one TP group: any ``tp`` GPUs of a switch domain, a ring of whole
+nodes on a k-hop line, a sub-cube slice of whole cubes on TPUv4, whole torus
+lines or planes), in HBD order; a domain's remainder stays idle (NVL-72 with
+TP 16 runs 64 of each 72 GPUs).  Rank ``r`` goes to GPU ``r mod tp`` of
+group ``r // tp``, so TP groups are HBD-local and the next dimensions (CP,
+then DP) fill the rest of a domain before leaving it, while pipeline stages,
+the slowest dimension, are spread furthest apart, as Megatron places them on
+a cluster.
+
+One extension goes beyond what the HBD can join, for the MFU study only:
+:func:`tp_across_domains`, TP groups of whole HBD domains joined over the
+scale-out NICs (InfiniteHBD's TP 32 on DGX); :func:`~workloads.parallelism.validate`
+refuses such a TP unless the step model is told to allow it
+(:func:`workloads.mfu.tp_beyond_hbd`, which warns).
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ import numpy as np
 from fabric.errors import FabricError
 from fabric.model import Configuration, Fabric, HBDKind
 from fabric.rings import group_configuration
-from solvers.allocation.base import run_blocks
+from solvers.allocation import allocate, policy_for
 from workloads.parallelism import Parallelism
 
 
@@ -37,39 +45,118 @@ def hbd_order(fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
     return gpus[order], dom[order]
 
 
-def tp_blocks(fabric: Fabric, tp: int, need: int | None = None) -> np.ndarray:
-    """TP blocks of the Fabric: shape (n_blocks, tp), in HBD order.
+def group_domains(fabric: Fabric, groups: np.ndarray) -> np.ndarray:
+    """HBD domain of each TP group (of its first GPU; a GPU without a domain is its own, as in ``hbd_order``)."""
+    dom = fabric.group("domain")[groups[:, 0]]
+    return np.where(dom >= 0, dom, -1 - groups[:, 0])
 
-    With ``need``, the first ``need`` blocks of a balanced choice: a job that
-    does not fill the Fabric takes the same number of blocks from each of
-    the fewest domains that hold it with an even split (so that DP groups
-    have as many ranks in every domain and hierarchical collectives apply);
-    if no split is even, domains are filled in order.
+
+def domain_runs(domains: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start index and length of each run of equal values in ``domains`` (groups come domain by domain)."""
+    if domains.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, domains[1:] != domains[:-1]])
+    return starts, np.diff(np.r_[starts, domains.size])
+
+
+def domains_hold_equal(fabric: Fabric, groups: np.ndarray) -> bool:
+    """Whether every HBD domain that holds one of ``groups`` (listed domain by domain) holds as many."""
+    _, per = domain_runs(group_domains(fabric, groups))
+    return bool(per.size and np.unique(per).size == 1)
+
+
+def balanced_choice(domains: np.ndarray, need: int, balanced: bool) -> np.ndarray:
+    """Indices of the ``need`` groups the job takes, given the HBD domain of every available group (in HBD order).
+
+    ``balanced``: take ``need / d`` groups from each of the first ``d`` domains
+    that hold at least that many, for the smallest such ``d`` that divides
+    ``need`` (so that DP groups have as many ranks in every domain and
+    hierarchical collectives apply); if no ``d`` works, or not ``balanced``,
+    the first ``need`` groups in order.
+
+    Examples
+    --------
+    >>> balanced_choice(np.array([0, 0, 0, 1, 1, 1, 2, 2, 2]), 4, True).tolist()
+    [0, 1, 3, 4]
     """
-    gpus, dom = hbd_order(fabric)
-    starts = np.flatnonzero(np.r_[True, dom[1:] != dom[:-1]])
-    sizes = np.diff(np.r_[starts, dom.size])
-    if tp > sizes.max(initial=0) and np.all(sizes == sizes[0]) and tp % sizes[0] == 0:
-        # TP beyond the HBD (e.g. TP 32 on 8-GPU DGX nodes): whole consecutive domains form one group and
-        # its traffic crosses the scale-out network; validate() allows it only when asked (tp_beyond_hbd)
-        dom = np.repeat(np.arange(dom.size // tp), tp)[: dom.size]
-        dom = np.r_[dom, np.full(gpus.size - dom.size, -1)]
-        starts = np.flatnonzero(np.r_[True, dom[1:] != dom[:-1]])
-        sizes = np.diff(np.r_[starts, dom.size])
-    per = sizes // tp
-    if per.sum() == 0:
-        return np.zeros((0, tp), dtype=np.int64)
-    if need is not None and 0 < need < per.sum() and np.unique(per).size == 1:
-        fewest = -(-need // int(per[0]))
-        n_dom = next((d for d in range(fewest, per.size + 1) if need % d == 0), 0)
-        if n_dom:
-            per = np.where(np.arange(per.size) < n_dom, need // n_dom, 0)
-    return run_blocks(gpus, dom, tp, per)  # the allocation policies' rule for cutting a domain into TP groups
+    n = int(domains.size)
+    need = min(int(need), n)
+    if not balanced or need == n:
+        return np.arange(need)
+    starts, per = domain_runs(domains)
+    for d in range(-(-need // int(per.max())), per.size + 1):
+        if need % d:
+            continue
+        q = need // d
+        ok = np.flatnonzero(per >= q)[:d]
+        if ok.size == d:
+            return (starts[ok][:, None] + np.arange(q)[None, :]).ravel()
+    return np.arange(need)
+
+
+def tp_across_domains(fabric: Fabric, tp: int) -> np.ndarray:
+    """TP groups larger than the HBD: ``tp / D`` consecutive whole HBD domains of ``D`` GPUs each.
+
+    The MFU study's extension beyond what the HBD can join (InfiniteHBD's
+    comparison runs TP 32 on 8-GPU DGX nodes): a group is the fault-free
+    allocation's largest groups (whole domains, ``D = max_tp``) taken
+    ``tp / D`` at a time in HBD order, and its collectives cross the
+    scale-out NICs (the step model times them on this placement).
+
+    Raises
+    ------
+    FabricError
+        ``tp`` is not a multiple of the HBD's largest TP group.
+    """
+    limit = policy_for(fabric).max_tp
+    if tp % limit:
+        raise FabricError("tp", f"{tp} exceeds the {fabric.hbd.kind} HBD of {limit} GPUs and is not a multiple "
+                                "of it (TP beyond the HBD takes whole domains)")
+    whole = allocate(fabric, limit).groups
+    j = tp // limit
+    return whole[: whole.shape[0] // j * j].reshape(-1, tp)
+
+
+def fault_free_tp_groups(fabric: Fabric, tp: int) -> np.ndarray:
+    """The TP groups of the fault-free Fabric, shape (n_groups, tp), in HBD order.
+
+    Up to the HBD's largest TP group, the allocation policy's groups with no
+    fault (:func:`solvers.allocation.allocate`); beyond it,
+    :func:`tp_across_domains`.
+
+    Raises
+    ------
+    FabricError
+        A size the HBD cannot join into one group (e.g. TP 6 on a k-hop line of
+        4-GPU nodes, TP 96 on TPUv4: not whole cubes).
+    """
+    if tp > policy_for(fabric).max_tp:
+        return tp_across_domains(fabric, tp)
+    return allocate(fabric, tp).groups
+
+
+def tp_blocks(fabric: Fabric, tp: int, need: int | None = None) -> np.ndarray:
+    """The job's TP groups: :func:`fault_free_tp_groups`, shape (n_blocks, tp), in HBD order.
+
+    With ``need``, the ``need`` groups of :func:`balanced_choice`: a job that
+    does not fill the Fabric takes the same number of groups from each of
+    the fewest domains that hold it with an even split when all domains hold
+    as many groups; otherwise the first ``need`` groups in HBD order.
+    """
+    blocks = fault_free_tp_groups(fabric, tp)
+    if need is None or not 0 < need < blocks.shape[0]:
+        return blocks
+    return blocks[balanced_choice(group_domains(fabric, blocks), need, domains_hold_equal(fabric, blocks))]
 
 
 def usable_gpus(fabric: Fabric, tp: int) -> int:
-    """GPUs a job with this TP size can use (whole TP blocks inside HBD domains)."""
-    return int(tp_blocks(fabric, tp).size)
+    """GPUs a job with this TP size can use (in its fault-free TP groups; 0 if the HBD cannot form the size)."""
+    try:
+        return int(fault_free_tp_groups(fabric, tp).size)
+    except FabricError as err:
+        if err.field != "tp":
+            raise
+        return 0
 
 
 def hbd_configuration(fabric: Fabric, tp_groups: np.ndarray) -> Configuration | None:

@@ -188,6 +188,19 @@ def _unset_or_positive(v: Any) -> str | None:
     return None if v >= 0 else "must be >= 1 (0: not pinned)"
 
 
+def _healthy_job(ctx: PointContext) -> dict[str, Any]:
+    """``mfu_summary`` of the point's Fabric for the options that the mfu and goodput metrics share.
+
+    Memoised per Fabric and options, so that the goodput metric reuses the mfu metric's healthy job.
+    """
+    opt = ctx.options
+    fixed = {k: opt[k] for k in ("tp", "pp", "dp") if opt[k]}
+    key = ("mfu_summary", opt["model"], opt["search"], opt["global_batch"], opt["comm"], tuple(sorted(fixed.items())))
+    return ctx.fabric_memo(key, lambda: mfu_summary(ctx.fabric, opt["model"], catalog=ctx.catalog,
+                                                    search=opt["search"], global_batch=opt["global_batch"] or None,
+                                                    comm=opt["comm"], **fixed))
+
+
 @register_metric(
     "mfu", fabric_only=True,
     help="LLM training step time and MFU (the numbers of `fabric mfu --json`; once per Fabric)",
@@ -201,13 +214,7 @@ def _unset_or_positive(v: Any) -> str | None:
         "comm": MetricOption(str, "sim", "collective timing: sim or analytic", _choice("sim", "analytic")),
     })
 def _mfu(ctx: PointContext) -> dict[str, Any]:
-    opt = ctx.options
-    fixed = {k: opt[k] for k in ("tp", "pp", "dp") if opt[k]}
-    # memoised per Fabric and options, so that the goodput metric reuses the same healthy job
-    key = ("mfu_summary", opt["model"], opt["search"], opt["global_batch"], opt["comm"], tuple(sorted(fixed.items())))
-    data = ctx.fabric_memo(key, lambda: mfu_summary(ctx.fabric, opt["model"], catalog=ctx.catalog,
-                                                    search=opt["search"], global_batch=opt["global_batch"] or None,
-                                                    comm=opt["comm"], **fixed))
+    data = _healthy_job(ctx)
     out = _scalar_tree(data, drop=("architecture", "params", "gpus", "model_spec", "gemm_model", "search"))
     out["seq_len"] = data["model_spec"]["seq_len"]
     if "search" in data:
@@ -259,11 +266,7 @@ def _goodput(ctx: PointContext) -> dict[str, Any]:
     p, opt = ctx.point, ctx.options
     if p.fault.kind != "trace":
         return {k: None for k in SCALAR_KEYS}
-    fixed = {k: opt[k] for k in ("tp", "pp", "dp") if opt[k]}
-    key = ("mfu_summary", opt["model"], opt["search"], opt["global_batch"], opt["comm"], tuple(sorted(fixed.items())))
-    mfu = ctx.fabric_memo(key, lambda: mfu_summary(ctx.fabric, opt["model"], catalog=ctx.catalog,
-                                                   search=opt["search"], global_batch=opt["global_batch"] or None,
-                                                   comm=opt["comm"], **fixed))
+    mfu = _healthy_job(ctx)
     data = goodput_summary(ctx.fabric, opt["model"], trace=p.fault.path, catalog=ctx.catalog, policy=opt["policy"],
                            seed=p.seed, trace_mapping=opt["trace_mapping"], comm=opt["comm"], series=False,
                            mfu_data=mfu)

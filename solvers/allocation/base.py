@@ -183,8 +183,8 @@ def sorted_runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def run_blocks(items: np.ndarray, keys: np.ndarray, size: int, per: np.ndarray | None = None) -> np.ndarray:
     """Blocks of ``size`` consecutive ``items`` inside each run of equal ``keys`` (items listed run by run).
 
-    The one rule by which TP groups are cut: from a switch domain's available GPUs (the switch-domain
-    policy) and from a job's HBD-ordered domains (:func:`workloads.placement.tp_blocks`).
+    How the switch-domain policy cuts a domain's available GPUs into TP groups (a job's TP groups are
+    this policy's groups on the fault-free Fabric, :func:`workloads.placement.tp_blocks`).
 
     Parameters
     ----------

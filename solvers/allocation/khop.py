@@ -12,6 +12,10 @@ of rings is the true maximum over all ring placements, interleaved ones
 included.  ``k = 1`` is a plain ring: rings live in the runs of healthy nodes
 between faults.
 
+``TP < g``: a group stays inside one node, on its intra-node full mesh (no
+OCS hop), so a healthy node holds ``floor(g / TP)`` groups, as a switch
+domain of ``g`` GPUs would; only a multi-node ring takes whole nodes.
+
 A hop that cannot be lit (a dead transceiver or fibre, see ``effects``) is a
 *boundary*: rings are not continued across it (the contiguous policy; this is
 exactly optimal for node faults, and an upper bound on the loss otherwise,
@@ -65,9 +69,17 @@ class KHopPolicy(Policy):
         self.closed = bool(self.hbd.closed)
         self._monotone = bool(np.all(np.diff(self.pos_of_node + self.line_of_node * (nodes.n_nodes + 1)) > 0))
 
+    def check_tp(self, tp: int) -> int:
+        """TP below a node's ``g`` GPUs is any size (intra-node mesh); above it, whole nodes up to the line."""
+        if isinstance(tp, (int, np.integer)) and not isinstance(tp, bool) and 1 <= tp < self.g:
+            return int(tp)
+        return super().check_tp(tp)
+
     def count(self, tp: int, batch: FaultBatch) -> np.ndarray:
         m = tp // self.g
         fn = batch.unit_nodes(self.nodes)
+        if m == 0:  # groups inside healthy nodes
+            return (self.nodes.n_nodes - fn.counts()) * (self.g // tp * tp)
         rows, nd = fn.row_of_entries(), fn.indices
         if not self._monotone:
             order = np.lexsort((self.pos_of_node[nd], self.line_of_node[nd], rows))
@@ -88,11 +100,16 @@ class KHopPolicy(Policy):
     def allocate(self, tp: int, avail: np.ndarray, boundaries: np.ndarray):
         m = tp // self.g
         node_ok = np.bincount(self.nodes.node_of_gpu[~avail], minlength=self.nodes.n_nodes) == 0
+        gpus_of_node = self.nodes.node_gpus.reshape(-1, self.g)  # node_gpus is node-major, g per node
+        if m == 0:  # groups inside healthy nodes, in line order
+            ok = np.concatenate([node_at[node_ok[node_at]] for _, node_at in self.lines])
+            per = self.g // tp
+            groups = gpus_of_node[ok][:, :per * tp].reshape(-1, tp)
+            return groups, np.repeat(self.nodes.node_group[ok], per).reshape(-1, 1), "node"
         rings = []
         for L, node_at in self.lines:
             blk = line_blocks(node_ok[node_at], self.k, m, self.closed, boundaries[node_at])
             rings.append(node_at[blk])
         rings = np.concatenate(rings) if rings else np.zeros((0, m), dtype=np.int64)
-        gpus_of_node = self.nodes.node_gpus.reshape(-1, self.g)  # node_gpus is node-major, g per node
         groups = gpus_of_node[rings].reshape(-1, tp)
         return groups, self.nodes.node_group[rings], "node"

@@ -137,13 +137,14 @@ def allocate_lit(fabric: Fabric, tp: int, faulty_nodes: Sequence[int] = ()) -> t
     For a k-hop line the allocation's units are the rings' nodes in order;
     lighting the candidate paths between them (:func:`fabric.rings.ring_configuration`)
     shows each ring, including the hops that skip a faulty node.  Other HBD
-    kinds keep their configuration.
+    kinds, and k-hop groups inside one node, keep their configuration.
 
     Returns
     -------
     (Fabric, Allocation)
     """
     alloc = allocate(fabric, tp, faulty_nodes=faulty_nodes)
-    if fabric.hbd.kind == HBDKind.KHOP_LINE and alloc.unit_kind == "node":
+    # groups inside one node (TP below gpus_per_node) use the node's mesh and light no ring
+    if fabric.hbd.kind == HBDKind.KHOP_LINE and alloc.unit_kind == "node" and tp >= fabric.hbd.gpus_per_node:
         fabric = fabric.with_configuration(ring_configuration(fabric, alloc.units.tolist()))
     return fabric, alloc

@@ -95,6 +95,8 @@ ARCHS = [
     ("khop-ring", 240, {"k": 3, "closed": "true"}, 12),
     ("khop-ring", 240, {"k": 2, "trx_per_gpu": 4}, 8),
     ("khop-ring", 120, {"k": 2, "gpus_per_node": 2}, 6),
+    ("khop-ring", 240, {"k": 2}, 2),  # inside a node's mesh
+    ("khop-ring", 240, {"k": 3}, 3),  # one group of 3 per 4-GPU node
     ("torus", 0, {"dims": "16x8"}, 8),
     ("torus", 0, {"dims": "8x6"}, 16),
     ("torus", 0, {"dims": "8x4x4"}, 64),

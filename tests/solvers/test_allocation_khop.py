@@ -151,3 +151,16 @@ def test_khop_rings_light_a_valid_configuration():
         ring_configuration(fab, a.units.tolist())  # raises on a hop longer than k
         node = fab.group("node")
         assert np.array_equal(node[a.groups].reshape(-1, 4, 4)[:, :, 0], a.units)
+
+
+def test_groups_inside_a_node_light_no_ring():
+    """TP 2 on 4-GPU nodes: two groups per healthy node on its mesh (faulty node 3 gives none), no OCS path lit."""
+    from solvers.allocation import allocate_lit
+
+    fab = build("khop-ring", 64, {"k": 2})
+    lit, alloc = allocate_lit(fab, 2, faulty_nodes=[3])
+    node = fab.group("node")
+    assert alloc.n_groups == 2 * 15 and alloc.units.ravel().tolist() == \
+        [n for n in range(16) if n != 3 for _ in range(2)]
+    assert all(np.unique(node[g]).size == 1 for g in alloc.groups)
+    assert np.array_equal(lit.configuration.active_candidates, fab.configuration.active_candidates)

@@ -25,7 +25,7 @@ from workloads.comm import analytic_comm_time, simulator_backend
 from workloads.goodput import JobShape, Recovery, fault_timeline, no_fault_timeline, simulate, summarise
 from workloads.goodput.events import SECONDS_PER_DAY
 from workloads.goodput.model import ShapeRates
-from workloads.goodput.placement import balanced_choice
+from workloads.placement import balanced_choice
 from workloads.models import load_model
 from workloads.parallelism import Parallelism
 from workloads.placement import RankPlacement

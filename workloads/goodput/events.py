@@ -18,7 +18,8 @@ from fabric.faults import FaultSamples, NodeIndex
 from fabric.model import Fabric
 from fabric.trace import Trace, load_trace
 from solvers.allocation import FaultBatch, Policy, allocate_row, policy_for
-from workloads.goodput.placement import balanced_choice, group_domains, healthy_is_balanced
+from workloads.goodput.placement import healthy_is_balanced
+from workloads.placement import balanced_choice, group_domains
 
 SECONDS_PER_DAY = 86400.0
 

@@ -22,54 +22,12 @@ import numpy as np
 
 from fabric.model import Fabric
 from workloads.parallelism import Parallelism
-from workloads.placement import RankPlacement, hbd_configuration, tp_blocks
-
-
-def domain_runs(domains: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Start index and length of each run of equal values in ``domains`` (groups come domain by domain)."""
-    if domains.size == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    starts = np.flatnonzero(np.r_[True, domains[1:] != domains[:-1]])
-    return starts, np.diff(np.r_[starts, domains.size])
-
-
-def balanced_choice(domains: np.ndarray, need: int, balanced: bool) -> np.ndarray:
-    """Indices of the ``need`` groups the job takes, given the HBD domain of every available group (in HBD order).
-
-    ``balanced``: take ``need / d`` groups from each of the first ``d`` domains
-    that hold at least that many, for the smallest such ``d`` that divides
-    ``need`` (the rule of :func:`workloads.placement.tp_blocks`, which the
-    healthy job follows when its domains hold equal numbers of groups); if no
-    ``d`` works, or not ``balanced``, the first ``need`` groups in order.
-    """
-    n = int(domains.size)
-    need = min(int(need), n)
-    if not balanced or need == n:
-        return np.arange(need)
-    starts, per = domain_runs(domains)
-    for d in range(-(-need // int(per.max())), per.size + 1):
-        if need % d:
-            continue
-        q = need // d
-        ok = np.flatnonzero(per >= q)[:d]
-        if ok.size == d:
-            return (starts[ok][:, None] + np.arange(q)[None, :]).ravel()
-    return np.arange(need)
+from workloads.placement import RankPlacement, domains_hold_equal, hbd_configuration, tp_blocks
 
 
 def healthy_is_balanced(fabric: Fabric, tp: int) -> bool:
     """Whether the healthy job's placement takes groups evenly from the domains (all domains hold as many)."""
-    blocks = tp_blocks(fabric, tp)
-    if blocks.shape[0] == 0:
-        return False
-    _, per = domain_runs(group_domains(fabric, blocks))
-    return bool(np.unique(per).size == 1)
-
-
-def group_domains(fabric: Fabric, groups: np.ndarray) -> np.ndarray:
-    """HBD domain of each TP group (of its first GPU; a GPU without a domain is its own, as in ``hbd_order``)."""
-    dom = fabric.group("domain")[groups[:, 0]]
-    return np.where(dom >= 0, dom, -1 - groups[:, 0])
+    return domains_hold_equal(fabric, tp_blocks(fabric, tp))
 
 
 class GivenPlacement(RankPlacement):

@@ -70,15 +70,6 @@ def goodput_summary(fabric, model: Any, *, trace: Any = "stepfun", catalog: Cata
                                 confirm=confirm, runtime=runtime, **fixed)
     par = Parallelism(**d["parallelism"])
     notes = list(NOTES)
-    unit = max(int(fabric.hbd.tp_multiple_of or 1), 1)
-    if search and fixed.get("tp") is None and par.tp % unit:
-        # the fault replay allocates whole HBD units (a k-hop node): a searched TP below the unit is
-        # searched again pinned to the unit, and the output says so
-        notes.append(f"the searched TP {par.tp} is not a whole number of {unit}-GPU HBD units, which the fault "
-                     f"replay allocates; the job was searched again at TP {unit}")
-        d = mfu_summary(fabric, model, catalog=cat, search=True, global_batch=global_batch, comm=comm,
-                        confirm=confirm, runtime=runtime, **{**fixed, "tp": unit})
-        par = Parallelism(**d["parallelism"])
     tl = fault_timeline(fabric, par.tp, trace, mapping=trace_mapping, seed=seed, trace_servers=trace_servers)
     spec = load_model(model)
     if spec.seq_len != d["model_spec"]["seq_len"]:
