@@ -170,8 +170,9 @@ def build_versus(text: str, gpus: int, catalog: Catalog) -> tuple[Fabric, dict[s
         if not name:
             raise FabricError("ARCH", "missing: give ARCH or ARCH:name=value,... (see `fabric list`)")
         return build(name, gpus, params, catalog), params
-    except FabricError as exc:  # "-p k" of the second architecture is "--versus k"; its ARCH is --versus itself
-        field = f"--versus {exc.field[3:]}" if exc.field.startswith("-p ") else "--versus"
+    except FabricError as exc:  # params[k] of the second architecture is "--versus k"; its ARCH is --versus itself
+        key = exc.field[len("params["):-1] if exc.field.startswith("params[") and exc.field.endswith("]") else None
+        field = f"--versus {key}" if key else "--versus"
         raise FabricError(field, exc.message) from None
 
 

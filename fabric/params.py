@@ -46,7 +46,7 @@ class Param:
     def parse(self, raw: Any, context: str = "") -> Any:
         """Typed value of ``raw`` (a string from the command line, or a value); ``context`` names the owner."""
         where = f" (for {context})" if context else ""
-        field = f"-p {self.name}"
+        field = f"params[{self.name}]"
         value = raw
         if isinstance(raw, str):
             text = raw.strip()

@@ -146,5 +146,5 @@ def _check_catalog_ids(arch: "Architecture", resolved: dict[str, Any], catalog: 
         category = catalog.get(p.default).category
         if value not in catalog or catalog.get(value).category != category:
             same = sorted(k for k, c in catalog.components.items() if c.category == category)
-            raise FabricError(f"-p {p.name}", f"{value!r} is not among the catalog's {category} entries "
+            raise FabricError(f"params[{p.name}]", f"{value!r} is not among the catalog's {category} entries "
                                               f"(for {arch.name}); use one of {', '.join(same)}")

@@ -125,7 +125,7 @@ def attach_clos(b: FabricBuilder, endpoints: np.ndarray, catalog: Catalog, *, po
     d, u = split_ports(k, params["oversubscription"])
     ept = endpoints_per_tor or d
     if ept > d:
-        raise FabricError("-p nodes_per_tor", f"{ept} endpoints per ToR exceed its {d} downlinks (k={k})")
+        raise FabricError("params[nodes_per_tor]", f"{ept} endpoints per ToR exceed its {d} downlinks (k={k})")
     E = int(endpoints.size)
     T = max(1, math.ceil(E / ept))
     tiers = params["tiers"]

@@ -99,11 +99,11 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
     gpu_item, trx_item = params["gpu"], params["trx"]
     catalog.get(gpu_item)
     if catalog.category(trx_item) != "ocs_transceiver":
-        raise FabricError("-p trx", f"{trx_item!r} is not an ocs_transceiver in the catalog")
+        raise FabricError("params[trx]", f"{trx_item!r} is not an ocs_transceiver in the catalog")
     gpus = gpus or 64 * g
     N = math.ceil(gpus / g)
     if params["closed"] and k >= N:
-        raise FabricError("-p k", f"k={k} must be below the node count {N} on a closed ring")
+        raise FabricError("params[k]", f"k={k} must be below the node count {N} on a closed ring")
     b = FabricBuilder("khop-ring", params, catalog.category)
     if N * g != gpus:
         b.note(f"rounded {gpus} GPUs up to {N} whole {g}-GPU nodes")

@@ -33,7 +33,7 @@ def parse_assignments(pairs: Sequence[str]) -> dict[str, str]:
     for item in pairs:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
-            raise FabricError("-p", f"{item!r} must look like name=value")
+            raise FabricError("params", f"{item!r} must look like name=value")
         out[name.strip()] = value.strip()
     return out
 
@@ -44,7 +44,7 @@ def resolve(arch: str, specs: Sequence[Param], given: dict[str, Any]) -> dict[st
     for name in given:
         if name not in by_name:
             allowed = ", ".join(sorted(by_name)) or "none"
-            raise FabricError(f"-p {name}", f"unknown parameter for {arch}; allowed: {allowed}")
+            raise FabricError(f"params[{name}]", f"unknown parameter for {arch}; allowed: {allowed}")
     out = {}
     for p in specs:
         out[p.name] = p.parse(given[p.name], arch) if p.name in given else p.default

@@ -92,7 +92,7 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
         config = default_configuration(info)
     else:
         if params["rail_optimized"]:
-            raise FabricError("-p rail_optimized", "not available with core_ratio < 1 (use core_ratio=1)")
+            raise FabricError("params[rail_optimized]", "not available with core_ratio < 1 (use core_ratio=1)")
         tor_of_nic, pod_of_nic, config = _attach_ocs_pods(b, nics, catalog, nic_bw, params)
         propagate_tor(b, ids, tor_of_nic, pod_of_nic)
     b.add_bom(gpu_item, "compute", ids.size)

@@ -38,9 +38,9 @@ def parse_dims(text: str) -> tuple[int, ...]:
     try:
         dims = tuple(int(x) for x in text.lower().split("x"))
     except ValueError:
-        raise FabricError("-p dims", f"{text!r} must look like 32x32 or 16x16x16") from None
+        raise FabricError("params[dims]", f"{text!r} must look like 32x32 or 16x16x16") from None
     if not 1 <= len(dims) <= 3 or min(dims) < 2:
-        raise FabricError("-p dims", f"{text!r}: 1 to 3 dimensions, each >= 2")
+        raise FabricError("params[dims]", f"{text!r}: 1 to 3 dimensions, each >= 2")
     return dims
 
 
@@ -80,7 +80,7 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
     per_host = params["gpus_per_host"]
     dims = parse_dims(params["dims"]) if params["dims"] else auto_dims(gpus or 1024, per_host)
     if dims[0] % per_host:
-        raise FabricError("-p dims", f"first dimension {dims[0]} must be a multiple of gpus_per_host={per_host}")
+        raise FabricError("params[dims]", f"first dimension {dims[0]} must be a multiple of gpus_per_host={per_host}")
     G = int(np.prod(dims))
     b = FabricBuilder("torus", {**params, "dims": "x".join(map(str, dims))}, catalog.category)
     if gpus and G != gpus:
@@ -90,7 +90,7 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
     n_hosts = G // per_host
     ids = add_gpu_nodes(b, n_hosts, per_host, nodes_per_rack=params["hosts_per_rack"],
                         domain_of_node=np.zeros(n_hosts, dtype=int))
-    bw = parse_bandwidth(params["link_bandwidth"], "-p link_bandwidth")
+    bw = parse_bandwidth(params["link_bandwidth"], "params[link_bandwidth]")
     lat = catalog.value("nvlink_latency", "latency")
     coords = np.stack(np.unravel_index(np.arange(G), dims, order="F"))
     host = np.arange(G) // per_host

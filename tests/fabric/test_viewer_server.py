@@ -55,7 +55,7 @@ def test_a_good_update_rebuilds_and_syncs_widgets(app):
 
 @pytest.mark.parametrize("changes, field", [
     ({"k": 0}, "k"),            # out of range for the widget
-    ({"k": 40}, "-p k"),        # beyond the 8 nodes of the ring (the topology refuses it)
+    ({"k": 40}, "params[k]"),   # beyond the 8 nodes of the ring (the topology refuses it)
     ({"tp": 6}, "tp"),        # not whole 4-GPU nodes (compose refuses it)
     ({"fault_ratio": 1.5}, "fault ratio"),
     ({"architecture": "nvl-9"}, "architecture"),

@@ -109,14 +109,14 @@ def test_rounding_is_reported():
 
 @pytest.mark.parametrize("name, params, gpus, field", [
     ("nope", {}, None, "ARCH"),
-    ("fat-tree", {"k": 7}, None, "-p k"),
-    ("nvl", {"size": 64}, None, "-p size"),
-    ("khop-ring", {"k": 0}, None, "-p k"),
+    ("fat-tree", {"k": 7}, None, "params[k]"),
+    ("nvl", {"size": 64}, None, "params[size]"),
+    ("khop-ring", {"k": 0}, None, "params[k]"),
     ("dgx", {}, 0, "gpus"),
     ("dgx", {}, -8, "gpus"),
-    ("dgx", {"bogus": 1}, None, "-p bogus"),
-    ("khop-ring", {"trx_per_gpu": 3}, None, "-p trx_per_gpu"),
-    ("torus", {"dims": "3xq"}, None, "-p dims"),
+    ("dgx", {"bogus": 1}, None, "params[bogus]"),
+    ("khop-ring", {"trx_per_gpu": 3}, None, "params[trx_per_gpu]"),
+    ("torus", {"dims": "3xq"}, None, "params[dims]"),
     ("fat-tree", {"k": 4, "tiers": "2"}, 1000, "gpus"),
 ])
 def test_bad_input(name, params, gpus, field):

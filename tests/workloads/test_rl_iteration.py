@@ -110,11 +110,11 @@ def test_traffic_follows_the_placement(fabrics):
 
 
 def test_bad_inputs():
-    with pytest.raises(FabricError, match="-p samples"):
+    with pytest.raises(FabricError, match=r"params\[samples\]"):
         RLConfig.from_params({"samples": "many"})
     with pytest.raises(FabricError, match="unknown RL parameter"):
         RLConfig.from_params({"sample": 3})
-    with pytest.raises(FabricError, match="-p sync"):
+    with pytest.raises(FabricError, match=r"params\[sync\]"):
         RLConfig.from_params({"sync": "carrier-pigeon"})
     f = build("dgx", 16, {"gpu": "h800", "k": 16, "tiers": "3"})
     with pytest.raises(FabricError, match="gen_tp"):

@@ -137,7 +137,7 @@ class RLConfig:
         given = dict(given or {})
         for name in given:
             if name not in PARAMS_BY_NAME:
-                raise FabricError(f"-p {name}", f"unknown RL parameter; allowed: {', '.join(sorted(PARAMS_BY_NAME))}")
+                raise FabricError(f"params[{name}]", f"unknown RL parameter; allowed: {', '.join(sorted(PARAMS_BY_NAME))}")
         if pipeline not in ("sync", "async"):
             raise FabricError("pipeline", f"pipeline {pipeline!r} must be sync or async")
         values = {name: PARAMS_BY_NAME[name].parse(v) for name, v in given.items()}

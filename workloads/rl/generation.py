@@ -279,26 +279,26 @@ def plan_replica(model: ModelSpec, gpu: GpuSpec, cfg: RLConfig, gen_gpus: int, g
     """
     tp = cfg.gen_tp
     if tp > gpus_per_node or gpus_per_node % tp:
-        raise FabricError("-p gen_tp", f"{tp} must divide the {gpus_per_node} GPUs of an HBD node")
+        raise FabricError("params[gen_tp]", f"{tp} must divide the {gpus_per_node} GPUs of an HBD node")
     if model.heads % tp:
-        raise FabricError("-p gen_tp", f"{tp} does not divide heads={model.heads} of {model.name}")
+        raise FabricError("params[gen_tp]", f"{tp} does not divide heads={model.heads} of {model.name}")
     weights = model.params() * cfg.gen_bytes_per_param
     engine = gpu.hbm_bytes * cfg.gpu_memory_utilization
     if cfg.gen_pp:
         if model.layers % cfg.gen_pp:
-            raise FabricError("-p gen_pp", f"{cfg.gen_pp} does not divide layers={model.layers} of {model.name}")
+            raise FabricError("params[gen_pp]", f"{cfg.gen_pp} does not divide layers={model.layers} of {model.name}")
         pp = cfg.gen_pp
     else:
         fits = [p for p in range(1, model.layers + 1) if model.layers % p == 0
                 and weights / (tp * p) <= WEIGHT_SHARE_OF_ENGINE * engine]
         if not fits:
-            raise FabricError("-p gen_tp", f"{model.name} weights do not fit any pipeline of tp={tp} replicas")
+            raise FabricError("params[gen_tp]", f"{model.name} weights do not fit any pipeline of tp={tp} replicas")
         pp = fits[0]
     if weights / (tp * pp) >= engine:
-        raise FabricError("-p gen_pp", f"{weights / (tp * pp) / 1e9:.1f} GB of weights per GPU exceed the engine's "
+        raise FabricError("params[gen_pp]", f"{weights / (tp * pp) / 1e9:.1f} GB of weights per GPU exceed the engine's "
                                        f"{engine / 1e9:.1f} GB; use a larger gen_pp or gen_tp, or gen_dtype=fp8")
     if tp * pp > gen_gpus:
-        raise FabricError("-p train_fraction", f"a rollout replica needs {tp * pp} GPUs but the generation pool "
+        raise FabricError("params[train_fraction]", f"a rollout replica needs {tp * pp} GPUs but the generation pool "
                                                f"has {gen_gpus}")
     return tp, pp
 

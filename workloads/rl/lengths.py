@@ -58,14 +58,14 @@ def file_lengths(path: str | Path, n: int, max_tokens: int, seed: int) -> np.nda
     """
     p = Path(path)
     if not p.is_file():
-        raise FabricError("-p lengths_file", f"no such file: {p}")
+        raise FabricError("params[lengths_file]", f"no such file: {p}")
     text = p.read_text().strip()
     try:
         values = json.loads(text) if text.startswith("[") else [float(x) for x in text.split()]
     except (ValueError, json.JSONDecodeError):
-        raise FabricError("-p lengths_file", f"{p.name} must hold whole numbers, one per line or a JSON list") from None
+        raise FabricError("params[lengths_file]", f"{p.name} must hold whole numbers, one per line or a JSON list") from None
     arr = np.asarray(values, dtype=np.float64).ravel() if len(values) else np.zeros(0)
     if arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr < 1) or np.any(arr != np.rint(arr)):
-        raise FabricError("-p lengths_file", f"{p.name} must hold whole numbers >= 1 (got {arr.size} values)")
+        raise FabricError("params[lengths_file]", f"{p.name} must hold whole numbers >= 1 (got {arr.size} values)")
     rng = np.random.default_rng(seed)
     return np.clip(rng.choice(arr, size=n, replace=True), 1, max_tokens).astype(np.int64)

@@ -27,9 +27,9 @@ from workloads.rl.generation import ACT_BYTES
 from workloads.rl.traffic import Flows, all_pairs, ring_edges
 from workloads.step import MEGATRON_CORE, Runtime, StepModel
 
-_FLAG = {"tp": "-p train_tp", "pp": "-p train_pp", "ep": "-p train_ep", "global_batch": "-p samples",
-         "gpus": "-p train_fraction", "sequence_parallel": "-p train_tp", "cp": "-p train_tp",
-         "micro_batch": "-p samples", "recompute": "-p recompute", "interleave": "-p train_pp"}
+_FLAG = {"tp": "params[train_tp]", "pp": "params[train_pp]", "ep": "params[train_ep]", "global_batch": "params[samples]",
+         "gpus": "params[train_fraction]", "sequence_parallel": "params[train_tp]", "cp": "params[train_tp]",
+         "micro_batch": "params[samples]", "recompute": "params[recompute]", "interleave": "params[train_pp]"}
 
 
 @dataclass
@@ -93,14 +93,14 @@ def plan_training(fabric: Fabric, model: ModelSpec, cfg: RLConfig, train_gpus: i
     notes: list[str] = []
     candidates = [cfg.train_pp] if cfg.train_pp else [p for p in _divisors(m.layers) if train_gpus // (tp * p) >= 1]
     if not candidates:
-        raise FabricError("-p train_tp", f"tp={tp} needs more than the {train_gpus} GPUs of the training pool")
+        raise FabricError("params[train_tp]", f"tp={tp} needs more than the {train_gpus} GPUs of the training pool")
     sm = StepModel(fabric, m, catalog=catalog, runtime=runtime)
     last_err: FabricError | None = None
     valid_seen = False
     for pp in candidates:
         dp = train_gpus // (tp * pp)
         if dp < 1:
-            raise FabricError("-p train_pp", f"tp x pp = {tp * pp} exceeds the {train_gpus} GPUs of the training pool")
+            raise FabricError("params[train_pp]", f"tp x pp = {tp * pp} exceeds the {train_gpus} GPUs of the training pool")
         per_step = math.ceil(cfg.samples / cfg.train_steps)
         gb = dp * math.ceil(per_step / dp)
         par = Parallelism(tp=tp, pp=pp, dp=dp, ep=ep, micro_batch=1, global_batch=gb,
@@ -121,7 +121,7 @@ def plan_training(fabric: Fabric, model: ModelSpec, cfg: RLConfig, train_gpus: i
             return m, par, notes
     if not valid_seen and last_err is not None:
         raise last_err
-    raise FabricError("-p train_pp", f"no pipeline depth fits {m.name} in HBM on {train_gpus} GPUs at tp={tp} "
+    raise FabricError("params[train_pp]", f"no pipeline depth fits {m.name} in HBM on {train_gpus} GPUs at tp={tp} "
                                      f"(recompute={cfg.recompute}); give training more GPUs or -p recompute=full")
 
 
