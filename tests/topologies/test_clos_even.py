@@ -109,3 +109,22 @@ def test_full_trees_keep_their_closed_forms(k):
         three = build("fat-tree", None, {"k": k, "tiers": "3"})
         assert (three.counts()["hosts"], three.counts()["packet_switches"]) == (k ** 3 // 4, 5 * k * k // 4)
         assert_even(three)
+
+
+def test_healthy_nvl72_dp_rings_do_not_slow_each_other():
+    """The symptom itself: at 4,608 GPUs the healthy job's DP groups (tp4 cp2 dp512, 4 rings of 1,024 ranks, 16
+    per rack) all at once take what one takes alone, and what the analytic closed form gives (a 1:1 leaf-spine
+    shares nothing between the groups).  Measured 1.377x with 36 spines of one or two links per ToR."""
+    from workloads.comm import analytic_comm_time, simulator_backend
+    from workloads.parallelism import Parallelism
+    from workloads.placement import RankPlacement
+
+    sim = simulator_backend()
+    if sim is None:
+        pytest.skip("needs the flow simulator")
+    fab = build("nvl-72", 4608)
+    groups = RankPlacement(fab, Parallelism(tp=4, pp=1, dp=512, cp=2, micro_batch=1, global_batch=512)).dp_groups
+    assert groups.shape == (4, 1024)
+    together, alone = sim(fab, "all_reduce", groups, 1e9), sim(fab, "all_reduce", groups[:1], 1e9)
+    assert together == pytest.approx(alone, rel=1e-6)
+    assert together == pytest.approx(analytic_comm_time(fab, "all_reduce", groups, 1e9), rel=1e-3)
