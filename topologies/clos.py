@@ -4,14 +4,18 @@ Structure (radix ``k`` at the endpoint port speed):
 
 * **ToR** (edge/leaf): ``d`` downlinks, ``u = k - d`` uplinks, ``d/u`` = the
   ToR oversubscription ``o`` (``d = round(k o / (1 + o))``).
-* **2 tiers** (leaf-spine): ``ceil(T u / k)`` spines (``u`` when ``T = k``); ToR
-  uplink ``t`` of ToR ``i`` goes to spine ``(i u + t) mod S``, so every ToR
-  reaches every spine; at most ``k`` ToRs.  Radix k, o = 1: ``k^2/2`` hosts, ``3k/2`` switches.
+* **2 tiers** (leaf-spine): ``S`` spines, the smallest divisor of ``u`` that
+  has the ports for all ``T u`` uplinks (``S >= T u / k``, :func:`even_spine_count`;
+  ``u`` when ``T = k``); ToR uplink ``t`` of ToR ``i`` goes to spine ``t mod S``,
+  so every ToR has the same ``u / S`` links to every spine (equal-cost paths
+  of equal capacity, as ECMP assumes); a spine uses ``T u / S`` of its ``k``
+  ports, the rest stay unused.  At most ``k`` ToRs.  Radix k, o = 1: ``k^2/2``
+  hosts, ``3k/2`` switches.
 * **3 tiers** (k-ary fat-tree, Al-Fares et al. 2008, generalised): pods of
   ``u`` aggregation switches and ``da`` ToRs (every ToR linked once to every agg
-  of its pod); agg ``j`` of every pod belongs to core *plane* ``j`` of
-  ``ceil(P ua / k)`` cores; agg uplink ``t`` of pod ``p`` goes to core
-  ``(p ua + t) mod c`` of its plane.  With ``P <= k`` pods every agg reaches
+  of its pod); agg ``j`` of every pod belongs to core *plane* ``j`` of ``c``
+  cores, the smallest divisor of ``ua`` with ``c >= P ua / k``; agg uplink ``t``
+  goes to core ``t mod c`` of its plane, so every agg has ``ua / c`` links to
   every core of its plane.  k-ary, o = 1, P = k: ``k^3/4`` hosts, ``5k^2/4``
   switches.
 * Partial builds round up to whole ToRs (2 tiers) or whole pods' worth of
@@ -76,6 +80,39 @@ def split_ports(k: int, ratio: float) -> tuple[int, int]:
     down = int(round(k * ratio / (1.0 + ratio)))
     down = min(max(down, 1), k - 1)
     return down, k - down
+
+
+def even_spine_count(lower: int, uplinks: int, k: int) -> int:
+    """Switches of the tier above ``lower`` switches of ``uplinks`` uplinks each, every pair wired alike.
+
+    The smallest divisor ``S`` of ``uplinks`` whose ``S k`` ports take all ``lower x uplinks`` links,
+    so that each lower switch has exactly ``uplinks / S`` links to each upper one (the usual leaf-spine
+    rule: spines divide the leaf uplinks).  Uneven pairs (one link to some spines, two to others) would
+    make equal-cost next hops of unequal capacity, which per-port ECMP overloads.  ``uplinks`` always
+    qualifies when ``lower <= k``; a spine then uses ``lower x uplinks / S <= k`` ports.
+
+    Parameters
+    ----------
+    lower : int
+        ToRs (or aggregation switches of one plane), at most ``k``.
+    uplinks : int
+        Uplinks of each of them.
+    k : int
+        Radix of the upper switches.
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> even_spine_count(72, 64, 128)  # ceil(72 x 64 / 128) = 36 does not divide 64
+    64
+    >>> even_spine_count(128, 64, 128), even_spine_count(2, 64, 128)
+    (64, 1)
+    """
+    need = math.ceil(lower * uplinks / k)
+    return next(s for s in range(max(need, 1), uplinks + 1) if uplinks % s == 0)
 
 
 def rail_order(server: np.ndarray, rail: np.ndarray, servers_per_group: int) -> np.ndarray:
@@ -152,16 +189,17 @@ def attach_clos(b: FabricBuilder, endpoints: np.ndarray, catalog: Catalog, *, po
         n_fiber = E
         spines = empty
         if T > 1:
-            # ceil(T u / k) spines (u when T = k); uplink t of ToR i -> spine (i u + t) mod S.
-            # S <= u because T <= k, so every ToR reaches every spine.
-            S = math.ceil(T * u / k)
+            # S divides u (u when T = k): uplink t of every ToR -> spine t mod S, u / S links per pair
+            S = even_spine_count(T, u, k)
             spines = b.add_devices(DeviceKind.CORE, S, pod=0)
             src = np.repeat(tors, u)
-            dst = spines[(np.arange(T)[:, None] * u + np.arange(u)[None, :]).ravel() % S]
+            dst = spines[np.tile(np.arange(u) % S, T)]
             b.add_links(src, dst, capacity=port_bandwidth, latency=latency, medium="fiber", layer="dcn")
             n_fiber += src.size
         aggs, cores, agg_end = empty, spines, empty
-        b.note(f"DCN: 2-tier leaf-spine, radix {k}, {T} ToRs x {ept} endpoints, {spines.size} spines")
+        S = max(spines.size, 1)
+        b.note(f"DCN: 2-tier leaf-spine, radix {k}, {T} ToRs x {ept} endpoints, {spines.size} spines"
+               + (f" ({u // S} link(s) per ToR-spine pair, {T * u // S} of {k} spine ports used)" if T > 1 else ""))
     else:
         da, ua = split_ports(k, params["agg_oversubscription"])
         a = u  # aggs per pod: one link from every ToR to every agg
@@ -172,11 +210,11 @@ def attach_clos(b: FabricBuilder, endpoints: np.ndarray, catalog: Catalog, *, po
         tors, aggs, pod_of_tor = pods_of_tors_and_aggs(b, endpoints, tor_of_ep, T, P, da, a, port_bandwidth, latency)
         tors_per_pod = min(da, tors.size)
         n_fiber = E + tors.size * a
-        c = math.ceil(P * ua / k)
+        c = even_spine_count(P, ua, k)  # cores per plane, dividing ua: ua / c links per agg-core pair
         cores = b.add_devices(DeviceKind.CORE, a * c)
         p_idx, j_idx, t_idx = np.meshgrid(np.arange(P), np.arange(a), np.arange(ua), indexing="ij")
         agg_end = aggs[(p_idx * a + j_idx).ravel()]
-        core_end = cores[(j_idx * c + (p_idx * ua + t_idx) % c).ravel()]
+        core_end = cores[(j_idx * c + t_idx % c).ravel()]
         if not ocs_core:
             b.add_links(agg_end, core_end, capacity=port_bandwidth, latency=latency, medium="fiber", layer="dcn")
             n_fiber += agg_end.size
@@ -184,7 +222,8 @@ def attach_clos(b: FabricBuilder, endpoints: np.ndarray, catalog: Catalog, *, po
             circuits = _through_ocs(b, catalog, agg_end, core_end, port_bandwidth, latency, ocs_item, j_idx.ravel())
             n_fiber += 2 * agg_end.size
         b.note(f"DCN: 3-tier fat-tree, radix {k}, {P} pods x {tors_per_pod} ToRs x {ept} endpoints, "
-               f"{aggs.size} aggs, {cores.size} cores" + (" (agg-core through OCS)" if ocs_core else ""))
+               f"{aggs.size} aggs, {cores.size} cores ({ua // c} link(s) per agg-core pair, {P * ua // c} of {k} "
+               f"core ports used)" + (" (agg-core through OCS)" if ocs_core else ""))
 
     pod_of_ep = pod_of_tor[tor_of_ep]
     b.set_group(endpoints, "tor", tor_of_ep)

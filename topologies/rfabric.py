@@ -25,7 +25,8 @@ from fabric.catalog import Catalog
 from fabric.errors import FabricError
 from fabric.model import Configuration, DeviceKind, Fabric, FabricBuilder, HBDKind, HBDSpec
 from topologies import dgx
-from topologies.clos import dcn_params, default_configuration, default_radix, pods_of_tors_and_aggs, split_ports
+from topologies.clos import (dcn_params, default_configuration, default_radix, even_spine_count, pods_of_tors_and_aggs,
+                             split_ports)
 from topologies.params import Param
 from topologies.servers import add_gpu_nodes, add_nic_per_gpu, attach_gpus_to_clos, propagate_tor
 
@@ -109,7 +110,8 @@ def _attach_ocs_pods(b: FabricBuilder, nics: np.ndarray, catalog: Catalog, bw: f
     every OCS has ports of every pod and can join any two pods.  Of the
     ``ua`` uplinks of an aggregation switch the last ``yc = round(core_ratio
     ua)`` face core-switch ports created on the same OCS (spread round-robin
-    over the plane's cores); the default circuits join those to their core
+    over the plane's cores, whose count divides ``yc``: every aggregation-core
+    pair has the same links); the default circuits join those to their core
     port and pair the first ``ua - yc`` uplinks of the pods as a round-robin
     tournament (uplink ``t`` plays round ``t mod rounds``), a uniform mesh.
 
@@ -147,7 +149,7 @@ def _attach_ocs_pods(b: FabricBuilder, nics: np.ndarray, catalog: Catalog, bw: f
         raise FabricError("gpus", f"{P} pods do not fit: with core_ratio {params['core_ratio']:g} every OCS needs "
                                     f"a port per pod and per core circuit ({ocs_ports} ports on {ocs_item}); "
                                     "use a larger -p k or fewer GPUs")
-    cores_pp = math.ceil(P * yc / k) if yc else 0
+    cores_pp = even_spine_count(P, yc, k) if yc else 0  # divides yc: every agg has yc / cores_pp links per core
     cores = b.add_devices(DeviceKind.CORE, a * cores_pp)
     ocs = b.add_devices(DeviceKind.OCS, a * n_o)
     j_idx, p_idx, t_idx = (m.ravel() for m in np.meshgrid(np.arange(a), np.arange(P), t_all, indexing="ij"))
@@ -157,7 +159,7 @@ def _attach_ocs_pods(b: FabricBuilder, nics: np.ndarray, catalog: Catalog, bw: f
     circuits = []
     if yc:
         cj, cp, ct = (m.ravel() for m in np.meshgrid(np.arange(a), np.arange(P), np.arange(ud, ua), indexing="ij"))
-        core_idx = (cp * yc + (ct - ud)) % cores_pp  # a pod's core circuits on distinct cores
+        core_idx = (ct - ud) % cores_pp  # a pod's core circuits spread evenly over its plane's cores
         core_ports = b.add_links(cores[cj * cores_pp + core_idx], ocs[cj * n_o + ct % n_o], capacity=bw,
                                  latency=latency / 2, medium="fiber", layer="dcn", state="ocs_port")
         circuits.append(np.stack([port_of[cj, cp, ct], core_ports], axis=1))
