@@ -14,6 +14,8 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+import numpy as np
+
 from solvers.orchestrator.jobs import Job
 from solvers.orchestrator.model_explicit import position_conflicts, unit_costs
 from solvers.orchestrator.placement import Placement
@@ -62,8 +64,9 @@ def run_explicit_bounded(line: Line, jobs: list[Job], greedy: Placement, options
     try:
         cands = candidate_rings(line, m, budget=budget)
         left = budget.remaining()
+        per_tor = np.bincount(line.space.tor[line.space.healthy], minlength=line.space.n_tors)
         lb = slot_bound(cands, position_conflicts(cands, line.n), job.dp, job.count,
-                        None if left is None else max(left * BOUND_SHARE, 0.1))
+                        None if left is None else max(left * BOUND_SHARE, 0.1), per_tor)
     except (BudgetSpent, TooManyCandidates):
         lb = 0.0
     t_bound = time.perf_counter() - t1

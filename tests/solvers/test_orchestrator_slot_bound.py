@@ -19,7 +19,7 @@ from solvers.orchestrator.api import orchestrate_line, resolve_jobs
 from solvers.orchestrator.brute import brute_force, line_from_arrays
 from solvers.orchestrator.model_explicit import position_conflicts, unit_costs
 from solvers.orchestrator.rings import candidate_rings, max_rings
-from solvers.orchestrator.slot_bound import slot_bound
+from solvers.orchestrator.slot_bound import slot_bound, tor_count_bound
 from solvers.pulp_adapter import SolveOptions
 
 
@@ -34,7 +34,8 @@ def resolved(line, job):
 def bound_of(line, job, time_limit=30):
     m = job.tp // line.space.g
     cands = candidate_rings(line, m)
-    return slot_bound(cands, position_conflicts(cands, line.n), job.dp, job.count, time_limit=time_limit)
+    return slot_bound(cands, position_conflicts(cands, line.n), job.dp, job.count, time_limit=time_limit,
+                      healthy_per_tor=np.bincount(line.space.tor[line.space.healthy], minlength=line.space.n_tors))
 
 
 CASES = [(13, 3, 2, 2, 2, "interleaved"), (14, 4, 2, 2, 2, "interleaved"), (14, 3, 2, 3, 2, "interleaved"),
@@ -80,3 +81,43 @@ def test_explicit_orchestration_states_the_bound_and_never_crosses_it():
     unit, _, _ = unit_costs([fj], 4)
     # validity at a size brute force cannot reach: the placement found costs at least the bound
     assert res.traffic.cross_bytes / unit >= bound_of(line, fj, time_limit=8) - 1e-6
+
+
+def per_tor(line):
+    return np.bincount(line.space.tor[line.space.healthy], minlength=line.space.n_tors)
+
+
+@pytest.mark.parametrize("n,T,k,m,D,wiring", CASES + [(16, 4, 2, 2, 4, "contiguous"), (15, 3, 2, 3, 2, "contiguous")])
+def test_tor_count_bound_never_exceeds_brute_force(n, T, k, m, D, wiring):
+    """The closed form from healthy nodes per ToR alone, on interleaved, random and contiguous wiring."""
+    rng = random.Random(7 * n + T + D)
+    positive = 0
+    for _ in range(8):
+        if wiring == "interleaved":
+            tor = np.arange(n) % T
+        elif wiring == "contiguous":
+            tor = np.arange(n) * T // n
+        else:
+            tor = np.array([rng.randrange(T) for _ in range(n)])
+        healthy = np.ones(n, bool)
+        healthy[rng.sample(range(n), rng.randint(0, 3))] = False
+        line = line_from_arrays(healthy, tor, k)
+        job = resolved(line, Job(tp=m, dp=D, dp_bytes=1.0))
+        if job is None or job.count < 1:
+            continue
+        best = brute_force(line, job)
+        unit, _, _ = unit_costs([job], 1)
+        lb = tor_count_bound(per_tor(line), m, D, job.count)
+        assert lb * unit <= best + 1e-9
+        positive += lb > 0
+    assert positive >= 1
+
+
+def test_tor_count_bound_closed_form_on_a_hand_case():
+    """Worked by hand from the module docstring's inequalities."""
+    # two ToRs of 5 nodes, m = 2, D = 4, C = 1 (8 nodes): u = (4, 4), W = (1, 1) = m C, no leftover: 0
+    assert tor_count_bound([5, 5], 2, 4, 1) == 0
+    # one ToR of 3 and one of 3, m = 2, D = 3, C = 1: u = (3, 3), W = (1, 1) = m C: 0
+    assert tor_count_bound([3, 3], 2, 3, 1) == 0
+    # ToRs of 2 and 2 and 2, m = 2, D = 3, C = 1: W_t = 0 everywhere, 2 (m C - 0) = 4; split sum_t ceil(2/2) = 3
+    assert tor_count_bound([2, 2, 2], 2, 3, 1) == 4
