@@ -28,6 +28,7 @@ from solvers.orchestrator.traffic import placement_traffic
 from solvers.pulp_adapter import SolveOptions, SolveReport, relative_gap
 
 BOUND_SHARE = 0.3  # of the time left: the slot bound's MIP (any dual bound it proves by then is valid)
+BOUND_CAP_S = 30.0  # the MIP's limit when the orchestration has none (the explicit model then runs unlimited)
 TOL = 1e-6
 
 
@@ -66,7 +67,7 @@ def run_explicit_bounded(line: Line, jobs: list[Job], greedy: Placement, options
         left = budget.remaining()
         per_tor = np.bincount(line.space.tor[line.space.healthy], minlength=line.space.n_tors)
         lb = slot_bound(cands, position_conflicts(cands, line.n), job.dp, job.count,
-                        None if left is None else max(left * BOUND_SHARE, 0.1), per_tor)
+                        BOUND_CAP_S if left is None else max(left * BOUND_SHARE, 0.1), per_tor)
     except (BudgetSpent, TooManyCandidates):
         lb = 0.0
     t_bound = time.perf_counter() - t1
