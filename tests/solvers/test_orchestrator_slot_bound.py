@@ -87,9 +87,11 @@ def per_tor(line):
     return np.bincount(line.space.tor[line.space.healthy], minlength=line.space.n_tors)
 
 
+@pytest.mark.parametrize("closed", [False, True])
 @pytest.mark.parametrize("n,T,k,m,D,wiring", CASES + [(16, 4, 2, 2, 4, "contiguous"), (15, 3, 2, 3, 2, "contiguous")])
-def test_tor_count_bound_never_exceeds_brute_force(n, T, k, m, D, wiring):
-    """The closed form from healthy nodes per ToR alone, on interleaved, random and contiguous wiring."""
+def test_tor_count_bound_never_exceeds_brute_force(n, T, k, m, D, wiring, closed):
+    """The closed form from healthy nodes per ToR alone, on interleaved, random and contiguous wiring, open lines
+    and closed ones (the argument never looks at the ring shapes; the MIP of slot_bound is checked on both too)."""
     rng = random.Random(7 * n + T + D)
     positive = 0
     for _ in range(8):
@@ -101,7 +103,7 @@ def test_tor_count_bound_never_exceeds_brute_force(n, T, k, m, D, wiring):
             tor = np.array([rng.randrange(T) for _ in range(n)])
         healthy = np.ones(n, bool)
         healthy[rng.sample(range(n), rng.randint(0, 3))] = False
-        line = line_from_arrays(healthy, tor, k)
+        line = line_from_arrays(healthy, tor, k, closed=closed)
         job = resolved(line, Job(tp=m, dp=D, dp_bytes=1.0))
         if job is None or job.count < 1:
             continue
@@ -109,6 +111,7 @@ def test_tor_count_bound_never_exceeds_brute_force(n, T, k, m, D, wiring):
         unit, _, _ = unit_costs([job], 1)
         lb = tor_count_bound(per_tor(line), m, D, job.count)
         assert lb * unit <= best + 1e-9
+        assert bound_of(line, job, time_limit=10) * unit <= best + 1e-9
         positive += lb > 0
     assert positive >= 1
 
