@@ -22,6 +22,7 @@ from fabric.model import Fabric
 from solvers.orchestrator.bounded import run_bounded
 from solvers.orchestrator.domains import orchestrate_domains
 from solvers.orchestrator.encode import encode_blocks, encode_explicit
+from solvers.orchestrator.explicit_bounded import run_explicit_bounded
 from solvers.orchestrator.extract import extract_blocks, extract_explicit
 from solvers.orchestrator.greedy import fault_unaware_placement, greedy_placement, tor_aware_placement
 from solvers.orchestrator.jobs import Job
@@ -151,6 +152,9 @@ def _ilp(line: Line, jobs: list[Job], greedy: Placement, options: SolveOptions, 
     if kind == "blocks" and not blocks.closed:  # the line-DP bound proves most of these optimal
         unit, _, _ = unit_costs(jobs, line.space.g)
         return run_bounded(line.space, jobs, greedy, options, budget, blocks, unit, build)
+    if kind == "explicit" and len(jobs) == 1 and job.pp == 1 and line.n > EXPLICIT_MAX_SLOTS:
+        # any wiring: the slot-by-slot bound first (solvers/orchestrator/explicit_bounded.py)
+        return run_explicit_bounded(line, jobs, greedy, options, budget, build, encode, extract)
     return run_ilp(line.space, jobs, greedy, options, budget, build, encode, extract)
 
 

@@ -1,0 +1,85 @@
+"""The explicit model told the slot-by-slot lower bound (any ToR wiring, one job, PP = 1).
+
+Above :data:`~solvers.orchestrator.model.EXPLICIT_MAX_SLOTS` the explicit
+model's own LP bound stays near 0 (issue 18).  Here the bound of
+:mod:`solvers.orchestrator.slot_bound` is computed first, with a share of
+the time limit; the warm start is returned at once when it meets that bound
+(``optimal``) or the requested relative gap (``feasible``, ``gap_limit``),
+else the explicit model runs with what is left, told the bound
+(``SolveOptions.known_bound``), so that the gap it states is never weaker.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from solvers.orchestrator.jobs import Job
+from solvers.orchestrator.model_explicit import position_conflicts, unit_costs
+from solvers.orchestrator.placement import Placement
+from solvers.orchestrator.result import OrchestrationResult
+from solvers.orchestrator.rings import TooManyCandidates, candidate_rings
+from solvers.orchestrator.run import Budget, BudgetSpent, run_ilp, warm_start_result
+from solvers.orchestrator.slot_bound import slot_bound
+from solvers.orchestrator.space import Line
+from solvers.orchestrator.traffic import placement_traffic
+from solvers.pulp_adapter import SolveOptions, SolveReport, relative_gap
+
+BOUND_SHARE = 0.3  # of the time left: the slot bound's MIP (any dual bound it proves by then is valid)
+BOUND_CAP_S = 30.0  # the MIP's limit when the orchestration has none (the explicit model then runs unlimited)
+TOL = 1e-6
+
+
+def _with_bound(res: OrchestrationResult, bound: float, unit: float) -> OrchestrationResult:
+    """``res`` with ``bound`` (slot crossings) as a proven bound; ``optimal`` when its cost reaches it."""
+    if res.traffic is None or not unit:
+        return res
+    cost = res.traffic.cross_bytes / unit
+    rep = res.report
+    if rep is None or not rep.has_solution:
+        rep = SolveReport("feasible", "-", True, cost, None, None, 0.0, res.termination or "-",
+                          termination=res.termination or "other_limit")
+    b = min(max(bound, rep.bound if rep.bound is not None else 0.0), rep.objective)
+    optimal = rep.objective - b <= TOL * max(1.0, abs(rep.objective))
+    res.report = replace(rep, bound=b, gap=relative_gap(rep.objective, b),
+                         status="optimal" if optimal else rep.status)
+    res.unit_bytes = unit
+    res.notes = [n.replace("with the trivial bound 0", f"with the slot bound {bound:g}") for n in res.notes]
+    if optimal:
+        res.status = "optimal"
+    if bound > 0:
+        res.notes.append(f"lower bound {bound:g} slot crossings from the slot-by-slot relaxation "
+                         "(solvers/orchestrator/slot_bound.py)")
+    return res
+
+
+def run_explicit_bounded(line: Line, jobs: list[Job], greedy: Placement, options: SolveOptions, budget: Budget,
+                         build, encode, extract) -> OrchestrationResult:
+    """The explicit orchestration of one PP = 1 job with the slot bound first (module docstring)."""
+    job = jobs[0]
+    m = job.tp // line.space.g
+    unit, _, _ = unit_costs(jobs, line.space.g)
+    t1 = time.perf_counter()
+    try:
+        cands = candidate_rings(line, m, budget=budget)
+        left = budget.remaining()
+        per_tor = np.bincount(line.space.tor[line.space.healthy], minlength=line.space.n_tors)
+        lb = slot_bound(cands, position_conflicts(cands, line.n), job.dp, job.count,
+                        BOUND_CAP_S if left is None else max(left * BOUND_SHARE, 0.1), per_tor)
+    except (BudgetSpent, TooManyCandidates):
+        lb = 0.0
+    t_bound = time.perf_counter() - t1
+    warm = placement_traffic(greedy, line.space, jobs).cross_bytes / unit
+    gap = relative_gap(warm, lb)
+    if warm <= lb + TOL or (options.gap_rel > 0 and gap is not None and gap <= options.gap_rel):
+        res = warm_start_result(line.space, jobs, greedy, "explicit",
+                                "no solver needed, the warm start meets the slot bound (or the requested gap)",
+                                budget.t0, 0.0, termination="optimal" if warm <= lb + TOL else "gap_limit")
+    else:
+        opts = replace(options, known_bound=max(lb, options.known_bound or 0.0))
+        res = run_ilp(line.space, jobs, greedy, opts, budget, build, encode, extract)
+    res = _with_bound(res, lb, unit)
+    res.seconds.update(bound=t_bound, total=time.perf_counter() - budget.t0)
+    return res
