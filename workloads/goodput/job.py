@@ -270,6 +270,8 @@ class _Job:
             # the healthy rate on the healthy size is the healthy job exactly: no slower-placement loss, not the
             # rounding residue of rate / (rate / GPUs)
             slow = 0.0 if self.run_rate == self.healthy and gpus == self.g_full else train * gpus - u
+            if gpus == self.g_full and abs(slow) <= 1e-9 * train * gpus:  # the healthy step, re-timed: rounding
+                slow = 0.0
             if slow == 0.0:
                 u = train * gpus
             useful += u
