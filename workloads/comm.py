@@ -44,6 +44,7 @@ from __future__ import annotations
 import hashlib
 import weakref
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable, Protocol
 
 import numpy as np
@@ -260,32 +261,23 @@ def _component_runs(comp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 analytic_comm_time.name = "analytic"  # type: ignore[attr-defined]
 
 
-_STEP_LATENCIES: tuple | None = None
-_EFFICIENCIES: tuple | None = None
+@lru_cache(maxsize=None)
+def _shipped_values(*entries: tuple[str, str]) -> tuple[float, ...]:
+    """Values of the shipped catalog, one per (entry, field), read once."""
+    from fabric.catalog import load_catalog
+
+    cat = load_catalog()
+    return tuple(cat.value(entry, field) for entry, field in entries)
 
 
 def nccl_path_efficiencies() -> tuple[float, float]:
     """Share of the line rate NCCL's Simple protocol reaches on an NVLink / HBD path and on a NIC (catalog)."""
-    global _EFFICIENCIES
-    if _EFFICIENCIES is None:
-        from fabric.catalog import load_catalog
-
-        cat = load_catalog()
-        _EFFICIENCIES = (cat.value("nccl_path_efficiency", "nvlink_factor"),
-                         cat.value("nccl_path_efficiency", "network_factor"))
-    return _EFFICIENCIES
+    return _shipped_values(("nccl_path_efficiency", "nvlink_factor"), ("nccl_path_efficiency", "network_factor"))
 
 
 def nccl_step_latencies() -> tuple[float, float]:
     """NCCL's per-step latency (Simple protocol) of an NVLink/HBD step and of a network step, seconds (catalog)."""
-    global _STEP_LATENCIES
-    if _STEP_LATENCIES is None:
-        from fabric.catalog import load_catalog
-
-        cat = load_catalog()
-        _STEP_LATENCIES = (cat.value("nccl_ring_step_nvlink", "simple_latency"),
-                           cat.value("nccl_ring_step_network", "simple_latency"))
-    return _STEP_LATENCIES
+    return _shipped_values(("nccl_ring_step_nvlink", "simple_latency"), ("nccl_ring_step_network", "simple_latency"))
 
 
 # --------------------------------------------------------------------------- simulator backend

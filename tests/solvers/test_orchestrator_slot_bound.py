@@ -13,22 +13,14 @@ import random
 import numpy as np
 import pytest
 
-from fabric.errors import FabricError
 from solvers.orchestrator import Job
-from solvers.orchestrator.api import orchestrate_line, resolve_jobs
+from solvers.orchestrator.api import orchestrate_line
 from solvers.orchestrator.brute import brute_force, line_from_arrays
 from solvers.orchestrator.model_explicit import position_conflicts, unit_costs
-from solvers.orchestrator.rings import candidate_rings, max_rings
+from solvers.orchestrator.rings import candidate_rings
 from solvers.orchestrator.slot_bound import slot_bound, tor_count_bound
 from solvers.pulp_adapter import SolveOptions
-
-
-def resolved(line, job):
-    m = job.tp // line.space.g
-    try:
-        return resolve_jobs([job], len(max_rings(line, m)), int(line.space.healthy.sum()) * line.space.g)[0]
-    except FabricError:
-        return None
+from tests.solvers.test_orchestrator_line_bound import resolved  # one job resolved as the API does
 
 
 def bound_of(line, job, time_limit=30):
