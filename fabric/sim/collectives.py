@@ -476,24 +476,29 @@ def _all_pairs(b: _Builder, devices: np.ndarray, n: int, size: float, entry):
     return _templated(b, devices, src, dst, size, 1, none, none, entry)
 
 
-def domain_matrix(devices: np.ndarray, domain: np.ndarray) -> np.ndarray:
-    """Rank positions as a (domains, h) matrix: rows in order of first appearance.
+def domain_rows(devices: np.ndarray, domain: np.ndarray) -> list[np.ndarray]:
+    """Rank positions per domain, domains in order of first appearance (rows may differ in length).
 
     Ranks share a row when their devices share the Fabric's ``domain`` group
     (a device outside any domain is a domain of its own).
     """
-    dom = domain[devices].copy()
+    dom = domain[np.asarray(devices)].copy()
     alone = dom < 0
     dom[alone] = -1 - np.flatnonzero(alone)
     _, first, inv = np.unique(dom, return_index=True, return_inverse=True)
-    rank_of_domain = np.argsort(np.argsort(first))
-    row = rank_of_domain[inv]
-    counts = np.bincount(row)
-    if np.unique(counts).size != 1:
+    row = np.argsort(np.argsort(first))[inv]
+    order = np.lexsort((np.arange(dom.size), row))
+    return np.split(order, np.cumsum(np.bincount(row))[:-1])
+
+
+def domain_matrix(devices: np.ndarray, domain: np.ndarray) -> np.ndarray:
+    """Rank positions as a (domains, h) matrix (:func:`domain_rows`, every domain holding ``h`` ranks)."""
+    rows = domain_rows(devices, domain)
+    counts = {r.size for r in rows}
+    if len(counts) != 1 or 0 in counts:
         raise FabricError("algorithm", "hierarchical needs the same number of ranks in every HBD domain "
-                                       f"(got {sorted(set(counts.tolist()))})")
-    order = np.lexsort((np.arange(devices.size), row))
-    return order.reshape(counts.size, counts[0])
+                                       f"(got {sorted(counts)})")
+    return np.stack(rows)
 
 
 def default_algorithm(name: str) -> Algorithm:

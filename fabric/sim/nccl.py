@@ -78,6 +78,7 @@ from fabric.catalog import Catalog, load_catalog
 from fabric.errors import FabricError
 from fabric.model import DeviceKind, Fabric
 from fabric.sim.collectives import Algorithm, CollectiveName, Protocol, domain_matrix
+from fabric.sim.collectives import domain_rows as _domain_rows  # by domain group; here by Fabric
 from fabric.sim.flows import FlowTable
 
 NCCL_PROTOCOLS = (Protocol.LL, Protocol.LL128, Protocol.SIMPLE)
@@ -163,18 +164,8 @@ def path_codes(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
 
 
 def domain_rows(fabric: Fabric, devices: np.ndarray) -> list[np.ndarray]:
-    """Rank positions of ``devices`` per HBD domain, domains in order of first appearance (rows may differ in length).
-
-    A device outside any domain is a domain of its own.  With the same number
-    of ranks in every domain, the rows are those of :func:`domain_matrix`.
-    """
-    dom = fabric.group("domain")[np.asarray(devices)].copy()
-    alone = dom < 0
-    dom[alone] = -1 - np.flatnonzero(alone)
-    _, first, inv = np.unique(dom, return_index=True, return_inverse=True)
-    row = np.argsort(np.argsort(first))[inv]
-    order = np.lexsort((np.arange(dom.size), row))
-    return np.split(order, np.cumsum(np.bincount(row))[:-1])
+    """Rank positions of ``devices`` per HBD domain (:func:`fabric.sim.collectives.domain_rows`)."""
+    return _domain_rows(devices, fabric.group("domain"))
 
 
 def channel_count(fabric: Fabric, devices: np.ndarray) -> int:
