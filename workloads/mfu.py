@@ -155,8 +155,9 @@ def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: b
     par = Parallelism(global_batch=B, **kw)
     result = sm.evaluate(par)
     if not result.fits and not ("zero_stage" in fixed and memory_efficient_norm):
-        result, raised, step = _fit_by_memory_switches(sm, par, runtime, fp8, zero_fixed="zero_stage" in fixed)
-        if raised:
+        fitted = _fit_by_memory_switches(sm, par, runtime, fp8, zero_fixed="zero_stage" in fixed)
+        if fitted is not None:
+            result, raised, step = fitted
             head["memory_switches_raised"] = raised
             head["runtime_switches"] = step.runtime.to_dict()
             head.setdefault("warnings", []).append(
@@ -177,7 +178,7 @@ def _fit_by_memory_switches(sm, par, runtime: str, fp8: bool, zero_fixed: bool =
     is timed as evaluated, so any cost the model gives the switch is kept.
     ZeRO-3 is not tried: it adds all-gathers, a choice the caller makes.
     Returns the fitting result, the switches raised and the StepModel that
-    fitted; if nothing fits, the defaults' result, ``[]`` and ``sm``.
+    fitted, or None if nothing fits (the caller keeps the defaults' result).
     """
     from workloads.step import StepModel
 
@@ -194,7 +195,7 @@ def _fit_by_memory_switches(sm, par, runtime: str, fp8: bool, zero_fixed: bool =
             raised = ([f"zero_stage {par.zero} -> {zero}"] if zero != par.zero else []) + \
                 (["memory_efficient_norm"] if men else [])
             return result, raised, step
-    return sm.evaluate(par), [], sm
+    return None
 
 
 def _kernels_dict(gpu) -> dict:

@@ -136,7 +136,6 @@ class _Job:
         healthy = rate(shape.dp)
         if not healthy or healthy <= 0:
             raise ComputeError("goodput", f"the healthy job ({shape.dp} replicas) must have a throughput > 0, got {healthy!r}")
-        self.healthy = healthy
         self.eff0 = healthy / self.g_full  # tokens/s per GPU of the healthy job
         C, w = rec.checkpoint_interval_s, rec.checkpoint_stall_s
         self.train_share = 1.0 if C == 0 else C / (C + w)
@@ -267,13 +266,11 @@ class _Job:
                 continue
             train = seconds * self.train_share
             u = train * self.run_rate / self.eff0
-            # the healthy rate on the healthy size is the healthy job exactly: no slower-placement loss, not the
-            # rounding residue of rate / (rate / GPUs)
-            slow = 0.0 if self.run_rate == self.healthy and gpus == self.g_full else train * gpus - u
-            if gpus == self.g_full and abs(slow) <= 1e-9 * train * gpus:  # the healthy step, re-timed: rounding
-                slow = 0.0
-            if slow == 0.0:
-                u = train * gpus
+            slow = train * gpus - u
+            # the healthy step on the full size (or it re-timed) is the healthy job: no slower-placement loss, not
+            # the rounding residue of rate / (rate / GPUs)
+            if gpus == self.g_full and abs(slow) <= 1e-9 * train * gpus:
+                slow, u = 0.0, train * gpus
             useful += u
             self.led.gpu_s["useful"] += u
             self.led.gpu_s["slower_placement"] += slow
