@@ -33,6 +33,15 @@ def predict(p: dict) -> float:
     return run(p).busbw_Bps / 1e9
 
 
+def _print_table(header: str, rule: str, rows: list[str], held: list[float]) -> None:
+    """The per-point table (the README's) and the held-out summary; at least five points held out."""
+    print("\n" + header)
+    print(rule)
+    print("\n".join(rows))
+    print(f"held-out: mean |error| {100 * sum(held) / len(held):.1f} %, max {100 * max(held):.1f} %")
+    assert len(held) >= 5
+
+
 def test_every_point_within_target():
     rows, held = [], []
     for p in POINTS:
@@ -45,11 +54,8 @@ def test_every_point_within_target():
         else:
             held.append(abs(err))
             assert abs(err) <= 0.15, p["id"]
-    print("\n| point | GPUs | collective | NCCL algorithm | published GB/s | simulated | error | role |")
-    print("|---|---:|---|---|---:|---:|---:|---|")
-    print("\n".join(rows))
-    print(f"held-out: mean |error| {100 * sum(held) / len(held):.1f} %, max {100 * max(held):.1f} %")
-    assert len(held) >= 5
+    _print_table("| point | GPUs | collective | NCCL algorithm | published GB/s | simulated | error | role |",
+                 "|---|---:|---|---|---:|---:|---:|---|", rows, held)
 
 
 def test_sources_are_named():
@@ -81,11 +87,8 @@ def test_latency_end_within_target():
             assert abs(err) <= 0.25, p["id"]
         else:
             assert p["role"] == "reported" and p["reason"], p["id"]
-    print("\n| point | ranks | size | NCCL algorithm | published us | simulated us | error | role |")
-    print("|---|---:|---:|---|---:|---:|---:|---|")
-    print("\n".join(rows))
-    print(f"held-out: mean |error| {100 * sum(held) / len(held):.1f} %, max {100 * max(held):.1f} %")
-    assert len(held) >= 5
+    _print_table("| point | ranks | size | NCCL algorithm | published us | simulated us | error | role |",
+                 "|---|---:|---:|---|---:|---:|---:|---|", rows, held)
 
 
 def test_latency_sources_are_named():

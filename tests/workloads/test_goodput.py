@@ -172,19 +172,23 @@ TIMES = st.floats(0.0, 5.0, allow_nan=False).map(lambda x: round(x, 3))
 COSTS = ("restart_s", "replace_s", "checkpoint_interval_s")
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(pairs=st.lists(st.tuples(TIMES, st.floats(0.01, 2.0).map(lambda x: round(x, 3))), min_size=1, max_size=8),
-       cost=st.sampled_from(COSTS), lo=st.floats(0, 86400.0), extra=st.floats(0, 86400.0),
-       dp=st.integers(14, 18), policy=st.sampled_from(("fixed", "elastic")), seed=st.integers(0, 3))
-def test_goodput_never_rises_with_a_cost(pairs, cost, lo, extra, dp, policy, seed):
-    # a server with overlapping episodes would make fault_end unmatched: keep one episode per server
+def _one_episode_per_server_timeline(pairs, seed):
+    """The TP-8 timeline on FAB of the drawn (start, length) episodes, one per server (of 9 drawn servers):
+    a server with overlapping episodes would make fault_end unmatched."""
     seen, kept = set(), []
     for i, p in enumerate(pairs):
         if i % 9 not in seen:
             seen.add(i % 9)
             kept.append(p)
-    tr = trace_from_events(_events(kept), "h", n_servers=36, horizon=8.0)
-    tl = fault_timeline(FAB, 8, tr, seed=seed)
+    return fault_timeline(FAB, 8, trace_from_events(_events(kept), "h", n_servers=36, horizon=8.0), seed=seed)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pairs=st.lists(st.tuples(TIMES, st.floats(0.01, 2.0).map(lambda x: round(x, 3))), min_size=1, max_size=8),
+       cost=st.sampled_from(COSTS), lo=st.floats(0, 86400.0), extra=st.floats(0, 86400.0),
+       dp=st.integers(14, 18), policy=st.sampled_from(("fixed", "elastic")), seed=st.integers(0, 3))
+def test_goodput_never_rises_with_a_cost(pairs, cost, lo, extra, dp, policy, seed):
+    tl = _one_episode_per_server_timeline(pairs, seed)
     shape = JobShape(8, 1, dp)
     rate = constant_rate(1.0, 8)
     base = Recovery(checkpoint_interval_s=3600.0, checkpoint_stall_s=0.0, restart_s=600.0, replace_s=120.0)
@@ -216,12 +220,7 @@ def placement_aware_rate(tl, shape):
        dp=st.integers(14, 18), policy=st.sampled_from(("fixed", "elastic")), seed=st.integers(0, 3))
 def test_goodput_never_rises_with_a_cost_when_placements_differ(pairs, cost, lo, extra, dp, policy, seed):
     """As above with a step time that depends on the placement (re-placements and rebalances happen)."""
-    seen, kept = set(), []
-    for i, p in enumerate(pairs):
-        if i % 9 not in seen:
-            seen.add(i % 9)
-            kept.append(p)
-    tl = fault_timeline(FAB, 8, trace_from_events(_events(kept), "h", n_servers=36, horizon=8.0), seed=seed)
+    tl = _one_episode_per_server_timeline(pairs, seed)
     shape = JobShape(8, 1, dp)
     rate = placement_aware_rate(tl, shape)
     from dataclasses import replace
