@@ -107,19 +107,25 @@ def test_bench_concurrent_all_reduces_fat_tree_32k():
 
 @pytest.mark.bench
 def test_bench_all_to_all_1024():
+    cpu, peak = _all_to_all(build("dgx", gpus=1024), "among 1024 GPUs on DGX")
+    assert cpu < 60.0 and peak < 8 * GiB
+
+
+def _all_to_all(fab, what: str) -> tuple[float, float]:
+    """All-to-all 1 GiB among every GPU of ``fab``, timed and reported; (CPU s, peak traced bytes)."""
     _warm_up()
-    fab = build("dgx", gpus=1024)
-    coll = Collective("all-to-all", tuple(range(1024)), GiB, protocol="none")
+    n = fab.n_gpus
+    coll = Collective("all-to-all", tuple(range(n)), GiB, protocol="none")
 
     def run():
         return Simulator(fab).collectives([coll])
 
     r, wall, cpu = _timed(run)
     peak = _peak(run)
-    _report(f"all-to-all 1 GiB among 1024 GPUs on DGX ({r.time_s * 1e3:.2f} ms simulated, "
-            f"{r.sim.method}, {r.sim.events} events)", r.sim.n_flows, wall, cpu, peak)
-    assert r.sim.n_flows == 1024 * 1023
-    assert cpu < 60.0 and peak < 8 * GiB
+    _report(f"all-to-all 1 GiB {what} ({r.time_s * 1e3:.2f} ms simulated, {r.sim.method}, {r.sim.events} events)",
+            r.sim.n_flows, wall, cpu, peak)
+    assert r.sim.n_flows == n * (n - 1)
+    return cpu, peak
 
 
 @pytest.mark.bench
@@ -255,16 +261,7 @@ def test_bench_all_to_all_2048_fat_tree_3_tier():
     """Issue 18: all-to-all 1 GiB among 2,048 GPUs of a 3-tier fat-tree (k = 32), 4.2M flows, < 30 s CPU.  The
     hosts under a ToR are interchangeable, so the engine runs equivalence classes of flows (exact:
     tests/fabric/test_sim_lumping.py checks them against every flow)."""
-    _warm_up()
     fab = build("fat-tree", gpus=2048, params={"k": 32, "tiers": "3"})
-    coll = Collective("all-to-all", tuple(range(2048)), GiB, protocol="none")
-
-    def run():
-        return Simulator(fab).collectives([coll])
-
-    r, wall, cpu = _timed(run)
-    peak = _peak(run)
-    _report(f"all-to-all 1 GiB among 2,048 GPUs, 3-tier fat-tree k=32 ({r.time_s * 1e3:.2f} ms simulated, "
-            f"{r.sim.method}, {r.sim.events} events)", r.sim.n_flows, wall, cpu, peak)
-    assert r.sim.n_flows == 2048 * 2047
+    assert fab.n_gpus == 2048
+    cpu, _ = _all_to_all(fab, "among 2,048 GPUs, 3-tier fat-tree k=32")
     assert cpu < 30.0
