@@ -18,10 +18,11 @@ import numpy as np
 from fabric.errors import FabricError
 from fabric.model import Configuration, Fabric
 from fabric.sim.collectives import (Algorithm, Collective, CollectiveName, Protocol, _rank_matrix, bus_factor,
-                                    check_ranks, collective_flows, default_algorithm)
+                                    check_ranks, collective_flows, default_algorithm, hierarchical_domains)
 from fabric.sim.engine import Problem, Schedule, schedule
 from fabric.sim.flows import Flow, FlowTable, table_from_flows
 from fabric.sim.graph import ArcGraph, build_arc_graph, endpoint_devices
+from fabric.sim.hierarchical import hierarchical_flow_count, hierarchical_step, time_hierarchical
 from fabric.sim.lumping import LUMP_MIN_FLOWS, Lumped, lump
 from fabric.sim.maxmin import max_min_rates_csr
 from fabric.sim.nccl import NCCL_PROTOCOLS, candidates, channel_count, nccl_model, nvls_factor, nvls_tree_factor, \
@@ -266,11 +267,11 @@ class Simulator:
         if all(colls[m[0]].ideal for m in batches.values()):
             if len(batches) == 1 and method != "event":
                 (key, members), = batches.items()
-                run = self._ideal_ring_run(colls[members[0]], rank_rows[key], np.asarray(members), len(colls),
+                run = self._ideal_step_run(colls[members[0]], rank_rows[key], np.asarray(members), len(colls),
                                            ecmp, seed)
                 if run is not None:
                     return self._collect(colls, [run], run.finish_of_tag, run.flows_of_tag,
-                                         {k: Algorithm.RING for k in members}, {k: Protocol.NONE for k in members},
+                                         {k: run.algorithm for k in members}, {k: Protocol.NONE for k in members},
                                          {k: 1 for k in members})
             tables = [collective_flows(colls[m[0]], rank_rows[key], self.fabric.group("domain"), tags=m)
                       for key, m in batches.items()]
@@ -321,6 +322,14 @@ class Simulator:
         loads = self._loads(g, arcs, arc_bytes * scale, makespan)
         return _Run(finish, n_flows, sched.release, sched.tx_end, sched.finish, sched.method, sched.events, loads)
 
+    def _ideal_step_run(self, c0: Collective, devices: np.ndarray, members: np.ndarray, n_tags: int, ecmp: str,
+                        seed: int) -> "_Run | None":
+        """The ideal ring or hierarchical all-reduce of every group timed from steps, when asked for and exact."""
+        if c0.resolved_algorithm == Algorithm.HIERARCHICAL:
+            runs = self._hierarchical_runs(c0, devices, members, n_tags, (Protocol.NONE,), None, ecmp, seed)
+            return None if runs is None else runs[0]
+        return self._ideal_ring_run(c0, devices, members, n_tags, ecmp, seed)
+
     def _ideal_ring_run(self, c0: Collective, devices: np.ndarray, members: np.ndarray, n_tags: int, ecmp: str,
                         seed: int) -> "_Run | None":
         """The ideal ring of every group timed from one step (:mod:`fabric.sim.steps`), when asked for
@@ -341,7 +350,38 @@ class Simulator:
         route_bytes = np.bincount(prob.route, weights=prob.size * prob.count, minlength=prob.R.shape[0])
         loads = self._loads(st.graph, st.arcs, (prob.R.T @ route_bytes) * st.steps, float(finish[members].max()))
         sched = st.schedule
-        return _Run(finish, n_flows, sched.release, sched.tx_end, sched.finish, "step+dag", 0, loads)
+        return _Run(finish, n_flows, sched.release, sched.tx_end, sched.finish, "step+dag", 0,
+                    loads)._named(Algorithm.RING, Protocol.NONE, 1)
+
+    def _hierarchical_runs(self, c0: Collective, devices: np.ndarray, members: np.ndarray, n_tags: int,
+                           protocols: Sequence[str], model, ecmp: str, seed: int) -> "list[_Run] | None":
+        """Hierarchical all-reduce of every group timed from one step of each phase
+        (:mod:`fabric.sim.hierarchical`), one run per protocol, when asked for (``lump``; by default only for DAGs
+        of :data:`STEP_MIN_FLOWS` flows and more) and exact, else None."""
+        G, n = devices.shape
+        if self.lump is False or c0.name != CollectiveName.ALL_REDUCE or n < 2:
+            return None
+        domains = hierarchical_domains(devices, self.fabric.group("domain"))
+        if self.lump is None and G * hierarchical_flow_count(*domains.shape) < STEP_MIN_FLOWS:
+            return None
+        step = hierarchical_step(self, devices, domains, float(c0.size), float(c0.start_s), members, ecmp, seed)
+        if step is None:
+            return None
+        prob, runs = step.problem, []
+        n_flows = np.zeros(n_tags, dtype=np.int64)
+        n_flows[members] = step.flows_per_group
+        for p in protocols:
+            flows = step.flows if p == Protocol.NONE else with_protocol(self.fabric, step.flows, model, p, False)
+            fin, sched = time_hierarchical(step, flows.size, flows.start, flows.latency)
+            finish = np.full(n_tags, -np.inf)
+            finish[members] = fin
+            # bytes per arc do not depend on timing: every step flow stands for `copies` flows of the DAG
+            route_bytes = np.bincount(prob.route, weights=flows.size * flows.count * step.copies,
+                                      minlength=prob.R.shape[0])
+            loads = self._loads(step.graph, step.arcs, prob.R.T @ route_bytes, float(fin.max()))
+            runs.append(_Run(finish, n_flows, sched.release, sched.tx_end, sched.finish, "step+dag", 0,
+                             loads)._named(Algorithm.HIERARCHICAL, p, 1))
+        return runs
 
     def _nccl_batch(self, c0: Collective, devices: np.ndarray, members: np.ndarray, ecmp: str, seed: int,
                     method: str) -> "_Run":
@@ -404,6 +444,13 @@ class Simulator:
                            float(c0.start_s))
             yield self._ring_run(rt, c0, members, n_tags, model)._named(algo, rt.protocol, rt.channels)
             return
+        if algo == Algorithm.HIERARCHICAL and method != "event":
+            protos = (Protocol.NONE,) if proto == Protocol.NONE else NCCL_PROTOCOLS if proto == Protocol.AUTO \
+                else (proto,)
+            runs = self._hierarchical_runs(c0, devices, members, n_tags, protos, model, ecmp, seed)
+            if runs is not None:
+                yield from runs
+                return
         table = collective_flows(c0, devices, domain, tags=members, algorithm=algo)
         if c0.resolved_protocol == Protocol.NONE:
             yield self._run_table(table, n_tags, ecmp, seed, method)._named(algo, Protocol.NONE, 1)

@@ -501,6 +501,18 @@ def domain_matrix(devices: np.ndarray, domain: np.ndarray) -> np.ndarray:
     return np.stack(rows)
 
 
+def hierarchical_domains(devices: np.ndarray, domain: np.ndarray | None) -> np.ndarray:
+    """Rank positions by HBD domain, shape (m, h), shared by every group (row of ``devices``) as hierarchical
+    all-reduce needs; :class:`FabricError` naming ``algorithm`` otherwise."""
+    if domain is None:
+        raise FabricError("algorithm", "hierarchical needs the Fabric's domain grouping")
+    groups = domain_matrix(devices[0], domain)
+    for g in range(1, devices.shape[0]):
+        if not np.array_equal(domain_matrix(devices[g], domain), groups):
+            raise FabricError("algorithm", "hierarchical groups must split into HBD domains alike")
+    return groups
+
+
 def default_algorithm(name: str) -> Algorithm:
     """The first algorithm of :data:`ALGORITHMS` for a collective (ring, or direct)."""
     return ALGORITHMS[CollectiveName.parse(name)][0]
@@ -543,12 +555,7 @@ def collective_flows(coll: Collective, devices: np.ndarray, domain: np.ndarray |
     elif name in (RS, AG) and algo == Algorithm.RING:
         _ring_phase(b, flat, pos[None, :], n - 1, S / n, entry)
     elif name == AR and algo == Algorithm.HIERARCHICAL:
-        if domain is None:
-            raise FabricError("algorithm", "hierarchical needs the Fabric's domain grouping")
-        groups = domain_matrix(devices[0], domain)
-        for g in range(1, G):
-            if not np.array_equal(domain_matrix(devices[g], domain), groups):
-                raise FabricError("algorithm", "hierarchical groups must split into HBD domains alike")
+        groups = hierarchical_domains(devices, domain)
         m, h = groups.shape
         e1 = _ring_phase(b, flat, groups, h - 1, S / h, entry)
         e2 = _ring_phase(b, flat, groups.T.copy(), 2 * (m - 1), S / h / m, e1)

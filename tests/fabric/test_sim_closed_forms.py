@@ -192,8 +192,9 @@ def test_send_recv(method):
     assert close(r.time_s, A + S / B)
 
 
+@pytest.mark.parametrize("lump", [None, True])
 @pytest.mark.parametrize("m, h", [(2, 4), (3, 2), (4, 1), (1, 4)])
-def test_hierarchical_all_reduce(m, h):
+def test_hierarchical_all_reduce(m, h, lump):
     """Hierarchical all-reduce on m domains of h GPUs:
     ``2 (h-1)(a_in + S/(h b_in)) + 2(m-1)(a_out + S/(h m b_out))``.
 
@@ -203,11 +204,16 @@ def test_hierarchical_all_reduce(m, h):
     the all-gather repeats the first phase.  No two concurrent flows share a
     link (domain switches, NICs and ranks are disjoint per ring), every phase
     is lockstep, and a phase starts when the previous one ends at each rank.
+    Both the full DAG (small: the default) and the timing from one step of
+    each phase (``lump=True``, :mod:`fabric.sim.hierarchical`) must give it.
     """
     b_in, a_in, b_out, a_out = 4 * B, 0.5e-6, B, 3e-6
     fab = two_level(m, h, b_in, a_in, b_out, a_out)
     ranks = tuple(range(m * h))
-    r = Simulator(fab).collective(Collective("all-reduce", ranks, S, algorithm="hierarchical", protocol="none"))
+    res = Simulator(fab, lump=lump).collectives([Collective("all-reduce", ranks, S, algorithm="hierarchical",
+                                                            protocol="none")])
+    assert res.sim.method == ("step+dag" if lump else "dag")
+    r = res.collectives[0]
     t_in = (h - 1) * (a_in + S / (h * b_in))
     t_out = 2 * (m - 1) * (a_out + S / (h * m * b_out))
     assert close(r.time_s, 2 * t_in + t_out)
