@@ -13,6 +13,8 @@ Modules, one job each:
 ``maxmin``       max-min fair rates by progressive filling
 ``engine``       contention-free DAG pass and event loop (the timing convention is in its docstring)
 ``lumping``      equivalence classes of flows that wait on nothing (exact where the fabric is symmetric)
+``steps``        the ideal ring timed from one step, where exact
+``hierarchical`` hierarchical all-reduce timed from one step of each phase, where exact
 ``flows``        :class:`Flow` and the columnar :class:`FlowTable`
 ``collectives``  the vocabulary (collective, algorithm, protocol), collectives as flow DAGs, bus factors
 ``nccl``         collectives as NCCL runs them: protocols, per-step latency, channels, algorithm choice
@@ -39,6 +41,11 @@ How symmetry keeps large cases cheap (all exact):
   rows instead of 4.2M flows;
 * multi-channel rings, trees, NVLS and SHARP are timed from one step
   (:mod:`fabric.sim.nccl`), in memory linear in the ranks.
+* large ideal rings (:mod:`fabric.sim.steps`) and hierarchical all-reduce,
+  ideal or under a protocol (:mod:`fabric.sim.hierarchical`), are timed from
+  one step (of each phase) when those steps fit their links with every flow
+  at its free rate: every flow of the DAG then runs at that rate, and the
+  finish is a per-step longest path, in memory linear in the ranks.
 
 Examples
 --------

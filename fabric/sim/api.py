@@ -46,8 +46,10 @@ class Simulator:
         (slower on large fabrics; used to test the folding).
     lump : bool, optional
         Simulate flows that do not wait on each other by equivalence classes
-        (:mod:`fabric.sim.lumping`; ideal ECMP with folding only), and ideal
-        rings from one step (:mod:`fabric.sim.steps`), where that is exact.
+        (:mod:`fabric.sim.lumping`; ideal ECMP with folding only), ideal
+        rings from one step (:mod:`fabric.sim.steps`) and hierarchical
+        all-reduce from one step of each phase (:mod:`fabric.sim.hierarchical`),
+        where that is exact.
         None (default): from :data:`~fabric.sim.lumping.LUMP_MIN_FLOWS` /
         :data:`~fabric.sim.steps.STEP_MIN_FLOWS` flows up; True: whenever
         exact; False: never (the full simulation, which the tests compare

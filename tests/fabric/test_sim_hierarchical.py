@@ -89,8 +89,9 @@ def _assert_same(step, full):
 
 
 @pytest.mark.parametrize("protocol", ["none", "auto", "ll", "ll128", "simple"])
-@pytest.mark.parametrize("case", ["two-level 3x4", "two-level 2x2", "two-level 4x1", "two-level 1x4", "uneven 3x4",
-                                  "uneven 4x6", "uneven 6x3", "uneven groups", "dgx", "dgx groups", "nvl-72", "fat-tree"])
+@pytest.mark.parametrize("case", ["two-level 3x4", "two-level 2x2", "two-level 4x1", "two-level 1x4",
+                                  "uneven 3x4", "uneven 4x6", "uneven 6x3", "uneven groups",
+                                  "dgx", "dgx groups", "nvl-72", "fat-tree"])
 def test_hierarchical_by_step_equals_the_flow_dag(case, protocol):
     """Every phase split (m x h, with rings of one rank), DGX, NVL-72, fat-tree, unequal hops, several groups,
     the ideal model and every NCCL protocol: time, flows and link bytes of the full DAG."""
