@@ -24,7 +24,7 @@ from solvers.orchestrator.model_explicit import unit_costs
 from solvers.orchestrator.placement import PlacedInstance, Placement
 from solvers.orchestrator.regroup import group_cost, regroup
 from solvers.orchestrator.traffic import placement_traffic
-from tests.solvers.test_orchestrator_line_bound import resolved  # one job resolved as the API does
+from tests.solvers.test_orchestrator_slot_bound import small_line  # a small interleaved or random-map line
 
 
 def cost_units(placement, line, job):
@@ -64,12 +64,8 @@ def test_never_dearer_never_below_brute_force_and_deterministic(wiring):
     improved = checked = 0
     for _ in range(12):
         n, T, k, m, D = rng.choice([(14, 4, 2, 2, 2), (15, 3, 2, 2, 3), (13, 5, 3, 2, 2), (16, 4, 2, 2, 4)])
-        tor = np.arange(n) % T if wiring == "interleaved" else np.array([rng.randrange(T) for _ in range(n)])
-        healthy = np.ones(n, bool)
-        healthy[rng.sample(range(n), rng.randint(0, 2))] = False
-        line = line_from_arrays(healthy, tor, k)
-        job = resolved(line, Job(tp=m, dp=D, dp_bytes=1.0))
-        if job is None or job.count < 1:
+        line, job = small_line(rng, n, T, k, m, D, wiring)
+        if job is None:
             continue
         start = tor_aware_placement(line, [job])
         out = regroup(start, line.space)
