@@ -193,7 +193,7 @@ def _ilp_fixed(space: SlotSpace, rings, jobs: list[Job], greedy: Placement, opti
         if blocks is not None:
             return build_blocks_model(blocks, job.dp, job.count, unit, budget=budget)
         cands = [Candidate(r, i, 1, tuple(int(space.tor[u]) for u in r)) for i, r in enumerate(rings)]
-        built = build_explicit_model(cands, [], jobs, 1, fixed=True)
+        built = build_explicit_model(cands, [], jobs, 1, fixed=True, budget=budget)
         built.meta["tor"] = space.tor
         return built
 

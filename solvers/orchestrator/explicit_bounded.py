@@ -7,6 +7,8 @@ the time limit; the warm start is returned at once when it meets that bound
 (``optimal``) or the requested relative gap (``feasible``, ``gap_limit``),
 else the explicit model runs with what is left, told the bound
 (``SolveOptions.known_bound``), so that the gap it states is never weaker.
+The warm start is first improved by ring swaps between DP groups
+(:mod:`solvers.orchestrator.regroup`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import numpy as np
 from solvers.orchestrator.jobs import Job
 from solvers.orchestrator.model_explicit import position_conflicts, unit_costs
 from solvers.orchestrator.placement import Placement
+from solvers.orchestrator.regroup import regroup
 from solvers.orchestrator.result import OrchestrationResult
 from solvers.orchestrator.rings import TooManyCandidates, candidate_rings
 from solvers.orchestrator.run import Budget, BudgetSpent, run_ilp, warm_start_result
@@ -71,6 +74,7 @@ def run_explicit_bounded(line: Line, jobs: list[Job], greedy: Placement, options
     except (BudgetSpent, TooManyCandidates):
         lb = 0.0
     t_bound = time.perf_counter() - t1
+    greedy = regroup(greedy, line.space)  # same rings, never dearer: a better incumbent for any wiring
     warm = placement_traffic(greedy, line.space, jobs).cross_bytes / unit
     gap = relative_gap(warm, lb)
     if warm <= lb + TOL or (options.gap_rel > 0 and gap is not None and gap <= options.gap_rel):

@@ -94,6 +94,6 @@ def build_chosen(line: Line, jobs: list[Job], kind: str, blocks: Blocks | None,
     m = jobs[0].tp // g
     cands = candidate_rings(line, m, budget=budget)
     budget.check()
-    model = build_explicit_model(cands, position_conflicts(cands, line.n), jobs, g)
+    model = build_explicit_model(cands, position_conflicts(cands, line.n), jobs, g, budget=budget)
     model.meta["tor"] = line.space.tor
     return model

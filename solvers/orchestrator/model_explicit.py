@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import numpy as np
 import pulp
 
 from solvers.orchestrator.built import BuiltModel
@@ -47,7 +48,7 @@ def unit_costs(jobs: list[Job], g: int) -> tuple[float, list[float], list[float]
 
 
 def build_explicit_model(cands: list[Candidate], conflicts: list[list[int]], jobs: list[Job], g: int,
-                         fixed: bool = False) -> BuiltModel:
+                         fixed: bool = False, budget=None) -> BuiltModel:
     """The explicit ILP (module docstring).
 
     Parameters
@@ -62,6 +63,8 @@ def build_explicit_model(cands: list[Candidate], conflicts: list[list[int]], job
         GPUs per slot.
     fixed : bool
         Candidates are already-formed TP groups (other architectures): only grouping is decided.
+    budget : solvers.orchestrator.run.Budget, optional
+        Checked at every instance slot (the build of a large line takes seconds).
     """
     prob = pulp.LpProblem("orchestrate_explicit", pulp.LpMinimize)
     V: dict[str, dict] = {k: {} for k in ("x", "h", "y", "n", "u", "f", "q", "go", "gi")}
@@ -86,10 +89,17 @@ def build_explicit_model(cands: list[Candidate], conflicts: list[list[int]], job
         supply[sig_ix[c.sig]].append(x[r])
     # slot/ToR pairs that occur at each slot
     tors_at = [sorted({s[j] for s in sig_list}) for j in range(m)]
-    # signature pairs that share a ToR at some slot (PP pairs worth tracking one by one)
-    close = [(a, b) for a in range(len(sig_list)) for b in range(len(sig_list))
-             if any(sig_list[a][j] == sig_list[b][j] for j in range(m))]
-    mism = {(a, b): sum(sig_list[a][j] != sig_list[b][j] for j in range(m)) for a, b in close}
+    # signature pairs that share a ToR at some slot (PP pairs worth tracking one by one; PP > 1 only: the
+    # pairs are quadratic in the signatures, seconds on a 1,024-node interleaved line)
+    close, mism = [], {}
+    if any(job.pp > 1 for job in jobs):
+        if budget is not None:
+            budget.check()
+        S = np.asarray(sig_list, dtype=np.int64).reshape(len(sig_list), m)
+        diff = (S[:, None, :] != S[None, :, :]).sum(axis=2)
+        a_ix, b_ix = np.nonzero(diff < m)
+        close = list(zip(a_ix.tolist(), b_ix.tolist()))
+        mism = {(a, b): int(diff[a, b]) for a, b in close}
 
     demand = defaultdict(list)
     cost = []
@@ -102,6 +112,8 @@ def build_explicit_model(cands: list[Candidate], conflicts: list[list[int]], job
         hom = pulp.lpSum(v for (jj, _), v in V["h"].items() if jj == j)
         ys = []
         for i in range(C):
+            if budget is not None:
+                budget.check()
             y = var("y", (j, i), 0, 1, BIN)
             ys.append(y)
             if i:

@@ -35,17 +35,23 @@ both against brute force.
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 
 import numpy as np
 import pulp
 
 from solvers.orchestrator.rings import Candidate
+from solvers.orchestrator.run import HANDOVER_SHARE, MIN_SOLVE_S, Budget, BudgetSpent
 from solvers.pulp_adapter import SolveOptions, solve
 
 
-def build_slot_bound(cands: list[Candidate], conflicts: list[list[int]], D: int, C: int) -> pulp.LpProblem:
-    """The relaxation ILP (module docstring) over the explicit model's candidates, in slot crossings."""
+def build_slot_bound(cands: list[Candidate], conflicts: list[list[int]], D: int, C: int,
+                     budget=None) -> pulp.LpProblem:
+    """The relaxation ILP (module docstring) over the explicit model's candidates, in slot crossings.
+
+    ``budget`` (a :class:`solvers.orchestrator.run.Budget`) is checked at every slot.
+    """
     prob = pulp.LpProblem("slot_bound", pulp.LpMinimize)
     x = [pulp.LpVariable(f"x_{r}", cat=pulp.LpBinary) for r in range(len(cands))]
     for k, group in enumerate(conflicts):
@@ -55,6 +61,8 @@ def build_slot_bound(cands: list[Candidate], conflicts: list[list[int]], D: int,
     m = len(cands[0].sig)
     cost = []
     for s in range(m):
+        if budget is not None:
+            budget.check()
         members = defaultdict(list)
         for r, c in enumerate(cands):
             members[c.sig[s]].append(x[r])
@@ -117,15 +125,26 @@ def slot_bound(cands: list[Candidate], conflicts: list[list[int]], D: int, C: in
                time_limit: float | None, healthy_per_tor=None) -> float:
     """A proven lower bound on the slot crossings of any placement of ``C`` groups of ``D`` candidate rings.
 
-    The relaxation's optimum when HiGHS proves it within ``time_limit`` (s), else its proven dual bound
-    (rounded up: the relaxation's objective is integral); never below :func:`tor_count_bound` of
-    ``healthy_per_tor`` (healthy nodes under each ToR) when given; 0 when nothing is proven.
+    The relaxation's optimum when HiGHS proves it within ``time_limit`` (s, the build and hand-over
+    included), else its proven dual bound (rounded up: the relaxation's objective is integral); never below
+    :func:`tor_count_bound` of ``healthy_per_tor`` (healthy nodes under each ToR) when given; that closed
+    form alone when the time runs out first; 0 when nothing is proven.
     """
     if D <= 1 or C <= 0 or not cands:
         return 0.0
     floor = 0.0 if healthy_per_tor is None else tor_count_bound(healthy_per_tor, len(cands[0].sig), D, C)
-    prob = build_slot_bound(cands, conflicts, D, C)
-    rep = solve(prob, SolveOptions(time_limit=time_limit, objective_step=1.0, known_bound=0.0))
+    t0 = time.perf_counter()
+    budget = Budget(t0, time_limit)
+    try:
+        prob = build_slot_bound(cands, conflicts, D, C, budget)
+    except BudgetSpent:
+        return floor
+    left = budget.remaining()
+    if left is not None:
+        left -= HANDOVER_SHARE * (time.perf_counter() - t0)
+        if left < MIN_SOLVE_S:
+            return floor
+    rep = solve(prob, SolveOptions(time_limit=left, objective_step=1.0, known_bound=0.0))
     if rep.status == "infeasible":  # no C D non-overlapping candidates: nothing to bound (stage 1 says there are)
         return floor
     b = rep.bound if rep.bound is not None else 0.0

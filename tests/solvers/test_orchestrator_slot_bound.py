@@ -30,6 +30,16 @@ def bound_of(line, job, time_limit=30):
                       healthy_per_tor=np.bincount(line.space.tor[line.space.healthy], minlength=line.space.n_tors))
 
 
+def small_line(rng, n, T, k, m, D, wiring):
+    """(line, resolved job or None): ToR = position mod T or a random map, up to 2 random faults, 1 GPU a slot."""
+    tor = np.arange(n) % T if wiring == "interleaved" else np.array([rng.randrange(T) for _ in range(n)])
+    healthy = np.ones(n, bool)
+    healthy[rng.sample(range(n), rng.randint(0, 2))] = False
+    line = line_from_arrays(healthy, tor, k)
+    job = resolved(line, Job(tp=m, dp=D, dp_bytes=1.0))
+    return line, (job if job is not None and job.count >= 1 else None)
+
+
 CASES = [(13, 3, 2, 2, 2, "interleaved"), (14, 4, 2, 2, 2, "interleaved"), (14, 3, 2, 3, 2, "interleaved"),
          (12, 3, 3, 2, 2, "map"), (12, 4, 2, 2, 2, "map"), (14, 4, 2, 2, 3, "map")]
 
@@ -39,12 +49,8 @@ def test_bound_never_exceeds_brute_force(n, T, k, m, D, wiring):
     rng = random.Random(n * 100 + T * 10 + D + (wiring == "map"))
     positive = 0
     for _ in range(6):
-        tor = np.arange(n) % T if wiring == "interleaved" else np.array([rng.randrange(T) for _ in range(n)])
-        healthy = np.ones(n, bool)
-        healthy[rng.sample(range(n), rng.randint(0, 2))] = False
-        line = line_from_arrays(healthy, tor, k)
-        job = resolved(line, Job(tp=m, dp=D, dp_bytes=1.0))
-        if job is None or job.count < 1:
+        line, job = small_line(rng, n, T, k, m, D, wiring)
+        if job is None:
             continue
         best = brute_force(line, job)
         unit, _, _ = unit_costs([job], 1)
