@@ -1,9 +1,9 @@
 """The explicit model told the slot-by-slot lower bound (any ToR wiring, one job, PP = 1).
 
 Above :data:`~solvers.orchestrator.model.EXPLICIT_MAX_SLOTS` the explicit
-model's own LP bound stays near 0 (issue 18).  Here the bound of
-:mod:`solvers.orchestrator.slot_bound` is computed first, with a share of
-the time limit; the warm start is returned at once when it meets that bound
+model's own LP bound stays near 0 (issue 18).  Here the closed-form bound
+of :mod:`solvers.orchestrator.slot_bound` is computed first (milliseconds);
+the warm start is returned at once when it meets that bound
 (``optimal``) or the requested relative gap (``feasible``, ``gap_limit``),
 else the explicit model runs with what is left, told the bound
 (``SolveOptions.known_bound``), so that the gap it states is never weaker.
@@ -19,19 +19,16 @@ from dataclasses import replace
 import numpy as np
 
 from solvers.orchestrator.jobs import Job
-from solvers.orchestrator.model_explicit import position_conflicts, unit_costs
+from solvers.orchestrator.model_explicit import unit_costs
 from solvers.orchestrator.placement import Placement
 from solvers.orchestrator.regroup import regroup
 from solvers.orchestrator.result import OrchestrationResult
-from solvers.orchestrator.rings import TooManyCandidates, candidate_rings
-from solvers.orchestrator.run import Budget, BudgetSpent, run_ilp, warm_start_result
-from solvers.orchestrator.slot_bound import slot_bound
+from solvers.orchestrator.run import Budget, run_ilp, warm_start_result
+from solvers.orchestrator.slot_bound import tor_count_bound
 from solvers.orchestrator.space import Line
 from solvers.orchestrator.traffic import placement_traffic
 from solvers.pulp_adapter import SolveOptions, SolveReport, relative_gap
 
-BOUND_SHARE = 0.3  # of the time left: the slot bound's MIP (any dual bound it proves by then is valid)
-BOUND_CAP_S = 30.0  # the MIP's limit when the orchestration has none (the explicit model then runs unlimited)
 TOL = 1e-6
 
 
@@ -53,7 +50,7 @@ def _with_bound(res: OrchestrationResult, bound: float, unit: float) -> Orchestr
     if optimal:
         res.status = "optimal"
     if bound > 0:
-        res.notes.append(f"lower bound {bound:g} slot crossings from the slot-by-slot relaxation "
+        res.notes.append(f"lower bound {bound:g} slot crossings from each ToR's healthy nodes, slot by slot "
                          "(solvers/orchestrator/slot_bound.py)")
     return res
 
@@ -65,14 +62,8 @@ def run_explicit_bounded(line: Line, jobs: list[Job], greedy: Placement, options
     m = job.tp // line.space.g
     unit, _, _ = unit_costs(jobs, line.space.g)
     t1 = time.perf_counter()
-    try:
-        cands = candidate_rings(line, m, budget=budget)
-        left = budget.remaining()
-        per_tor = np.bincount(line.space.tor[line.space.healthy], minlength=line.space.n_tors)
-        lb = slot_bound(cands, position_conflicts(cands, line.n), job.dp, job.count,
-                        BOUND_CAP_S if left is None else max(left * BOUND_SHARE, 0.1), per_tor)
-    except (BudgetSpent, TooManyCandidates):
-        lb = 0.0
+    per_tor = np.bincount(line.space.tor[line.space.healthy], minlength=line.space.n_tors)
+    lb = tor_count_bound(per_tor, m, job.dp, job.count)
     t_bound = time.perf_counter() - t1
     greedy = regroup(greedy, line.space)  # same rings, never dearer: a better incumbent for any wiring
     warm = placement_traffic(greedy, line.space, jobs).cross_bytes / unit

@@ -14,73 +14,26 @@ and let ``n[s, t]`` be the group members whose slot ``s`` is in ToR ``t``:
   ``phi`` at least.
 
 Hence slot ``s`` costs at least ``max(2 M_s, sum_t ceil(l[s, t] / (D-1)))``
-whatever the grouping, and every placement's rings (a non-overlapping set
-of the explicit model's candidates, ``C D`` of them in groups) satisfy the
-small ILP below at no more than its cost: its optimum, and the dual bound
-HiGHS proves for it within the time given, are **valid lower bounds**.  The
-slots are coupled only through the ring choice (a slot may group its rings
-differently from the next), which on wirings where a ring's ToRs follow its
-start (interleaved: ToR = position mod T) loses little.
-
-The MIP may prove nothing in its time on long lines, so a closed form of
-the same inequalities comes first (:func:`tor_count_bound`): summed over the
-slots, ToR ``t``'s mono groups ``W_t = sum_s w[s, t]`` are at most
+whatever the grouping.  Summed over the slots (:func:`tor_count_bound`),
+ToR ``t``'s mono groups ``W_t = sum_s w[s, t]`` are at most
 ``floor(u_t / D)``, ``u_t`` its nodes in group rings (``<=`` its healthy
 nodes, ``sum_t u_t = m C D``), and ``sum_s ceil(l[s, t] / (D-1)) >=
 ceil((u_t - D W_t) / (D-1))``; so every placement costs at least
 ``max(2 (m C - sum_t W_t), sum_t ceil((u_t - D W_t) / (D-1)))`` for some
-such ``u``, minimised exactly by a knapsack over the ToRs.  Tests check
-both against brute force.
+such ``u``, minimised exactly by a knapsack over the ToRs: a **valid lower
+bound** from each ToR's healthy node count alone (tests: never above brute
+force on interleaved, random-map and contiguous lines, open and closed).
+
+The same inequalities slot by slot over the candidate rings make a small
+MIP whose optimum is sometimes higher on lines of a dozen nodes; it was
+dropped: on the 160- to 1,024-node interleaved lines where this bound is
+used it never proved more than the closed form, and HiGHS overran its time
+limit up to threefold in the root cut loop (49.7 s for 17 s at 1,024 nodes).
 """
 
 from __future__ import annotations
 
-import time
-from collections import defaultdict
-
 import numpy as np
-import pulp
-
-from solvers.orchestrator.rings import Candidate
-from solvers.orchestrator.run import HANDOVER_SHARE, MIN_SOLVE_S, Budget, BudgetSpent
-from solvers.pulp_adapter import SolveOptions, solve
-
-
-def build_slot_bound(cands: list[Candidate], conflicts: list[list[int]], D: int, C: int,
-                     budget=None) -> pulp.LpProblem:
-    """The relaxation ILP (module docstring) over the explicit model's candidates, in slot crossings.
-
-    ``budget`` (a :class:`solvers.orchestrator.run.Budget`) is checked at every slot.
-    """
-    prob = pulp.LpProblem("slot_bound", pulp.LpMinimize)
-    x = [pulp.LpVariable(f"x_{r}", cat=pulp.LpBinary) for r in range(len(cands))]
-    for k, group in enumerate(conflicts):
-        if len(group) > 1:
-            prob += pulp.lpSum(x[r] for r in group) <= 1, f"span_{k}"
-    prob += pulp.lpSum(x) == D * C, "members"
-    m = len(cands[0].sig)
-    cost = []
-    for s in range(m):
-        if budget is not None:
-            budget.check()
-        members = defaultdict(list)
-        for r, c in enumerate(cands):
-            members[c.sig[s]].append(x[r])
-        mono, split = [], []
-        for t, xs in sorted(members.items()):
-            w = pulp.LpVariable(f"w_{s}_{t}", lowBound=0, upBound=C, cat=pulp.LpInteger)
-            prob += D * w <= pulp.lpSum(xs), f"mono_{s}_{t}"
-            mono.append(w)
-            if D > 1:
-                c_ = pulp.LpVariable(f"c_{s}_{t}", lowBound=0, cat=pulp.LpInteger)
-                prob += (D - 1) * c_ >= pulp.lpSum(xs) - D * w, f"left_{s}_{t}"
-                split.append(c_)
-        z = pulp.LpVariable(f"z_{s}", lowBound=0)
-        prob += z >= 2 * (C - pulp.lpSum(mono)), f"mixed_{s}"
-        prob += z >= pulp.lpSum(split), f"split_{s}"
-        cost.append(z)
-    prob += pulp.lpSum(cost), "slot_crossings"
-    return prob
 
 
 def tor_count_bound(healthy_per_tor, m: int, D: int, C: int) -> float:
@@ -119,33 +72,3 @@ def tor_count_bound(healthy_per_tor, m: int, D: int, C: int) -> float:
     W = np.arange(wmax + 1)
     cost = np.maximum(2 * np.maximum(m * C - W, 0), row)
     return float(cost[ok].min()) if ok.any() else 0.0
-
-
-def slot_bound(cands: list[Candidate], conflicts: list[list[int]], D: int, C: int,
-               time_limit: float | None, healthy_per_tor=None) -> float:
-    """A proven lower bound on the slot crossings of any placement of ``C`` groups of ``D`` candidate rings.
-
-    The relaxation's optimum when HiGHS proves it within ``time_limit`` (s, the build and hand-over
-    included), else its proven dual bound (rounded up: the relaxation's objective is integral); never below
-    :func:`tor_count_bound` of ``healthy_per_tor`` (healthy nodes under each ToR) when given; that closed
-    form alone when the time runs out first; 0 when nothing is proven.
-    """
-    if D <= 1 or C <= 0 or not cands:
-        return 0.0
-    floor = 0.0 if healthy_per_tor is None else tor_count_bound(healthy_per_tor, len(cands[0].sig), D, C)
-    t0 = time.perf_counter()
-    budget = Budget(t0, time_limit)
-    try:
-        prob = build_slot_bound(cands, conflicts, D, C, budget)
-    except BudgetSpent:
-        return floor
-    left = budget.remaining()
-    if left is not None:
-        left -= HANDOVER_SHARE * (time.perf_counter() - t0)
-        if left < MIN_SOLVE_S:
-            return floor
-    rep = solve(prob, SolveOptions(time_limit=left, objective_step=1.0, known_bound=0.0))
-    if rep.status == "infeasible":  # no C D non-overlapping candidates: nothing to bound (stage 1 says there are)
-        return floor
-    b = rep.bound if rep.bound is not None else 0.0
-    return float(max(0.0, b, floor))
