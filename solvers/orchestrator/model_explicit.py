@@ -89,17 +89,7 @@ def build_explicit_model(cands: list[Candidate], conflicts: list[list[int]], job
         supply[sig_ix[c.sig]].append(x[r])
     # slot/ToR pairs that occur at each slot
     tors_at = [sorted({s[j] for s in sig_list}) for j in range(m)]
-    # signature pairs that share a ToR at some slot (PP pairs worth tracking one by one; PP > 1 only: the
-    # pairs are quadratic in the signatures, seconds on a 1,024-node interleaved line)
-    close, mism = [], {}
-    if any(job.pp > 1 for job in jobs):
-        if budget is not None:
-            budget.check()
-        S = np.asarray(sig_list, dtype=np.int64).reshape(len(sig_list), m)
-        diff = (S[:, None, :] != S[None, :, :]).sum(axis=2)
-        a_ix, b_ix = np.nonzero(diff < m)
-        close = list(zip(a_ix.tolist(), b_ix.tolist()))
-        mism = {(a, b): int(diff[a, b]) for a, b in close}
+    close, mism = _pp_pairs(sig_list, m) if any(job.pp > 1 for job in jobs) else ([], {})
 
     demand = defaultdict(list)
     cost = []
@@ -153,6 +143,19 @@ def build_explicit_model(cands: list[Candidate], conflicts: list[list[int]], job
     integral = len(jobs) == 1 and all(p.pp == 1 for p in jobs)
     data = {"candidates": cands, "jobs": jobs, "sigs": sig_list, "sig_ix": sig_ix}
     return BuiltModel("explicit", prob, V, unit, 1.0 if integral else None, data, {"fixed": fixed})
+
+
+def _pp_pairs(sig_list: list[tuple[int, ...]], m: int) -> tuple[list[tuple[int, int]], dict]:
+    """Signature pairs (a, b) that share a ToR at some slot, and their mismatched slots.
+
+    The PP pairs worth tracking one by one; quadratic in the signatures, so built only for PP > 1
+    (vectorised: a 1,024-node interleaved line has 512 signatures).
+    """
+    S = np.asarray(sig_list, dtype=np.int64).reshape(len(sig_list), m)
+    diff = (S[:, None, :] != S[None, :, :]).sum(axis=2)
+    a_ix, b_ix = np.nonzero(diff < m)
+    close = list(zip(a_ix.tolist(), b_ix.tolist()))
+    return close, {(a, b): int(diff[a, b]) for a, b in close}
 
 
 def position_conflicts(cands: list[Candidate], n: int) -> list[list[int]]:
