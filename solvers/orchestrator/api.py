@@ -149,7 +149,7 @@ def _ilp(line: Line, jobs: list[Job], greedy: Placement, options: SolveOptions, 
         return extract_blocks(built) if built.kind.startswith("blocks") else extract_explicit(built)
 
     build = lambda b: build_chosen(line, jobs, kind, blocks, b)  # noqa: E731
-    if kind == "blocks" and not blocks.closed:  # the line-DP bound proves most of these optimal
+    if kind == "blocks":  # the line-DP bound (with a wrap state on a closed line) proves most of these optimal
         unit, _, _ = unit_costs(jobs, line.space.g)
         return run_bounded(line.space, jobs, greedy, options, budget, blocks, unit, build)
     if kind == "explicit" and len(jobs) == 1 and job.pp == 1 and line.n > EXPLICIT_MAX_SLOTS:
