@@ -1,6 +1,7 @@
 """The block ILP driven by the line-DP lower bound: prove optimality by the bound, search only where it is needed.
 
-For one job on exact ToR blocks of an open line (``blocks`` model):
+For one job on exact ToR blocks of a line, open or closed (``blocks`` model; a
+closed line's bound tries every state at its wrap boundary, :mod:`~solvers.orchestrator.line_bound`):
 
 1. :func:`~solvers.orchestrator.line_bound.packed_bound` prices the pool
    packing by column generation over line paths: a valid lower bound
@@ -24,9 +25,9 @@ the rings within two blocks (their solutions are placements, their own
 bounds are not used), and a placement of theirs that reaches the bound is
 optimal all the same.
 
-Anything else (closed lines, ``blocks-single``, lines where a ring could
-hop over a whole block, the explicit model) goes straight to
-:func:`solvers.orchestrator.run.run_ilp`.
+Anything else (``blocks-single``: :mod:`~solvers.orchestrator.single_group`;
+lines where a ring could hop over a whole block, the explicit model) goes
+straight to :func:`solvers.orchestrator.run.run_ilp`.
 """
 
 from __future__ import annotations

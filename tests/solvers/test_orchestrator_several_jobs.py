@@ -71,7 +71,65 @@ def test_several_jobs_against_brute_force(r, closed):
         assert proved >= 3  # exact reductions: proved optimal (by the block path or the explicit model)
 
 
-def test_jobs_of_different_dp_sizes_still_go_to_the_explicit_model():
-    line = line_from_arrays(np.ones(16, bool), np.arange(16) // 4, 2, 1, False)
+MIXED = [
+    [Job(tp=2, dp=2, count=1, dp_bytes=1.0), Job(tp=2, dp=3, dp_bytes=1.0)],
+    [Job(tp=2, dp=3, count=1, dp_bytes=2.0), Job(tp=2, dp=2, dp_bytes=1.0)],
+    [Job(tp=2, dp=2, count=1, dp_bytes=1.0), Job(tp=2, dp=4, count=1, dp_bytes=1.0), Job(tp=2, dp=3, dp_bytes=1.0)],
+]
+
+
+@pytest.mark.parametrize("closed", [False, True])
+@pytest.mark.parametrize("r", range(len(MIXED)))
+def test_jobs_of_different_dp_sizes_on_one_block_model_equal_brute_force(r, closed):
+    """The several-job block model (model_jobs.py) is exact on ToR blocks: optimal and equal to brute force."""
+    rng = random.Random(100 + 10 * r + closed)
+    kinds = set()
+    for _ in range(5):
+        n, npt, k = rng.choice([(16, 4, 2), (18, 6, 2), (15, 3, 2), (16, 4, 3), (20, 4, 2)])
+        res = check(random_line(rng, n, npt, k, closed), MIXED[r])
+        if res is not None:
+            kinds.add(res.model)
+            if res.model == "blocks-jobs":
+                assert res.status == "optimal"
+    assert "blocks-jobs" in kinds
+
+
+def test_the_block_model_of_several_jobs_is_not_used_where_a_chain_could_close():
+    # a closed line of no more ToRs than the largest DP size: a straddle item could run round the circle
+    line = line_from_arrays(np.ones(16, bool), np.arange(16) // 8, 2, 1, True)
     res = check(line, [Job(tp=2, dp=2, count=1, dp_bytes=1.0), Job(tp=2, dp=3, dp_bytes=1.0)])
     assert res.model == "explicit" and res.status == "optimal"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_several_job_model_cost_of_the_greedy_equals_its_accounted_traffic(seed):
+    """The warm start encoded into the several-job model (encode.encode_blocks) and fixed there: the model's
+    objective is the greedy's accounted cross bytes (the model prices every group as the accounting does)."""
+    import pulp
+
+    from solvers.orchestrator.encode import encode_blocks
+    from solvers.orchestrator.greedy import greedy_placement
+    from solvers.orchestrator.model_explicit import unit_costs
+    from solvers.orchestrator.model_jobs import build_jobs_model
+    from solvers.orchestrator.rings import block_structure, max_rings
+    from solvers.orchestrator.solve import solve_model
+    from solvers.orchestrator.stage1 import resolve_jobs
+    from solvers.orchestrator.traffic import placement_traffic
+
+    rng = random.Random(seed)
+    line = random_line(rng, 24, 6, rng.choice([2, 3]), bool(seed % 2))
+    jobs = resolve_jobs(MIXED[seed % len(MIXED)], len(max_rings(line, 2)), int(line.space.healthy.sum()))
+    blocks = block_structure(line, 2)
+    if jobs is None or blocks is None or any(j.count == 0 for j in jobs):
+        pytest.skip("not a several-job block instance")
+    unit, dpc, _ = unit_costs(jobs, 1)
+    model = build_jobs_model(blocks, [j.dp for j in jobs], [j.count for j in jobs], dpc, unit)
+    greedy = greedy_placement(line, jobs)
+    start = encode_blocks(model, greedy)
+    assert start
+    for v, x in start.items():
+        if v.cat == pulp.LpInteger:
+            v.lowBound = v.upBound = round(x)
+    rep = solve_model(model, SolveOptions())
+    assert rep.status == "optimal"
+    assert rep.objective * unit == pytest.approx(placement_traffic(greedy, line.space, jobs).cross_bytes)

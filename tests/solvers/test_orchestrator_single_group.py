@@ -18,7 +18,7 @@ from solvers.orchestrator.api import orchestrate_line, resolve_jobs
 from solvers.orchestrator.brute import brute_force, line_from_arrays
 from solvers.orchestrator.rings import block_structure, max_rings
 from solvers.orchestrator.run import Budget, BudgetSpent
-from solvers.orchestrator.single_group import exact_for, held, placement_of, single_group
+from solvers.orchestrator.single_group import exact_for, held, large_group, placement_of, single_group
 from solvers.orchestrator.traffic import placement_traffic
 from solvers.pulp_adapter import SolveOptions
 
@@ -86,3 +86,39 @@ def test_the_path_checks_its_budget():
     blocks = block_structure(line, 2)
     with pytest.raises(BudgetSpent):
         single_group(blocks, 20, Budget(0.0, 1e-9))
+
+
+@pytest.mark.parametrize("shape", [(15, 3, 2, 3), (16, 4, 2, 4), (18, 3, 2, 3), (16, 4, 3, 3), (20, 4, 3, 4)])
+def test_short_blocks_bound_by_the_view_and_place_within_two_blocks(shape):
+    """Short blocks (a ring may cover a whole block): the path over the view of three_blocks.py never exceeds
+    brute force (which holds the rings over three blocks), the path over two-block rings is a placement, and
+    whenever they meet the orchestration's ``optimal`` equals brute force."""
+    from solvers.orchestrator.three_blocks import three_block_view
+
+    n, npt, k, m = shape
+    rng = random.Random(n * 31 + npt * 7 + k * 3 + m)
+    checked = met = 0
+    for _ in range(6):
+        line = random_line(rng, n, npt, k, False)
+        R = len(max_rings(line, m))
+        blocks = block_structure(line, m, allow_short=True)
+        if blocks is None or blocks.exact or R < 2:
+            continue
+        three = three_block_view(blocks, line.space.healthy, line.space.tor)
+        for D in sorted({R, max(R - 1, 2)}):
+            if three is None or not large_group(blocks, D):
+                continue
+            job = resolve_jobs([Job(tp=m, dp=D, count=1, dp_bytes=1.0)], R, int(line.space.healthy.sum()))[0]
+            best = brute_force(line, job) / (2.0 * (D - 1) / D)
+            low, sg = single_group(three[0], D), single_group(blocks, D)
+            assert low.cost <= best + 1e-9
+            placement = placement_of(blocks, sg)
+            placement.check(line.space)
+            assert placement_traffic(placement, line.space, [job]).cross_bytes / (2.0 * (D - 1) / D) >= best - 1e-9
+            res = orchestrate_line(line, [Job(tp=m, dp=D, count=1, dp_bytes=1.0)], options=SolveOptions(time_limit=30))
+            assert res.report.bound * res.unit_bytes <= best * (2.0 * (D - 1) / D) + 1e-9
+            if res.status == "optimal":
+                met += 1
+                assert res.traffic.cross_bytes == pytest.approx(best * (2.0 * (D - 1) / D), abs=1e-9)
+            checked += 1
+    assert checked >= 2
