@@ -154,6 +154,8 @@ def run_bounded(space: SlotSpace, jobs: list[Job], greedy: Placement, options: S
         cost = res.traffic.cross_bytes / unit_bytes
         if _close_enough(cost, pb.bound, options.gap_rel):
             res.termination = "optimal" if cost <= pb.bound + TOL else "gap_limit"
+            if res.report is not None:  # the restricted ILP's own bound does not bound the whole problem
+                res.report = replace(res.report, bound=None)
             res = _proved(res, pb.bound, unit_bytes, note)
             res.seconds.update(bound=t_bound, total=time.perf_counter() - budget.t0)
             return res
