@@ -28,7 +28,8 @@ from solvers.orchestrator.greedy import fault_unaware_placement, greedy_placemen
 from solvers.orchestrator.jobs import Job
 from solvers.orchestrator.model import EXPLICIT_MAX_SLOTS, build_chosen, choose_model
 from solvers.orchestrator.model_explicit import unit_costs
-from solvers.orchestrator.model_jobs import build_jobs_model, extract_jobs, usable
+from solvers.orchestrator.jobs_run import run_jobs_blocks
+from solvers.orchestrator.model_jobs import usable
 from solvers.orchestrator.pipelined import run_pipelined
 from solvers.orchestrator.placement import Placement
 from solvers.orchestrator.result import OrchestrationResult
@@ -227,9 +228,7 @@ def _jobs_blocks(line: Line, jobs: list[Job], options: SolveOptions, prefer: str
         return None
     unit, dpc, _ = unit_costs(jobs, line.space.g)
     greedy = _warm_start(line, jobs, greedy_placement(line, jobs))
-    build = lambda b: build_jobs_model(blocks, [j.dp for j in jobs], [j.count for j in jobs], dpc, unit, b)  # noqa: E731
-    return run_ilp(line.space, jobs, greedy, options, Budget(t0, options.time_limit), build,
-                   encode_blocks, extract_jobs)
+    return run_jobs_blocks(line.space, jobs, greedy, options, Budget(t0, options.time_limit), blocks, unit, dpc)
 
 
 def _single_group(line: Line, jobs: list[Job], blocks, budget: Budget, warm: Placement) -> OrchestrationResult | None:

@@ -47,21 +47,49 @@ def _tag(state, j: int):
     return state if state is None or state == NONE else tuple(state) + (j,)
 
 
-def job_options(blocks: Blocks, t: int, dps: list[int]):
-    """ToR ``t``'s options for every job, states tagged by job; "no straddle" options once. (options, job of each)"""
+def job_options(blocks: Blocks, t: int, dps: list[int], keep: set | None = None):
+    """ToR ``t``'s options for every job, states tagged by job; "no straddle" options once. (options, job of each)
+
+    ``keep`` (tagged options), when given, keeps only those and the "no straddle" ones: a restricted model.
+    """
     out, of = [], []
     for j, D in enumerate(dps):
         for o in tor_options(blocks, t, D):
-            if j and (o.sin == NONE or o.sout == NONE) and o.part != "joint":
+            shared = (o.sin == NONE or o.sout == NONE) and o.part != "joint"
+            if j and shared:
                 continue  # the shared "no straddle" side: listed with job 0 only
-            out.append(replace(o, sin=_tag(o.sin, j), sout=_tag(o.sout, j)))
-            of.append(j)
+            o = replace(o, sin=_tag(o.sin, j), sout=_tag(o.sout, j))
+            if keep is None or shared or o in keep:
+                out.append(o)
+                of.append(j)
     return out, of
 
 
+def used_options(model: BuiltModel, start: dict) -> list[set]:
+    """Per ToR, the tagged options a start (:func:`~solvers.orchestrator.encode.encode_blocks`) picks."""
+    opts = model.meta["options"]
+    return [{opts[t][i] for i in range(len(opts[t])) if start.get(model.var["opt"][(t, i)], 0) > 0.5}
+            for t in range(len(opts))]
+
+
+def path_options(paths_of_job: list[list], T: int) -> list[set]:
+    """Per ToR, the tagged options of each job's line-DP paths (:class:`~solvers.orchestrator.line_bound.LineBound`)."""
+    keep: list[set] = [set() for _ in range(T)]
+    for j, paths in enumerate(paths_of_job):
+        for p in paths:
+            for t, idx in enumerate(p.choice):
+                keep[t].update(replace(o, sin=_tag(o.sin, j), sout=_tag(o.sout, j))
+                               for o in (p.options[t][i] for i in idx))
+    return keep
+
+
 def build_jobs_model(blocks: Blocks, dps: list[int], counts: list[int], weights: list[float], unit_bytes: float,
-                     budget=None) -> BuiltModel:
-    """The model of the module docstring: jobs of ``dps`` rings per group, ``counts`` groups, ``weights`` per crossing."""
+                     budget=None, keep: list[set] | None = None) -> BuiltModel:
+    """The model of the module docstring: jobs of ``dps`` rings per group, ``counts`` groups, ``weights`` per crossing.
+
+    ``keep``: per ToR, the tagged options to keep (:func:`used_options`, :func:`path_options`): a restricted
+    model, whose solutions are placements (its optimum and bound are not the request's).
+    """
     # long: the block model's rows (model_blocks.build_blocks_model) with a job index on every group-side family
     m, T, J = blocks.m, blocks.T, len(dps)
     prob = pulp.LpProblem("orchestrate_jobs_blocks", pulp.LpMinimize)
@@ -72,7 +100,7 @@ def build_jobs_model(blocks: Blocks, dps: list[int], counts: list[int], weights:
     for t in range(T):
         if budget is not None:
             budget.check()
-        ops, of = job_options(blocks, t, dps)
+        ops, of = job_options(blocks, t, dps, None if keep is None else keep[t])
         opts.append(ops)
         jobs_of.append(of)
         ov = [pulp.LpVariable(f"opt_{t}_{i}", 0, 1, pulp.LpBinary) for i in range(len(ops))]
