@@ -92,14 +92,15 @@ def _proved(res: OrchestrationResult, bound: int, unit: float, why: str) -> Orch
     b = max(float(bound), rep.bound if rep.bound is not None else 0.0)
     b = min(b, rep.objective)
     optimal = rep.objective - b <= TOL * max(1.0, abs(rep.objective))
-    rep = replace(rep, bound=b, gap=relative_gap(rep.objective, b), status="optimal" if optimal else rep.status)
+    # not reaching the bound is "feasible" whatever a restricted ILP said of its own (smaller) problem
+    rep = replace(rep, bound=b, gap=relative_gap(rep.objective, b), status="optimal" if optimal else "feasible")
     res.report = rep
     res.unit_bytes = unit
     res.notes = [n.replace("with the trivial bound 0", f"with the line-DP bound {bound}")
                  .replace("only the trivial bound 0 is proven", f"the line-DP bound {bound} (which holds rings "
                           "spanning three blocks) is proven") for n in res.notes]
+    res.status = rep.status
     if optimal:
-        res.status = "optimal"
         res.notes.append(why)
     return res
 

@@ -228,3 +228,23 @@ def test_closed_line_with_no_more_tors_than_d_gets_no_line_bound():
     blocks = block_structure(line, 2)
     assert blocks is not None and blocks.T == 2
     assert line_bound(blocks, 3, 2) is None and packed_bound(blocks, 3, 2) is None
+
+
+def test_a_restricted_ilp_optimum_above_the_bound_is_reported_feasible():
+    """bounded._proved: a restricted ILP's own "optimal" (optimal for its smaller problem) must not survive when
+    its placement does not reach the line-DP bound: the status is "feasible" with the gap against the bound."""
+    from solvers.orchestrator.bounded import _proved
+    from solvers.orchestrator.result import OrchestrationResult
+    from solvers.orchestrator.traffic import TrafficReport
+    from solvers.pulp_adapter import SolveReport
+
+    line = make_line(16, 4, 2, [])
+    rep = SolveReport("optimal", "highs", True, 10.0, None, 0.0, 0.1, "Optimal", termination="gap_limit")
+    res = OrchestrationResult("optimal", "ilp", "blocks", line.space, [], None,
+                              TrafficReport(20.0, 0.0, 10.0, 0.0, ()), rep, 1.0, termination="gap_limit")
+    out = _proved(res, 9, 1.0, "proved")
+    assert out.status == "feasible" and out.report.status == "feasible"
+    assert out.report.bound == 9 and out.report.gap == pytest.approx(0.1) and "proved" not in out.notes
+    res.report = rep
+    out = _proved(res, 10, 1.0, "proved")
+    assert out.status == "optimal" and out.report.gap == 0.0 and "proved" in out.notes
