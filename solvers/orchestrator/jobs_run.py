@@ -32,23 +32,31 @@ from solvers.orchestrator.space import SlotSpace
 from solvers.orchestrator.traffic import placement_traffic
 from solvers.pulp_adapter import SolveOptions
 
-LP_SHARE = 0.3  # of the time left after the full build: the LP relaxation
+LP_SHARE = 0.4  # of the time left after the full build: the LP relaxation
 RESTRICTED_SHARE = 0.3  # of the time left then: the restricted ILP
 
 
-def _lp_support(blocks: Blocks, dps, counts, weights, unit: float, options: SolveOptions, budget: Budget):
-    """(LP optimum or None, per ToR the tagged options of positive LP value) of the full model's relaxation."""
-    lp = build_jobs_model(blocks, dps, counts, weights, unit, budget)
-    for v in lp.problem.variables():
-        v.cat = pulp.LpContinuous
+def _lp_support(full, options: SolveOptions, budget: Budget):
+    """(LP optimum or None, per ToR the tagged options of positive LP value) of ``full``'s relaxation.
+
+    The model is relaxed in place (its integer variables made continuous for this solve, then restored):
+    building a copy would cost as much as the LP.
+    """
+    ints = [v for v in full.problem.variables() if v.cat == pulp.LpInteger]
     left = budget.remaining()
-    rep = solve_model(lp, replace(options, gap_rel=0.0, known_bound=None,
-                                  time_limit=None if left is None else max(left, 0.01)))
+    try:
+        for v in ints:
+            v.cat = pulp.LpContinuous
+        rep = solve_model(full, replace(options, gap_rel=0.0, known_bound=None,
+                                        time_limit=None if left is None else max(left, 0.01)))
+    finally:
+        for v in ints:
+            v.cat = pulp.LpInteger
     if rep.status != "optimal" or rep.objective is None:
         return None, None
-    opts = lp.meta["options"]
-    sup = [{opts[t][i] for i in range(len(opts[t])) if (lp.var["opt"][(t, i)].varValue or 0.0) > 1e-6}
-           for t in range(blocks.T)]
+    opts = full.meta["options"]
+    sup = [{opts[t][i] for i in range(len(opts[t])) if (full.var["opt"][(t, i)].varValue or 0.0) > 1e-6}
+           for t in range(len(opts))]
     return rep.objective - 1e-6 * max(1.0, abs(rep.objective)), sup  # (less the LP solver's tolerance)
 
 
@@ -65,11 +73,7 @@ def run_jobs_blocks(space: SlotSpace, jobs: list[Job], greedy: Placement, option
     t_build = time.perf_counter() - t1
     keep = used_options(full, encode_blocks(full, greedy))
     left = budget.remaining()
-    try:
-        lp_bound, sup = _lp_support(blocks, dps, counts, weights, unit, options,
-                                    Budget(time.perf_counter(), None if left is None else left * LP_SHARE))
-    except BudgetSpent:
-        lp_bound, sup = None, None
+    lp_bound, sup = _lp_support(full, options, Budget(time.perf_counter(), None if left is None else left * LP_SHARE))
     if sup is not None:
         keep = [a | b for a, b in zip(keep, sup)]
     best = greedy
