@@ -28,15 +28,20 @@ from solvers.orchestrator.greedy import fault_unaware_placement, greedy_placemen
 from solvers.orchestrator.jobs import Job
 from solvers.orchestrator.model import EXPLICIT_MAX_SLOTS, build_chosen, choose_model
 from solvers.orchestrator.model_explicit import unit_costs
+from solvers.orchestrator.jobs_run import run_jobs_blocks
+from solvers.orchestrator.model_jobs import usable
 from solvers.orchestrator.pipelined import run_pipelined
 from solvers.orchestrator.placement import Placement
 from solvers.orchestrator.result import OrchestrationResult
 from solvers.orchestrator.rings import block_structure, max_rings
-from solvers.orchestrator.run import Budget, run_ilp
+from solvers.orchestrator.run import Budget, BudgetSpent, run_ilp
+from solvers.orchestrator.single_group import large_group, placement_of, single_group
+from solvers.orchestrator.three_blocks import three_block_view
 from solvers.orchestrator.space import Line, khop_line
 from solvers.orchestrator.stage1 import check_jobs, resolve_jobs
 from solvers.orchestrator.traffic import placement_traffic
-from solvers.pulp_adapter import SolveOptions
+from solvers.orchestrator.several_jobs import deal, live, merged_job, mergeable, relabel
+from solvers.pulp_adapter import SolveOptions, SolveReport, relative_gap
 
 __all__ = ["DEFAULT_TIME_LIMIT", "SOLVER_CHOICES", "OrchestrationResult", "orchestrate", "orchestrate_line",
            "orchestrate_summary", "resolve_jobs"]
@@ -110,7 +115,58 @@ def orchestrate_line(line: Line, jobs: list[Job], *, solver: str = "ilp", option
                                   placement_traffic(greedy, line.space, resolved))
         res.seconds["total"] = time.perf_counter() - t0
         return res
+    if len(resolved) > 1:  # several jobs: one job where that is exact or bounds it (several_jobs.py)
+        res = _several(line, resolved, greedy, options, model, t0)
+        if res is not None:
+            return res
     return _ilp(line, resolved, _warm_start(line, resolved, greedy), options, model, t0)
+
+
+def _several(line: Line, jobs: list[Job], greedy: Placement, options: SolveOptions, prefer: str,
+             t0: float) -> OrchestrationResult | None:
+    """Jobs without instances dropped, jobs of one DP size merged (None: neither reduction applies)."""
+    idx = live(jobs)
+    sub = [jobs[i] for i in idx]
+    if not sub:
+        return None
+    if not (len(sub) == 1 or mergeable(sub)):
+        res = _jobs_blocks(line, sub, options, prefer, t0)
+        if res is None or res.placement is None:
+            return None
+        res.placement = relabel(res.placement, idx)
+        res.traffic = placement_traffic(res.placement, line.space, jobs)
+        res.jobs = jobs
+        res.notes.append(f"several jobs: {len(jobs) - len(sub)} without instances dropped, {len(sub)} of DP sizes "
+                         f"{sorted({j.dp for j in sub})} on one block model (solvers/orchestrator/model_jobs.py)")
+        return res
+    one = [merged_job(sub, line.space.g)] if len(sub) > 1 else sub
+    res = _ilp(line, one, _warm_start(line, one, greedy_placement(line, one)), options, prefer, t0)
+    if res.placement is None:
+        return None
+    placement = relabel(deal(res.placement, line.space, sub, one[0]) if len(sub) > 1 else res.placement, idx)
+    traffic = placement_traffic(placement, line.space, jobs)
+    if placement_traffic(greedy, line.space, jobs).cross_bytes < traffic.cross_bytes:
+        placement, traffic = greedy, placement_traffic(greedy, line.space, jobs)
+        res.warm_start_unimproved = True
+    res.placement, res.traffic, res.jobs = placement, traffic, jobs
+    unit = res.unit_bytes
+    rep = res.report
+    if rep is not None and rep.has_solution and unit:
+        # the merged job's bound (bytes at the least bytes per crossing) bounds the request: several_jobs.py
+        obj = traffic.cross_bytes / unit
+        bound = min(rep.bound if rep.bound is not None else 0.0, obj)
+        optimal = obj - bound <= 1e-6 * max(1.0, obj)
+        res.report = replace(rep, objective=obj, bound=bound, gap=relative_gap(obj, bound),
+                             status="optimal" if optimal else "feasible")
+        res.status = res.report.status
+        if not optimal:  # what proved the merged job optimal does not prove the request
+            res.notes = [n for n in res.notes if not n.startswith("optimality proved")]
+        if not optimal and res.termination == "optimal":
+            res.termination = "other_limit"  # the merged job (a relaxation) was solved; the request is not proved
+    res.notes.append(f"several jobs: {len(jobs) - len(sub)} without instances dropped" +
+                     (f", {len(sub)} of DP {sub[0].dp} merged into one job of {one[0].count} groups "
+                      "(solvers/orchestrator/several_jobs.py)" if len(sub) > 1 else ""))
+    return res
 
 
 def _warm_start(line: Line, jobs: list[Job], greedy: Placement) -> Placement:
@@ -148,14 +204,70 @@ def _ilp(line: Line, jobs: list[Job], greedy: Placement, options: SolveOptions, 
     def extract(built):
         return extract_blocks(built) if built.kind.startswith("blocks") else extract_explicit(built)
 
+    if kind == "blocks-single" and large_group(blocks, job.dp):  # one group: a path along the blocks
+        res = _single_group(line, jobs, blocks, budget, greedy)
+        if res is not None:
+            return res
     build = lambda b: build_chosen(line, jobs, kind, blocks, b)  # noqa: E731
-    if kind == "blocks" and not blocks.closed:  # the line-DP bound proves most of these optimal
+    if kind == "blocks":  # the line-DP bound (with a wrap state on a closed line) proves most of these optimal
         unit, _, _ = unit_costs(jobs, line.space.g)
         return run_bounded(line.space, jobs, greedy, options, budget, blocks, unit, build)
     if kind == "explicit" and len(jobs) == 1 and job.pp == 1 and line.n > EXPLICIT_MAX_SLOTS:
         # any wiring: the slot-by-slot bound first (solvers/orchestrator/explicit_bounded.py)
         return run_explicit_bounded(line, jobs, greedy, options, budget, build, encode, extract)
     return run_ilp(line.space, jobs, greedy, options, budget, build, encode, extract)
+
+
+def _jobs_blocks(line: Line, jobs: list[Job], options: SolveOptions, prefer: str,
+                 t0: float) -> OrchestrationResult | None:
+    """Jobs of different DP sizes, PP = 1, on exact ToR blocks: the several-job block ILP (None: not exact here)."""
+    if prefer == "explicit" or any(j.pp > 1 for j in jobs):
+        return None
+    blocks = block_structure(line, jobs[0].tp // line.space.g)
+    if not usable(blocks, [j.dp for j in jobs]):
+        return None
+    unit, dpc, _ = unit_costs(jobs, line.space.g)
+    greedy = _warm_start(line, jobs, greedy_placement(line, jobs))
+    return run_jobs_blocks(line.space, jobs, greedy, options, Budget(t0, options.time_limit), blocks, unit, dpc)
+
+
+def _single_group(line: Line, jobs: list[Job], blocks, budget: Budget, warm: Placement) -> OrchestrationResult | None:
+    """One DP group by the exact path of :mod:`solvers.orchestrator.single_group` (None: the budget ran out)."""
+    t1 = time.perf_counter()
+    view = None
+    if not blocks.exact:  # short blocks: the bound over the view with rings over three blocks (single_group.py)
+        three = three_block_view(blocks, line.space.healthy, line.space.tor)
+        if three is None:
+            return None
+        view = three[0]
+    try:
+        sg = single_group(blocks, jobs[0].dp, budget)
+        low = sg if view is None or sg is None else single_group(view, jobs[0].dp, budget)
+    except BudgetSpent:
+        return None
+    if sg is None or low is None:
+        return None
+    placement = placement_of(blocks, sg)
+    placement.check(line.space)
+    traffic = placement_traffic(placement, line.space, jobs)
+    unit, _, _ = unit_costs(jobs, line.space.g)
+    cost = traffic.cross_bytes / unit if unit else 0.0
+    if abs(cost - sg.cost) > 1e-6 * max(1.0, cost):  # the accounting must agree with the path, or nothing is proved
+        raise RuntimeError(f"single-group path costs {sg.cost} slot crossings, its placement {cost}")
+    t = time.perf_counter() - t1
+    status = "optimal" if sg.cost <= low.cost else "feasible"
+    rep = SolveReport(status, "-", True, float(sg.cost), float(low.cost), relative_gap(sg.cost, low.cost), t,
+                      "dynamic programme", termination="optimal" if status == "optimal" else "other_limit")
+    unimproved = traffic.cross_bytes >= placement_traffic(warm, line.space, jobs).cross_bytes * (1 - 1e-12)
+    res = OrchestrationResult(status, "ilp", "blocks-single" if view is None else "blocks-single-restricted",
+                              line.space, jobs, placement, traffic, rep, unit, termination=rep.termination,
+                              warm_start_unimproved=bool(unimproved))
+    res.notes.append("one DP group: " + ("optimal by the exact path along the ToR blocks" if view is None else
+                                         f"the path over rings within two blocks, bounded by the path over the "
+                                         f"view with rings over three ({low.cost} slot crossings)")
+                     + " (solvers/orchestrator/single_group.py)")
+    res.seconds.update(build=0.0, bound=t, total=time.perf_counter() - budget.t0)
+    return res
 
 
 def _fault_unaware(line: Line, jobs: list[Job], m: int, t0: float) -> OrchestrationResult:

@@ -1,6 +1,7 @@
 """The block ILP driven by the line-DP lower bound: prove optimality by the bound, search only where it is needed.
 
-For one job on exact ToR blocks of an open line (``blocks`` model):
+For one job on exact ToR blocks of a line, open or closed (``blocks`` model; a
+closed line's bound tries every state at its wrap boundary, :mod:`~solvers.orchestrator.line_bound`):
 
 1. :func:`~solvers.orchestrator.line_bound.packed_bound` prices the pool
    packing by column generation over line paths: a valid lower bound
@@ -24,9 +25,9 @@ the rings within two blocks (their solutions are placements, their own
 bounds are not used), and a placement of theirs that reaches the bound is
 optimal all the same.
 
-Anything else (closed lines, ``blocks-single``, lines where a ring could
-hop over a whole block, the explicit model) goes straight to
-:func:`solvers.orchestrator.run.run_ilp`.
+Anything else (``blocks-single``: :mod:`~solvers.orchestrator.single_group`;
+lines where a ring could hop over a whole block, the explicit model) goes
+straight to :func:`solvers.orchestrator.run.run_ilp`.
 """
 
 from __future__ import annotations
@@ -91,14 +92,15 @@ def _proved(res: OrchestrationResult, bound: int, unit: float, why: str) -> Orch
     b = max(float(bound), rep.bound if rep.bound is not None else 0.0)
     b = min(b, rep.objective)
     optimal = rep.objective - b <= TOL * max(1.0, abs(rep.objective))
-    rep = replace(rep, bound=b, gap=relative_gap(rep.objective, b), status="optimal" if optimal else rep.status)
+    # not reaching the bound is "feasible" whatever a restricted ILP said of its own (smaller) problem
+    rep = replace(rep, bound=b, gap=relative_gap(rep.objective, b), status="optimal" if optimal else "feasible")
     res.report = rep
     res.unit_bytes = unit
     res.notes = [n.replace("with the trivial bound 0", f"with the line-DP bound {bound}")
                  .replace("only the trivial bound 0 is proven", f"the line-DP bound {bound} (which holds rings "
                           "spanning three blocks) is proven") for n in res.notes]
+    res.status = rep.status
     if optimal:
-        res.status = "optimal"
         res.notes.append(why)
     return res
 
@@ -153,6 +155,8 @@ def run_bounded(space: SlotSpace, jobs: list[Job], greedy: Placement, options: S
         cost = res.traffic.cross_bytes / unit_bytes
         if _close_enough(cost, pb.bound, options.gap_rel):
             res.termination = "optimal" if cost <= pb.bound + TOL else "gap_limit"
+            if res.report is not None:  # the restricted ILP's own bound does not bound the whole problem
+                res.report = replace(res.report, bound=None)
             res = _proved(res, pb.bound, unit_bytes, note)
             res.seconds.update(bound=t_bound, total=time.perf_counter() - budget.t0)
             return res

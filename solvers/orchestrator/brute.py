@@ -146,6 +146,48 @@ def brute_force(line: Line, job: Job) -> float:
     return best
 
 
+def brute_force_jobs(line: Line, jobs: list[Job]) -> float:
+    """Least cross-ToR bytes over every placement of several jobs (``dp`` and ``count`` resolved), or inf.
+
+    Every ring set of ``sum D_j P_j C_j`` rings, and every way to deal its rings into the jobs' instances.
+    """
+    g = line.space.g
+    m = jobs[0].tp // g
+    tor = line.space.tor
+    need = sum(j.dp * j.pp * j.count for j in jobs)
+
+    @lru_cache(maxsize=None)
+    def rec(rest: tuple, counts: tuple) -> float:
+        if not rest:
+            return 0.0 if not any(counts) else float("inf")
+        first, others = rest[0], rest[1:]
+        best = float("inf")
+        for j, job in enumerate(jobs):
+            if not counts[j]:
+                continue
+            size = job.dp * job.pp
+            left = counts[:j] + (counts[j] - 1,) + counts[j + 1:]
+            tried = set()
+            for idx in combinations(range(len(others)), size - 1):
+                mates = tuple(others[i] for i in idx)
+                if mates in tried:
+                    continue
+                tried.add(mates)
+                remain = tuple(x for i, x in enumerate(others) if i not in idx)
+                best = min(best, instance_cost((first,) + mates, job, g) + rec(remain, left))
+        return best
+
+    counts = tuple(j.count for j in jobs)
+    best = float("inf")
+    seen = set()
+    for rs in ring_sets(line, m, need):
+        key = tuple(sorted(tuple(int(tor[u]) for u in r) for r in rs))
+        if key not in seen:
+            seen.add(key)
+            best = min(best, rec(key, counts))
+    return best
+
+
 def line_from_arrays(healthy, tor, k: int, g: int = 1, closed: bool = False) -> Line:
     """A synthetic :class:`Line` for tests (slot ``i`` holds GPUs ``i*g .. i*g+g-1``)."""
     from solvers.orchestrator.space import SlotSpace

@@ -60,7 +60,8 @@ def encode_blocks(model: BuiltModel, placement: Placement) -> dict[pulp.LpVariab
     # long: one pass per variable family of the block model (s, pair, opt, p, e, F), each mirroring its
     # constraint in model_blocks.py in the same order, so the two can be read side by side
     blocks = model.data
-    D = model.meta["D"]
+    several = model.kind == "blocks-jobs"  # solvers/orchestrator/model_jobs.py: states and group families per job
+    dps = model.meta["dps"] if several else [model.meta["D"]]
     T = blocks.T
     where = _block_of(blocks)
     V = model.var
@@ -79,6 +80,8 @@ def encode_blocks(model: BuiltModel, placement: Placement) -> dict[pulp.LpVariab
     att_in, att_out, chain = Counter(), Counter(), set()
     p, e, arcs_f = Counter(), Counter(), Counter()
     for inst in placement.instances:
+        j = inst.job if several else 0
+        tg = (lambda st, j=j: st + (j,)) if several else (lambda st: st)  # noqa: E731
         comps = _components(inst.stages[0], kinds, T)
         sizes = []
         for members in comps:
@@ -87,9 +90,9 @@ def encode_blocks(model: BuiltModel, placement: Placement) -> dict[pulp.LpVariab
             if not strad:
                 t, v = next(iter(pure.items()))
                 if len(comps) == 1:
-                    p[t] += 1
+                    p[t, j] += 1
                 else:
-                    e[(t, v)] += 1
+                    e[(t, j, v)] += 1
                     sizes.append(v)
                 continue
             sset = set(strad)
@@ -101,20 +104,20 @@ def encode_blocks(model: BuiltModel, placement: Placement) -> dict[pulp.LpVariab
             b0 = seq[0]
             if alone and len(seq) == 1 and len(pure) == 1:
                 t = next(iter(pure))
-                state[b0] = ("L", split[b0]) if t == b0 else ("R", split[b0])
+                state[b0] = tg(("L", split[b0]) if t == b0 else ("R", split[b0]))
                 continue
             if (alone and len(seq) == 2 and set(pure) <= {(b0 + 1) % T} and split[b0] < split[seq[1]]):
-                state[b0], state[seq[1]] = ("A", split[b0]), ("B", split[seq[1]])
+                state[b0], state[seq[1]] = tg(("A", split[b0])), tg(("B", split[seq[1]]))
                 continue
             sigma = 1 + pure.get(b0, 0)  # the first straddle plus rings of its left ToR
             att_out[b0] += pure.get(b0, 0)
-            state[b0] = ("G", split[b0], sigma)
+            state[b0] = tg(("G", split[b0], sigma))
             for prev, b in zip(seq, seq[1:]):
                 mid = (prev + 1) % T
                 sigma += pure.get(mid, 0) + 1
                 att_in[mid] += pure.get(mid, 0)
                 chain.add(mid)
-                state[b] = ("G", split[b], sigma)
+                state[b] = tg(("G", split[b], sigma))
             end = (seq[-1] + 1) % T
             att_in[end] += pure.get(end, 0)
             if not alone:
@@ -122,7 +125,7 @@ def encode_blocks(model: BuiltModel, placement: Placement) -> dict[pulp.LpVariab
         if len(comps) > 1:
             a0 = 0
             for v in sorted(sizes, reverse=True):
-                arcs_f[(a0, v)] += 1
+                arcs_f[(j, a0, v) if several else (a0, v)] += 1
                 a0 += v
     opts = model.meta["options"]
     pair_vars = defaultdict(list)
@@ -148,9 +151,10 @@ def encode_blocks(model: BuiltModel, placement: Placement) -> dict[pulp.LpVariab
         cell = (li[0].xl, li[0].cons, ro[0].xr, ro[0].cons) if li and ro else None
         for key, v in pair_vars[t]:
             start[v] = 1 if key == cell else 0
-        start[V["p"][t]] = p.get(t, 0)
-        for v in range(1, D):
-            start[V["e"][(t, v)]] = e.get((t, v), 0)
+        for j, D in enumerate(dps):
+            start[V["p"][(t, j) if several else t]] = p.get((t, j), 0)
+            for v in range(1, D):
+                start[V["e"][(t, j, v) if several else (t, v)]] = e.get((t, j, v), 0)
     for key, v in V["F"].items():
         start[v] = arcs_f.get(key, 0)
     return start

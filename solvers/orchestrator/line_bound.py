@@ -31,8 +31,14 @@ ILP that only has to pack the pool: when its optimum equals the bound, it
 is optimal for the whole problem (proved by the bound, not by the solver's
 search).  Tests check the bound against brute force and the block ILP.
 
-Open lines only (a closed line would need every state at the wrap boundary
-tried); :func:`line_bound` returns None for anything else.
+Closed lines (more ToRs than ``D``, as the block model) add the state at
+the wrap boundary (block ``T - 1`` to block 0) as a fixed end: for each
+state ``w`` it can hold, the path starts at block 0 in ``w`` and must end
+after block ``T - 1`` in ``w`` (the backward maxima ``suf`` are taken
+towards that end).  Every placement of the block ILP is such a closed path
+for the ``w`` it holds there, so the least of the per-``w`` optima is the
+bound.  (A straddle item that would run all the way around the circle
+needs ``T <= D`` rings; the block model refuses those lines.)
 """
 
 from __future__ import annotations
@@ -149,6 +155,7 @@ class Prepared:
     states: list           # global id -> state tuple
     suf: np.ndarray        # (T + 1, n_states): most rings ToRs t.. put in groups from state s (-1: unreachable)
     fmax: int
+    ends: list             # (state id at the wrap boundary, its suf): [(0, suf)] on an open line
 
 
 def prepare(blocks: Blocks, D: int, budget=None, options_of=tor_options) -> Prepared:
@@ -178,22 +185,38 @@ def prepare(blocks: Blocks, D: int, budget=None, options_of=tor_options) -> Prep
         opts.append(o)
         choices.append(ch)
     S = len(ids)
+    if blocks.closed and T > 1:
+        # the wrap boundary's states: what block 0 can find on its left and block T - 1 leave on its right
+        wraps = sorted(set(choices[0].si.tolist()) & set(choices[T - 1].so.tolist()))
+    else:
+        wraps = [0]
+    ends = []
+    for w in wraps:
+        suf = _suffix(choices, T, S, w)
+        if suf[0, w] >= 0:
+            ends.append((w, suf))
+    states = [None] * S
+    for s, i in ids.items():
+        states[i] = s
+    fmax = max([int(ch.free.max()) for ch in choices if ch.free.size] + [0])
+    suf0 = ends[0][1] if ends else _suffix(choices, T, S, 0)
+    return Prepared(opts, choices, states, suf0, fmax, ends)
+
+
+def _suffix(choices: list, T: int, S: int, end: int) -> np.ndarray:
+    """``suf[t, s]``: most rings ToRs ``t..T-1`` put in groups from state ``s``, ending in state ``end`` (-1: none)."""
     suf = np.full((T + 1, S), -1, dtype=np.int64)
-    suf[T, 0] = 0
+    suf[T, end] = 0
     for t in range(T - 1, -1, -1):
         ch = choices[t]
         nxt = suf[t + 1][ch.so]
         ok = nxt >= 0
         np.maximum.at(suf[t], ch.si[ok], ch.rings[ok] + nxt[ok])
-    states = [None] * S
-    for s, i in ids.items():
-        states[i] = s
-    fmax = max([int(ch.free.max()) for ch in choices if ch.free.size] + [0])
-    return Prepared(opts, choices, states, suf, fmax)
+    return suf
 
 
 def line_bound(blocks: Blocks, D: int, C: int, budget=None, item_cost=None, prepared=None) -> LineBound | None:
-    """The lower bound of the module docstring for ``C`` groups of ``D`` rings (None: closed line, or no path).
+    """The lower bound of the module docstring for ``C`` groups of ``D`` rings (None: no path).
 
     The forward pass holds, at each boundary, the least cost of every
     (state, ``d``) as a dense array and takes each ToR in two vectorised
@@ -214,29 +237,41 @@ def line_bound(blocks: Blocks, D: int, C: int, budget=None, item_cost=None, prep
     prepared : Prepared, optional
         :func:`prepare` of the same blocks and ``D``.
     """
-    if blocks.closed and blocks.T > 1:
-        return None
-    m, T = blocks.m, blocks.T
+    m = blocks.m
+    if blocks.closed and 1 < blocks.T <= D:
+        return None  # a straddle item could close around the circle: not a path (module docstring)
     P = prepared if prepared is not None else prepare(blocks, D, budget)
     ic = np.zeros(D) if item_cost is None else np.asarray(item_cost, dtype=float)
     piece, split = _piece_costs(m, D, list(ic), P.fmax)
     piece = np.asarray(piece)
-    start = int(P.suf[0, 0])
-    need = D * C
+    best = None
+    for w, suf in P.ends:  # one end on an open line; every wrap state on a closed one
+        run = _forward(P, suf, w, D * C, ic, piece, budget)
+        if run is not None and (best is None or run[2][w, 0] < best[0]):
+            best = (run[2][w, 0], run, w, suf)
+    if best is None:
+        return None
+    _, (layers, mids, last, slack), w, suf = best
+    return _trace_back(P, suf, w, layers, mids, last, ic, piece, split, slack, D)
+
+
+def _forward(P: Prepared, suf: np.ndarray, w: int, need: int, ic, piece, budget):
+    """The forward pass from state ``w`` back to ``w`` (:func:`line_bound`): (layers, mids, last layer, slack) or None."""
+    start = int(suf[0, w])
     if start < need:
         return None
     slack = start - need
     W, F, S = slack + 1, P.fmax + 1, len(P.states)
     inf = np.inf
     layer = np.full((S, W), inf)
-    layer[0, slack] = 0.0
+    layer[w, slack] = 0.0
     layers, mids = [], []
     dd = np.arange(W)
-    for t in range(T):
+    for t in range(len(P.choices)):
         if budget is not None:
             budget.check()
         ch = P.choices[t]
-        here, nxt = P.suf[t], P.suf[t + 1]
+        here, nxt = suf[t], suf[t + 1]
         ok = (here[ch.si] >= 0) & (nxt[ch.so] >= 0)
         loss0 = here[ch.si] - ch.rings - nxt[ch.so]  # >= 0 where ok: suf is a maximum
         c = ch.cost + ic[ch.emit]
@@ -254,22 +289,22 @@ def line_bound(blocks: Blocks, D: int, C: int, budget=None, item_cost=None, prep
         layers.append(layer)
         mids.append(mid)
         layer = new
-    if not np.isfinite(layer[0, 0]):
+    if not np.isfinite(layer[w, 0]):
         return None
-    return _trace_back(P, layers, mids, layer, ic, piece, split, slack, D)
+    return layers, mids, layer, slack
 
 
-def _trace_back(P: Prepared, layers, mids, last, ic, piece, split, slack: int, D: int) -> LineBound:
-    """The choices of a least-cost path (recomputing each step's minimum exactly as the forward pass did)."""
+def _trace_back(P: Prepared, suf, w: int, layers, mids, last, ic, piece, split, slack: int, D: int) -> LineBound:
+    """The choices of a least-cost path ending in ``w`` (recomputing each step's minimum as the forward pass did)."""
     T = len(layers)
     choice: list[tuple[int, ...]] = [()] * T
     items = [0] * D
-    s, d = 0, 0
-    target = last[0, 0]
+    s, d = w, 0
+    target = last[w, 0]
     F = P.fmax + 1
     for t in range(T - 1, -1, -1):
         mid, layer, ch = mids[t], layers[t], P.choices[t]
-        here, nxt = P.suf[t], P.suf[t + 1]
+        here, nxt = suf[t], suf[t + 1]
         found = None
         for f in range(F):
             for delta in range(min(f, slack - d) + 1):
@@ -294,7 +329,7 @@ def _trace_back(P: Prepared, layers, mids, last, ic, piece, split, slack: int, D
             items[v] += 1
         s, d, target = int(ch.si[r]), int(dprev[j]), layer[ch.si[r], dprev[j]]
     items[0] = 0
-    return LineBound(float(last[0, 0]), choice, P.opts, slack, items)
+    return LineBound(float(last[w, 0]), choice, P.opts, slack, items)
 
 
 def restricted_options(lb: LineBound) -> list[list[Option]]:
@@ -374,14 +409,14 @@ def packed_bound(blocks: Blocks, D: int, C: int, *, upper: float | None = None, 
     Returns
     -------
     PackedBound or None
-        None when :func:`line_bound` has no path (closed line, or fewer than ``D C`` rings).
+        None when :func:`line_bound` has no path (fewer than ``D C`` rings).
     """
     import numpy as np
     from scipy.optimize import linprog
 
-    prep = prepare(blocks, D, budget, options_of) if not (blocks.closed and blocks.T > 1) else None
-    if prep is None:
+    if blocks.closed and 1 < blocks.T <= D:
         return None
+    prep = prepare(blocks, D, budget, options_of)
     parts = partitions(D)
     first = line_bound(blocks, D, C, budget, prepared=prep)
     if first is None:

@@ -5,7 +5,9 @@ request; :func:`build_model` builds it.
 
 * ``blocks`` (:mod:`~solvers.orchestrator.model_blocks`): ToR blocks, one
   job, PP = 1.  Size O(ToRs x (slots + D) + D^2): scales to thousands of nodes.
-* ``blocks-single``: the same with one DP group (``--dp max``).
+* ``blocks-single``: the same with one DP group (``--dp max``); groups larger
+  than any block's rings + 2 are solved by the exact path of
+  :mod:`~solvers.orchestrator.single_group` instead.
 * ``explicit`` (:mod:`~solvers.orchestrator.model_explicit`): anything else
   (interleaved or arbitrary ToR maps, several jobs, PP > 1, closed lines
   with no more ToRs than D); size grows with candidate rings x instances,
@@ -16,11 +18,11 @@ When a ring *could* span three ToR blocks (short blocks, e.g. k = 3 or TP 64
 on 16-node ToRs) the block model is not exact; on lines of more than
 :data:`EXPLICIT_MAX_SLOTS` slots it is used anyway on the rings that stay
 within two blocks (``Blocks.exact`` False): its optimum is then a feasible
-placement.  On an open line the orchestration then bounds it with the line
+placement.  The orchestration then bounds it (open or closed line) with the line
 DP over a view that holds the rings spanning three or more blocks too
 (:mod:`~solvers.orchestrator.three_blocks`, :mod:`~solvers.orchestrator.bounded`):
 a restricted placement that reaches that bound is optimal; otherwise the
-gap is stated against it (closed lines: the trivial bound).
+gap is stated against it.
 :func:`~solvers.orchestrator.rings.three_block_rings_excluded` (a counting
 argument that no placement with the stage-1 ring count holds a ring spanning
 three blocks) is *not* used to call the block model exact: on short blocks it

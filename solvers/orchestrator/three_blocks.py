@@ -79,31 +79,38 @@ def three_block_rings(blocks: Blocks, healthy: np.ndarray, tor: np.ndarray) -> l
     nearest possible neighbours (a relaxation: the real neighbours are no
     nearer) up to all of them, which keeps the bound valid.
 
-    Returns None for a closed line, or when a ring could hop over a whole block.
+    On a closed line (three ToRs or more) the blocks run from position
+    ``blocks.rot`` round the circle: the block before block 0 is block
+    ``T - 1`` one lap earlier, the one after ``T - 1`` is block 0 one lap later.
+    Returns None when a ring could hop over a whole block (or a closed line of two ToRs).
     """
-    if blocks.closed:
+    m, k, T, n, rot = blocks.m, blocks.k, blocks.T, blocks.n, blocks.rot
+    if blocks.closed and T < 3:
         return None
-    m, k, T = blocks.m, blocks.k, blocks.T
-    runs = _runs(np.asarray(tor))
+    order = (np.arange(n) + rot) % n  # positions in block order (rot = 0 on an open line)
+    runs = _runs(np.asarray(tor)[order])
     if len(runs) != T:
         return None
-    cover = set(spannable_blocks(np.asarray(healthy, bool), runs, m, k, False))
+    cover = set(spannable_blocks(np.asarray(healthy, bool)[order], runs, m, k, blocks.closed))
     out: list[list[tuple[int, int]]] = [[] for _ in range(T)]
     for t in sorted(cover):
-        A, B, Cc = blocks.healthy[t - 1], blocks.healthy[t], blocks.healthy[t + 1]
-        first, last = runs[t][1], runs[t][1] + runs[t][2] - 1
+        # unwrapped positions: the neighbour across the seam of a closed line is a lap before / after
+        A = blocks.healthy[(t - 1) % T] - (n if t == 0 else 0)
+        B = blocks.healthy[t]
+        Cc = blocks.healthy[(t + 1) % T] + (n if t == T - 1 else 0)
+        first, last = rot + runs[t][1], rot + runs[t][1] + runs[t][2] - 1
         # (entering key, slots left of the block, position of the node before it) for each way in
         ins = []
         for x in range(1, m - 1):
             if A.size < x or np.any(np.diff(A[A.size - x:]) > k):
                 break
             ins.append((m + x, x, int(A[-1])))
-        if t - 1 in cover:
+        if (t - 1) % T in cover:
             ins += [(3 * m + x, x, first - 1) for x in range(2, m - 1)]  # nearest possible node before
         for key, x, before in ins:
             # the ring ends in block t + 1 (its z first healthy nodes) or covers it too (nearest possible node after)
             need_end = _fewest_nodes(before, int(Cc[0]), B, k) if Cc.size else None
-            need_on = _fewest_nodes(before, last + 1, B, k) if t + 1 in cover else None
+            need_on = _fewest_nodes(before, last + 1, B, k) if (t + 1) % T in cover else None
             if need_end == 0 or need_on == 0:
                 return None  # a ring could hop over a whole block: not a block view at all
             for y in range(1, min(B.size, m - x - 1) + 1):
@@ -153,10 +160,10 @@ def three_block_view(blocks: Blocks, healthy: np.ndarray, tor: np.ndarray):
         return None
     m, T = blocks.m, blocks.T
     straddle = [dict(blocks.straddle[b]) for b in range(blocks.n_boundaries)]
-    for t in range(1, T - 1):
+    for t in range(T):
         for a, b in spans[t]:
-            straddle[t - 1][a] = ()
-            straddle[t][b] = ()
+            straddle[blocks.left[t]][a] = ()
+            straddle[blocks.right[t]][b] = ()
     cap = []
     for t in range(T):
         lb, rb = blocks.left[t], blocks.right[t]

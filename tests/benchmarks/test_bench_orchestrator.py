@@ -35,16 +35,19 @@ from solvers.orchestrator.faultsets import fault_nodes
 from solvers.pulp_adapter import SolveOptions
 
 a = json.loads(sys.argv[1])
-params = {"k": a["k"], "gpus_per_node": 4, "nodes_per_tor": 16, "tor_wiring": a["wiring"]}
+params = {"k": a["k"], "gpus_per_node": 4, "nodes_per_tor": 16, "tor_wiring": a["wiring"],
+          "closed": a.get("closed", False)}
 fab = build("khop-ring", a["nodes"] * 4, params)
 nodes, _ = fault_nodes(fab, node_fault_ratio=0.05, seed=a["seed"], mode="exact")
-job = Job(tp=a["tp"], dp=a["dp"], pp=a["pp"])
+jobs = [Job(tp=a["tp"], dp=a["dp"], pp=a["pp"])]
+if a.get("jobs"):  # several jobs: [dp, count or None] each, one TP
+    jobs = [Job(tp=a["tp"], dp=dp, count=c, name=f"job{i}") for i, (dp, c) in enumerate(a["jobs"])]
 t0 = time.perf_counter()
 c0 = time.process_time()
-res = orchestrate(fab, [job], nodes, options=SolveOptions(time_limit=a["limit"], gap_rel=a["gap"]))
+res = orchestrate(fab, jobs, nodes, options=SolveOptions(time_limit=a["limit"], gap_rel=a["gap"]))
 wall = time.perf_counter() - t0
 cpu = time.process_time() - c0
-greedy = orchestrate(fab, [job], nodes, solver="greedy").summary()
+greedy = orchestrate(fab, jobs, nodes, solver="greedy").summary()
 d = res.summary()
 d.update(wall=wall, cpu=cpu, greedy_cross_tor_bytes=greedy["cross_tor_bytes"],
          peak_rss_gib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
@@ -53,15 +56,18 @@ print(json.dumps(d))
 """
 
 
-def _run(nodes, k, tp, dp, *, limit, gap=0.0, pp=1, wiring="contiguous", seed=0):
-    args = dict(nodes=nodes, k=k, tp=tp, dp=dp, pp=pp, wiring=wiring, seed=seed, limit=limit, gap=gap)
+def _run(nodes, k, tp, dp, *, limit, gap=0.0, pp=1, wiring="contiguous", seed=0, closed=False, jobs=None):
+    args = dict(nodes=nodes, k=k, tp=tp, dp=dp, pp=pp, wiring=wiring, seed=seed, limit=limit, gap=gap,
+                closed=closed, jobs=jobs)
     out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(args)], capture_output=True, text=True,
                          timeout=limit + 600)
     if out.returncode:
         raise AssertionError(out.stderr[-2000:])
     d = json.loads(out.stdout.strip().splitlines()[-1])
     gap_s = "-" if d["gap"] is None else f"{d['gap']:.4f}"
-    print(f"\n{nodes} nodes k={k} TP {tp} x DP {dp} x PP {pp} {wiring} seed {seed}: {d['status']} ({d['model']}, "
+    shape = f"TP {tp} x DP {dp} x PP {pp}" if not jobs else f"TP {tp}, jobs (DP, count) {jobs}"
+    print(f"\n{nodes} nodes k={k} {shape} {wiring}{' closed' if closed else ''} seed {seed}: {d['status']} "
+          f"({d['model']}, "
           f"{d['termination']}), gap {gap_s}, cross-ToR {d['cross_tor_bytes']:.4g} B (greedy "
           f"{d['greedy_cross_tor_bytes']:.4g}), ratio {d['cross_tor_traffic_ratio']:.4f}, "
           f"build {d['build_seconds']:.2f} s, solve {d['solve_seconds']:.2f} s, total {d['wall']:.2f} s "
@@ -110,5 +116,47 @@ def test_16384_nodes_a_solution_with_a_stated_gap_in_5_min(k, tp, dp):
 ])
 def test_explicit_cases_1024_nodes_within_1_percent_in_60_s(k, tp, dp, pp, wiring):
     d = _run(1024, k, tp, dp, pp=pp, wiring=wiring, limit=58, gap=0.01)
+    assert d["gap"] is not None and d["gap"] <= 0.01
+    assert d["wall"] < 60 and d["peak_rss_gib"] < 2
+
+
+# Issue 18, beyond one job on an open line: closed lines (line DP with a wrap state), one DP group (--dp max:
+# the exact path of single_group.py) and several jobs (merged, or the several-job block model).
+@pytest.mark.bench
+@pytest.mark.parametrize("k, tp, dp", [
+    pytest.param(2, 16, 4, id="closed-k2-tp16-dp4"),
+    pytest.param(2, 32, 8, id="closed-k2-tp32-dp8"),
+    pytest.param(3, 32, 4, id="closed-k3-tp32-dp4"),
+    pytest.param(2, 64, 4, id="closed-k2-tp64-dp4"),
+])
+def test_closed_line_1024_nodes_proven_optimal(k, tp, dp):
+    d = _run(1024, k, tp, dp, limit=58, closed=True)
+    assert d["status"] == "optimal" and d["gap"] == 0.0
+    assert d["wall"] < 60 and d["peak_rss_gib"] < 2
+
+
+@pytest.mark.bench
+@pytest.mark.parametrize("nodes, k, tp", [
+    pytest.param(1024, 2, 16, id="dpmax-1024-k2-tp16"),
+    pytest.param(1024, 2, 32, id="dpmax-1024-k2-tp32"),
+    pytest.param(1024, 3, 32, id="dpmax-1024-k3-tp32"),
+    pytest.param(1024, 2, 64, id="dpmax-1024-k2-tp64"),
+    pytest.param(4096, 2, 32, id="dpmax-4096-k2-tp32"),
+])
+def test_one_dp_group_proven_optimal(nodes, k, tp):
+    d = _run(nodes, k, tp, None, limit=58)
+    assert d["status"] == "optimal" and d["gap"] == 0.0
+    assert d["wall"] < 60 and d["peak_rss_gib"] < 2
+
+
+@pytest.mark.bench
+@pytest.mark.parametrize("k, tp, jobs", [
+    pytest.param(2, 16, [(8, 5), (8, None)], id="jobs-k2-tp16-dp8x5-dp8"),
+    pytest.param(2, 16, [(8, 10), (4, None)], id="jobs-k2-tp16-dp8x10-dp4"),
+    pytest.param(3, 16, [(8, 10), (4, None)], id="jobs-k3-tp16-dp8x10-dp4"),
+    pytest.param(2, 32, [(4, 5), (2, None)], id="jobs-k2-tp32-dp4x5-dp2"),
+])
+def test_several_jobs_1024_nodes_within_1_percent_in_60_s(k, tp, jobs):
+    d = _run(1024, k, tp, None, limit=58, gap=0.01, jobs=jobs)
     assert d["gap"] is not None and d["gap"] <= 0.01
     assert d["wall"] < 60 and d["peak_rss_gib"] < 2

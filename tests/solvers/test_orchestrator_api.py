@@ -131,14 +131,18 @@ def test_other_architecture_rejects_a_tor_map():
 
 
 def test_two_jobs_of_one_tp_size():
-    """Several jobs go to the explicit model; fixed counts first, then the most rings for the others."""
+    """Several jobs of different DP sizes on ToR blocks go to the several-job block model, which agrees with the
+    explicit model (exact, independent formulation); fixed counts first, then the most rings for the others."""
     from topologies import build
 
     fab = build("khop-ring", 32 * 4, {"k": 2, "gpus_per_node": 4, "nodes_per_tor": 8})
     jobs = [Job(tp=8, dp=3, count=2), Job(tp=8, dp=2)]
     ilp = orchestrate(fab, jobs, [5, 17])
     greedy = orchestrate(fab, jobs, [5, 17], solver="greedy")
-    assert ilp.model == "explicit" and ilp.status == "optimal"
+    assert ilp.model == "blocks-jobs" and ilp.status == "optimal"
+    explicit = orchestrate(fab, jobs, [5, 17], model="explicit")
+    assert explicit.model == "explicit" and explicit.status == "optimal"
+    assert ilp.traffic.cross_bytes == pytest.approx(explicit.traffic.cross_bytes)
     assert [(j.dp, j.count) for j in ilp.jobs] == [(3, 2), (2, 4)]  # 15 rings: 6 + 8 used
     assert sorted(i.job for i in ilp.placement.instances) == [0, 0, 1, 1, 1, 1]
     assert greedy.traffic.cross_bytes >= ilp.traffic.cross_bytes

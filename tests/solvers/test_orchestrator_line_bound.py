@@ -188,3 +188,63 @@ def test_a_requested_gap_stops_at_a_placement_within_it_of_the_bound():
         assert res.report.gap <= gap + 1e-9
         if res.status == "optimal":
             assert res.traffic.cross_bytes / unit == pytest.approx(rep.objective)
+
+
+CLOSED_CASES = [(16, 4, 2, 2, 3), (18, 6, 2, 2, 2), (20, 5, 2, 2, 3), (18, 6, 3, 2, 2), (18, 3, 2, 2, 4),
+                (24, 6, 2, 3, 2), (15, 3, 2, 2, 3)]
+
+
+@pytest.mark.parametrize("n,npt,k,m,D", CLOSED_CASES)
+def test_closed_line_bound_never_exceeds_brute_force_and_proofs_agree_with_it(n, npt, k, m, D):
+    """Closed lines with more ToRs than D: the DP tries every state at the wrap boundary (block T-1 to block 0)
+    and closes the path on it.  Valid because every placement of the block ILP (exact here, more ToRs than D) is
+    one such closed path; brute force enumerates ring sets that wrap (``brute.ring_sets``) independently.
+    The ToRs are rotated against position 0 so that the wrap boundary is not always the circle's seam."""
+    rng = random.Random(n * 7 + npt * 3 + D)
+    checked = 0
+    for _ in range(8):
+        faults = rng.sample(range(n), rng.randint(0, 3))
+        healthy = np.ones(n, bool)
+        healthy[faults] = False
+        tor = (np.arange(n) + rng.randint(0, npt - 1)) // npt % (n // npt)
+        line = line_from_arrays(healthy, tor, k, 1, True)
+        job = resolved(line, Job(tp=m, dp=D, dp_bytes=1.0))
+        blocks = block_structure(line, m)
+        if job is None or blocks is None or blocks.T <= D:
+            continue
+        best = brute_force(line, job)
+        unit, _, _ = unit_costs([job], 1)
+        pb = packed_bound(blocks, D, job.count)
+        assert pb is not None and pb.bound * unit <= best + 1e-9
+        res = orchestrate_line(line, [Job(tp=m, dp=D, dp_bytes=1.0)], options=SolveOptions(time_limit=30))
+        assert res.status == "optimal" and res.traffic.cross_bytes == pytest.approx(best, abs=1e-9)
+        checked += 1
+    assert checked >= 3
+
+
+def test_closed_line_with_no_more_tors_than_d_gets_no_line_bound():
+    # a straddle item may run around the whole circle there: not a path of the DP, so no bound is claimed
+    line = line_from_arrays(np.ones(16, bool), np.arange(16) // 8, 2, 1, True)
+    blocks = block_structure(line, 2)
+    assert blocks is not None and blocks.T == 2
+    assert line_bound(blocks, 3, 2) is None and packed_bound(blocks, 3, 2) is None
+
+
+def test_a_restricted_ilp_optimum_above_the_bound_is_reported_feasible():
+    """bounded._proved: a restricted ILP's own "optimal" (optimal for its smaller problem) must not survive when
+    its placement does not reach the line-DP bound: the status is "feasible" with the gap against the bound."""
+    from solvers.orchestrator.bounded import _proved
+    from solvers.orchestrator.result import OrchestrationResult
+    from solvers.orchestrator.traffic import TrafficReport
+    from solvers.pulp_adapter import SolveReport
+
+    line = make_line(16, 4, 2, [])
+    rep = SolveReport("optimal", "highs", True, 10.0, None, 0.0, 0.1, "Optimal", termination="gap_limit")
+    res = OrchestrationResult("optimal", "ilp", "blocks", line.space, [], None,
+                              TrafficReport(20.0, 0.0, 10.0, 0.0, ()), rep, 1.0, termination="gap_limit")
+    out = _proved(res, 9, 1.0, "proved")
+    assert out.status == "feasible" and out.report.status == "feasible"
+    assert out.report.bound == 9 and out.report.gap == pytest.approx(0.1) and "proved" not in out.notes
+    res.report = rep
+    out = _proved(res, 10, 1.0, "proved")
+    assert out.status == "optimal" and out.report.gap == 0.0 and "proved" in out.notes

@@ -127,3 +127,37 @@ def test_proofs_on_short_blocks_agree_with_brute_force(n, npt, k, m, D, faults):
         assert res.traffic.cross_bytes == pytest.approx(best, abs=1e-9)
     if res.report is not None and res.report.bound is not None:
         assert res.report.bound * res.unit_bytes <= best + 1e-9
+
+
+def test_bound_never_exceeds_brute_force_on_short_blocks_of_closed_lines():
+    """Closed lines, the ToRs rotated against position 0: the view wraps (the block before block 0 is block
+    T - 1 a lap earlier), the line DP closes on every wrap state (line_bound.py); brute force enumerates the
+    rings over the seam independently.  Bound-proved placements must equal brute force."""
+    rng = random.Random(8)
+    checked = proved = 0
+    for _ in range(80):
+        n, npt, k, m, D = rng.choice([c for c in CASES if c[0] // c[1] > c[4]])  # more ToRs than D
+        healthy = np.ones(n, bool)
+        healthy[rng.sample(range(n), rng.randint(0, 3))] = False
+        tor = (np.arange(n) + rng.randint(0, npt - 1)) // npt % (n // npt)
+        line = line_from_arrays(healthy, tor, k, 1, True)
+        job = resolved(line, Job(tp=m, dp=D, dp_bytes=1.0))
+        blocks = block_structure(line, m, allow_short=True)
+        if job is None or blocks is None or blocks.exact:
+            continue
+        view = three_block_view(blocks, line.space.healthy, line.space.tor)
+        if view is None:
+            continue
+        best = brute_force(line, job)
+        unit, _, _ = unit_costs([job], 1)
+        pb = packed_bound(view[0], D, job.count, options_of=view[1])
+        assert pb is not None and pb.bound * unit <= best + 1e-9
+        res = orchestrate_line(line, [Job(tp=m, dp=D, dp_bytes=1.0)], options=SolveOptions(time_limit=30),
+                               model="blocks")
+        assert res.traffic.cross_bytes >= best - 1e-9
+        assert res.summary()["bound"] <= best + 1e-9
+        if res.status == "optimal":
+            proved += 1
+            assert res.traffic.cross_bytes == pytest.approx(best, abs=1e-9)
+        checked += 1
+    assert checked >= 20 and proved >= 5

@@ -1,0 +1,106 @@
+"""Several jobs of different DP sizes on ToR blocks: a restricted ILP for a good start, then the full one.
+
+The several-job block ILP (:mod:`~solvers.orchestrator.model_jobs`) has a
+tight LP, but on 1,024 nodes HiGHS may spend the whole limit before it
+improves on the greedy warm start.  So, as :mod:`~solvers.orchestrator.bounded`
+does for one job, a small ILP restricted to a few options per ToR runs
+first: those of the warm start (so that it is feasible) and those the LP
+relaxation of the full model uses (its support, where the optimum usually
+lies).  Its solution is a placement; the full ILP then starts from the
+better of it and the warm start, told the LP's optimum as a bound (a valid
+lower bound: the relaxation of an exact model), and its own bound gives the
+status and gap.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import pulp
+
+from solvers.orchestrator.bounded import _close_enough, _proved
+from solvers.orchestrator.encode import encode_blocks
+from solvers.orchestrator.jobs import Job
+from solvers.orchestrator.model_jobs import build_jobs_model, extract_jobs, used_options
+from solvers.orchestrator.placement import Placement
+from solvers.orchestrator.result import OrchestrationResult
+from solvers.orchestrator.rings import Blocks
+from solvers.orchestrator.run import HANDOVER_SHARE, Budget, BudgetSpent, run_ilp, warm_start_result
+from solvers.orchestrator.solve import solve_model
+from solvers.orchestrator.space import SlotSpace
+from solvers.orchestrator.traffic import placement_traffic
+from solvers.pulp_adapter import SolveOptions
+
+LP_SHARE = 0.4  # of the time left after the full build: the LP relaxation
+RESTRICTED_SHARE = 0.3  # of the time left then: the restricted ILP
+
+
+def _lp_support(full, options: SolveOptions, budget: Budget):
+    """(LP optimum or None, per ToR the tagged options of positive LP value) of ``full``'s relaxation.
+
+    The model is relaxed in place (its integer variables made continuous for this solve, then restored):
+    building a copy would cost as much as the LP.
+    """
+    ints = [v for v in full.problem.variables() if v.cat == pulp.LpInteger]
+    left = budget.remaining()
+    try:
+        for v in ints:
+            v.cat = pulp.LpContinuous
+        rep = solve_model(full, replace(options, gap_rel=0.0, known_bound=None,
+                                        time_limit=None if left is None else max(left, 0.01)))
+    finally:
+        for v in ints:
+            v.cat = pulp.LpInteger
+    if rep.status != "optimal" or rep.objective is None:
+        return None, None
+    opts = full.meta["options"]
+    sup = [{opts[t][i] for i in range(len(opts[t])) if (full.var["opt"][(t, i)].varValue or 0.0) > 1e-6}
+           for t in range(len(opts))]
+    return rep.objective - 1e-6 * max(1.0, abs(rep.objective)), sup  # (less the LP solver's tolerance)
+
+
+def run_jobs_blocks(space: SlotSpace, jobs: list[Job], greedy: Placement, options: SolveOptions, budget: Budget,
+                    blocks: Blocks, unit: float, weights: list[float]) -> OrchestrationResult:
+    """The steps of the module docstring (``weights``: objective units per slot crossing of each job)."""
+    dps, counts = [j.dp for j in jobs], [j.count for j in jobs]
+    t1 = time.perf_counter()
+    try:
+        full = build_jobs_model(blocks, dps, counts, weights, unit, budget)
+    except BudgetSpent:
+        return warm_start_result(space, jobs, greedy, "blocks-jobs", "time limit reached during the model build",
+                                 budget.t0, time.perf_counter() - t1)
+    t_build = time.perf_counter() - t1
+    keep = used_options(full, encode_blocks(full, greedy))
+    left = budget.remaining()
+    lp_bound, sup = _lp_support(full, options, Budget(time.perf_counter(), None if left is None else left * LP_SHARE))
+    if sup is not None:
+        keep = [a | b for a, b in zip(keep, sup)]
+    best = greedy
+    left = budget.remaining()
+    restricted = run_ilp(space, jobs, greedy, replace(options, gap_rel=max(options.gap_rel, 1e-4)),
+                         Budget(time.perf_counter(), None if left is None else left * RESTRICTED_SHARE),
+                         lambda b: build_jobs_model(blocks, dps, counts, weights, unit, b, keep=keep),
+                         encode_blocks, extract_jobs)
+    if (restricted.placement is not None and restricted.traffic is not None
+            and restricted.traffic.cross_bytes < placement_traffic(greedy, space, jobs).cross_bytes):
+        best = restricted.placement
+        cost = restricted.traffic.cross_bytes / unit
+        if lp_bound is not None and _close_enough(cost, lp_bound, options.gap_rel):
+            restricted.model = "blocks-jobs"
+            restricted.termination = "optimal" if cost <= lp_bound + 1e-6 else "gap_limit"
+            if restricted.report is not None:  # the restricted model's own bound does not bound the request
+                restricted.report = replace(restricted.report, bound=None)
+            res = _proved(restricted, lp_bound, unit, "optimality proved by the LP relaxation of the several-job "
+                                                      "block model (solvers/orchestrator/jobs_run.py)")
+            res.seconds.update(build=t_build, total=time.perf_counter() - budget.t0)
+            return res
+    # the full model is built already: keep back its hand-over time as run_ilp would (run.HANDOVER_SHARE)
+    final = budget if budget.limit is None else Budget(budget.t0, budget.limit - HANDOVER_SHARE * t_build)
+    if lp_bound is not None:  # the LP relaxation of the exact model bounds it from below
+        options = replace(options, known_bound=max(lp_bound, options.known_bound or 0.0))
+    res = run_ilp(space, jobs, best, options, final, lambda b: full, encode_blocks, extract_jobs)
+    res.warm_start_unimproved = bool(res.traffic is not None and res.traffic.cross_bytes
+                                     >= placement_traffic(greedy, space, jobs).cross_bytes * (1 - 1e-12))
+    res.seconds["build"] = res.seconds.get("build", 0.0) + t_build
+    return res

@@ -1,0 +1,255 @@
+"""The block ILP for several jobs of different DP sizes (one TP size, PP = 1), and its extraction.
+
+:mod:`~solvers.orchestrator.model_blocks` is exact for one job because a
+DP group's cost is the sum of its items' weights (or an alone group's
+price) and everything but the packing of items into groups is local to a
+ToR.  Neither argument uses that all groups have one size: with several
+jobs every group still belongs to one job ``j``, of ``D_j`` rings, costing
+``w_j`` bytes per slot crossing.  So the same model with
+
+* each ToR's options those of every job (:func:`~solvers.orchestrator.
+  model_blocks.tor_options` at ``D_j``), their boundary states tagged with
+  ``j`` (a straddle item or an alone group is one job's; "no straddle" is
+  shared), costs scaled by ``w_j``;
+* pure groups ``p[t, j]`` and pieces ``e[t, j, v]`` per job, one capacity row
+  per ToR over all of them;
+* one arc-flow packing per job over ``0 .. D_j`` and its group count ``C_j``
+
+is exact for the request on exact ToR blocks (no ring spans three), with a
+closed line needing more ToRs than the largest ``D_j`` (as one job).  Tests:
+against brute force over every ring set and every dealing of rings into the
+jobs' groups (``tests/solvers/test_orchestrator_several_jobs.py``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import replace
+
+import pulp
+
+from solvers.orchestrator.built import BuiltModel
+from solvers.orchestrator.extract import _ring_store, chosen_options
+from solvers.orchestrator.model_blocks import _ge_sizes, con, lin, tor_options
+from solvers.orchestrator.placement import PlacedInstance, Placement
+from solvers.orchestrator.rings import Blocks
+
+NONE = ("N",)
+
+
+def usable(blocks: Blocks | None, dps: list[int]) -> bool:
+    """Whether the model is exact for these DP sizes on ``blocks`` (module docstring)."""
+    return (blocks is not None and blocks.exact and blocks.T > 1
+            and not (blocks.closed and blocks.T <= max(dps)))
+
+
+def _tag(state, j: int):
+    return state if state is None or state == NONE else tuple(state) + (j,)
+
+
+def job_options(blocks: Blocks, t: int, dps: list[int], keep: set | None = None):
+    """ToR ``t``'s options for every job, states tagged by job; "no straddle" options once. (options, job of each)
+
+    ``keep`` (tagged options), when given, keeps only those and the "no straddle" ones: a restricted model.
+    """
+    out, of = [], []
+    for j, D in enumerate(dps):
+        for o in tor_options(blocks, t, D):
+            shared = (o.sin == NONE or o.sout == NONE) and o.part != "joint"
+            if j and shared:
+                continue  # the shared "no straddle" side: listed with job 0 only
+            o = replace(o, sin=_tag(o.sin, j), sout=_tag(o.sout, j))
+            if keep is None or shared or o in keep:
+                out.append(o)
+                of.append(j)
+    return out, of
+
+
+def used_options(model: BuiltModel, start: dict) -> list[set]:
+    """Per ToR, the tagged options a start (:func:`~solvers.orchestrator.encode.encode_blocks`) picks."""
+    opts = model.meta["options"]
+    return [{opts[t][i] for i in range(len(opts[t])) if start.get(model.var["opt"][(t, i)], 0) > 0.5}
+            for t in range(len(opts))]
+
+
+def path_options(paths_of_job: list[list], T: int) -> list[set]:
+    """Per ToR, the tagged options of each job's line-DP paths (:class:`~solvers.orchestrator.line_bound.LineBound`)."""
+    keep: list[set] = [set() for _ in range(T)]
+    for j, paths in enumerate(paths_of_job):
+        for p in paths:
+            for t, idx in enumerate(p.choice):
+                keep[t].update(replace(o, sin=_tag(o.sin, j), sout=_tag(o.sout, j))
+                               for o in (p.options[t][i] for i in idx))
+    return keep
+
+
+def build_jobs_model(blocks: Blocks, dps: list[int], counts: list[int], weights: list[float], unit_bytes: float,
+                     budget=None, keep: list[set] | None = None) -> BuiltModel:
+    """The model of the module docstring: jobs of ``dps`` rings per group, ``counts`` groups, ``weights`` per crossing.
+
+    ``keep``: per ToR, the tagged options to keep (:func:`used_options`, :func:`path_options`): a restricted
+    model, whose solutions are placements (its optimum and bound are not the request's).
+    """
+    # long: the block model's rows (model_blocks.build_blocks_model) with a job index on every group-side family
+    m, T, J = blocks.m, blocks.T, len(dps)
+    prob = pulp.LpProblem("orchestrate_jobs_blocks", pulp.LpMinimize)
+    V: dict[str, dict] = {k: {} for k in ("pair", "opt", "p", "e", "F")}
+    emitted: dict[tuple, list] = defaultdict(list)
+    alone, cost = defaultdict(list), []
+    sout_of, sin_of, opts, jobs_of = [], [], [], []
+    for t in range(T):
+        if budget is not None:
+            budget.check()
+        ops, of = job_options(blocks, t, dps, None if keep is None else keep[t])
+        opts.append(ops)
+        jobs_of.append(of)
+        ov = [pulp.LpVariable(f"opt_{t}_{i}", 0, 1, pulp.LpBinary) for i in range(len(ops))]
+        left, right, so, si = [], [], defaultdict(list), defaultdict(list)
+        by_l, by_r, free = defaultdict(list), defaultdict(list), []
+        for i, (op, v, j) in enumerate(zip(ops, ov, of)):
+            V["opt"][(t, i)] = v
+            if op.part != "out":
+                left.append((v, 1))
+                si[op.sin].append((v, 1))
+            if op.part != "in":
+                right.append((v, 1))
+                so[op.sout].append((v, 1))
+            if op.part == "in":
+                by_l[op.xl, op.cons].append((v, 1))
+            elif op.part == "out":
+                by_r[op.xr, op.cons].append((v, 1))
+            else:
+                free.append((blocks.cap[t][(op.xl, op.xr)] - op.cons, v))
+            if op.emit:
+                emitted[j, op.emit].append((v, 1))
+            if op.alone:
+                alone[j].append((v, op.alone))
+            if op.cost:
+                cost.append((v, op.cost * weights[j]))
+        sout_of.append(so)
+        sin_of.append(si)
+        con(prob, left, "==", 1, f"left_choice_{t}")
+        con(prob, right, "==", 1, f"right_choice_{t}")
+        pair_l, pair_r = defaultdict(list), defaultdict(list)
+        for xl, cl in sorted(by_l):
+            for xr, cr in sorted(by_r):
+                f = blocks.cap[t].get((xl, xr))
+                if f is not None and cl + cr <= f:
+                    v = V["pair"][(t, xl, cl, xr, cr)] = pulp.LpVariable(f"pair_{t}_{xl}_{cl}_{xr}_{cr}", 0, 1)
+                    pair_l[xl, cl].append((v, 1))
+                    pair_r[xr, cr].append((v, 1))
+                    free.append((f - cl - cr, v))
+        for key, terms in by_l.items():
+            con(prob, pair_l[key] + [(v, -1) for v, _ in terms], "==", 0, f"pair_l_{t}_{key[0]}_{key[1]}")
+        for key, terms in by_r.items():
+            con(prob, pair_r[key] + [(v, -1) for v, _ in terms], "==", 0, f"pair_r_{t}_{key[0]}_{key[1]}")
+        fmax = blocks.cap[t].get((0, 0), 0)
+        use = []
+        for j, D in enumerate(dps):
+            p = V["p"][(t, j)] = pulp.LpVariable(f"p_{t}_{j}", 0, fmax // D, pulp.LpInteger)
+            use.append((p, D))
+            con(prob, [(p, 1)] + [(v, -(r // D)) for r, v in free], "<=", 0, f"whole_groups_{t}_{j}")
+            for s in range(1, D):
+                e = V["e"][(t, j, s)] = pulp.LpVariable(f"e_{t}_{j}_{s}", 0, fmax // s, pulp.LpInteger)
+                use.append((e, s))
+                emitted[j, s].append((e, 1))
+                cost.append((e, m * weights[j]))
+        con(prob, use + [(v, -r) for r, v in free], "<=", 0, f"cap_{t}")
+    for b in range(blocks.n_boundaries):
+        tl, tr = b, (b + 1) % T
+        for st in sorted(set(sout_of[tl]) | set(sin_of[tr])):
+            if st == NONE:
+                continue
+            terms = sout_of[tl].get(st, []) + [(v, -1) for v, _ in sin_of[tr].get(st, [])]
+            con(prob, terms, "==", 0, f"state_{b}_{'_'.join(map(str, st))}")
+    for j, (D, C) in enumerate(zip(dps, counts)):
+        reach = _ge_sizes(D)
+        F = {}
+        for v in range(1, D):
+            for a0 in sorted(reach[v]):
+                if a0 + v <= D:
+                    F[a0, v] = V["F"][(j, a0, v)] = pulp.LpVariable(f"F_{j}_{a0}_{v}", 0, C, pulp.LpInteger)
+        for a0 in range(1, D):
+            terms = [(F[a0 - v, v], 1) for v in range(1, D) if (a0 - v, v) in F]
+            terms += [(F[a0, v], -1) for v in range(1, D) if (a0, v) in F]
+            if terms:
+                con(prob, terms, "==", 0, f"flow_{j}_{a0}")
+        for v in range(1, D):
+            terms = [(f, 1) for (a0, u), f in F.items() if u == v] + [(x, -c) for x, c in emitted[j, v]]
+            con(prob, terms, "==", 0, f"items_{j}_of_size_{v}")
+        mixed = [(F[0, v], 1) for v in range(1, D) if (0, v) in F]
+        con(prob, [(V["p"][(t, j)], 1) for t in range(T)] + mixed + alone[j], "==", C, f"groups_{j}")
+    prob.setObjective(lin(cost))
+    step = 1.0 if len(set(weights)) == 1 and float(weights[0]).is_integer() else None
+    return BuiltModel("blocks-jobs", prob, V, unit_bytes, step, blocks,
+                      {"dps": dps, "counts": counts, "options": opts, "jobs_of": jobs_of})
+
+
+def extract_jobs(model: BuiltModel) -> Placement:
+    """Placement of a solved :func:`build_jobs_model` (the walk of :func:`~solvers.orchestrator.extract.
+    extract_blocks`, each group sized and numbered by the job its states carry)."""
+    blocks, dps = model.data, model.meta["dps"]
+    T = blocks.T
+    choices = chosen_options(model)
+    splits = {blocks.right[t]: a.xr for t, a in enumerate(choices) if a.xr}
+    rings, straddle_idx, pure_idx = _ring_store(blocks, splits)
+    take = {t: list(pure_idx[t]) for t in range(T)}
+
+    def pop(t, n):
+        out, take[t] = take[t][:n], take[t][n:]
+        if len(out) < n:
+            raise RuntimeError(f"model asks for {n} pure rings of ToR {t}, only {len(out)} fit")
+        return out
+
+    groups: list[tuple[int, list[int]]] = []
+    by_size: dict[tuple[int, int], list[list[int]]] = defaultdict(list)
+    open_item: dict[int, list[int]] = {}
+    order = list(range(T))
+    if blocks.closed:  # start after a ToR whose right state is not an open item: chains never wrap fully
+        first = next((t for t, a in enumerate(choices) if a.sout[0] != "G"), 0)
+        order = [(first + 1 + i) % T for i in range(T)]
+    for t in order:
+        a = choices[t]
+        lb, rb = blocks.left[t], blocks.right[t]
+        ji, jo = a.sin[-1], a.sout[-1]  # the job a tagged state belongs to
+        if a.sin[0] == "R":
+            groups.append((ji, [straddle_idx[lb]] + pop(t, dps[ji] - 1)))
+        if a.sin[0] == "A":
+            groups.append((ji, [straddle_idx[lb], straddle_idx[rb]] + pop(t, dps[ji] - 2)))
+        if a.sout[0] == "L":
+            groups.append((jo, [straddle_idx[rb]] + pop(t, dps[jo] - 1)))
+        if a.sin[0] == "G":
+            item = open_item.pop(lb) + pop(t, a.att_in)
+            if a.chain:
+                open_item[rb] = item + [straddle_idx[rb]]
+            elif len(item) == dps[ji]:
+                groups.append((ji, item))
+            else:
+                by_size[ji, len(item)].append(item)
+        if a.sout[0] == "G" and not a.chain:
+            open_item[rb] = [straddle_idx[rb]] + pop(t, a.att_out)
+        for j, D in enumerate(dps):
+            for _ in range(model.ivalue("p", (t, j))):
+                groups.append((j, pop(t, D)))
+            for v in range(1, D):
+                for _ in range(model.ivalue("e", (t, j, v))):
+                    by_size[j, v].append(pop(t, v))
+    if open_item:
+        raise RuntimeError(f"straddle items left open at boundaries {sorted(open_item)}")
+    for j, D in enumerate(dps):
+        flow = {(a0, v): model.ivalue("F", (jj, a0, v)) for (jj, a0, v) in model.var["F"] if jj == j}
+        while any(f > 0 for (u, _), f in flow.items() if u == 0):
+            a0, members = 0, []
+            while a0 < D:
+                arc = next(((u, v) for (u, v), f in flow.items() if u == a0 and f > 0), None)
+                if arc is None or not by_size[j, arc[1]]:
+                    raise RuntimeError(f"job {j}: the arc flow does not match the items formed")
+                flow[arc] -= 1
+                members += by_size[j, arc[1]].pop(0)
+                a0 += arc[1]
+            groups.append((j, members))
+    if any(by_size.values()):
+        raise RuntimeError("items formed but not packed")
+    used = {r for _, g in groups for r in g}
+    inst = tuple(PlacedInstance(j, (tuple(g),)) for j, g in groups)
+    return Placement(tuple(rings), inst, tuple(r for r in range(len(rings)) if r not in used))

@@ -1,0 +1,135 @@
+"""Several jobs in one request (:mod:`solvers.orchestrator.several_jobs`) against brute force.
+
+Brute force (:func:`solvers.orchestrator.brute.brute_force_jobs`) enumerates every non-crossing ring set and every
+way to deal its rings into the jobs' instances, costs from the definitions of
+:mod:`solvers.orchestrator.traffic`: it shares nothing with the reductions.  Checked: the stated bound never
+exceeds the brute-force optimum (valid), the placement never beats it (feasible), and ``optimal`` means equal.
+Why the reductions hold is in the module docstring: a job with no instance moves nothing; jobs of one DP size
+merged at the least bytes per crossing cost no more than the request, equal when the bytes are equal.
+"""
+
+import random
+
+import numpy as np
+import pytest
+
+from solvers.orchestrator import Job
+from solvers.orchestrator.api import orchestrate_line
+from solvers.orchestrator.brute import brute_force_jobs, line_from_arrays
+from solvers.pulp_adapter import SolveOptions
+
+OPTS = SolveOptions(time_limit=30)
+
+
+def random_line(rng, n, npt, k, closed):
+    healthy = np.ones(n, bool)
+    healthy[rng.sample(range(n), rng.randint(0, 3))] = False
+    tor = (np.arange(n) + rng.randint(0, npt - 1)) // npt
+    if closed:
+        tor %= n // npt
+    return line_from_arrays(healthy, tor, k, 1, closed)
+
+
+def check(line, jobs):
+    res = orchestrate_line(line, jobs, options=OPTS)
+    if res.status == "infeasible":
+        return None
+    best = brute_force_jobs(line, res.jobs)
+    d = res.summary()
+    res.placement.check(line.space)
+    assert [sum(1 for i in res.placement.instances if i.job == j) for j in range(len(jobs))] == \
+        [j.count for j in res.jobs]
+    assert res.traffic.cross_bytes >= best - 1e-9
+    assert d["bound"] <= best + 1e-9 and 0.0 <= d["gap"] <= 1.0
+    if d["status"] == "optimal":
+        assert res.traffic.cross_bytes == pytest.approx(best, abs=1e-9)
+    return res
+
+
+REQUESTS = [
+    # equal DP sizes, equal bytes: exact (merged)
+    [Job(tp=2, dp=2, count=2, dp_bytes=1.0, name="a"), Job(tp=2, dp=2, dp_bytes=1.0, name="b")],
+    # equal DP sizes, different bytes per crossing: bound at the least, groups dealt cheapest to the heaviest
+    [Job(tp=2, dp=3, count=1, dp_bytes=3.0, name="a"), Job(tp=2, dp=3, dp_bytes=1.0, name="b")],
+    # the knapsack leaves the second job no instance: the first alone
+    [Job(tp=2, dp=2, dp_bytes=1.0, name="a"), Job(tp=2, dp=4, dp_bytes=1.0, name="b")],
+]
+
+
+@pytest.mark.parametrize("closed", [False, True])
+@pytest.mark.parametrize("r", range(len(REQUESTS)))
+def test_several_jobs_against_brute_force(r, closed):
+    rng = random.Random(10 * r + closed)
+    proved = 0
+    for _ in range(4):
+        n, npt, k = rng.choice([(16, 4, 2), (18, 6, 2), (15, 5, 2), (16, 4, 3)])
+        res = check(random_line(rng, n, npt, k, closed), REQUESTS[r])
+        if res is not None:
+            proved += res.status == "optimal"
+            assert any("several jobs" in s for s in res.notes)
+    if r != 1:
+        assert proved >= 3  # exact reductions: proved optimal (by the block path or the explicit model)
+
+
+MIXED = [
+    [Job(tp=2, dp=2, count=1, dp_bytes=1.0), Job(tp=2, dp=3, dp_bytes=1.0)],
+    [Job(tp=2, dp=3, count=1, dp_bytes=2.0), Job(tp=2, dp=2, dp_bytes=1.0)],
+    [Job(tp=2, dp=2, count=1, dp_bytes=1.0), Job(tp=2, dp=4, count=1, dp_bytes=1.0), Job(tp=2, dp=3, dp_bytes=1.0)],
+]
+
+
+@pytest.mark.parametrize("closed", [False, True])
+@pytest.mark.parametrize("r", range(len(MIXED)))
+def test_jobs_of_different_dp_sizes_on_one_block_model_equal_brute_force(r, closed):
+    """The several-job block model (model_jobs.py) is exact on ToR blocks: optimal and equal to brute force."""
+    rng = random.Random(100 + 10 * r + closed)
+    kinds = set()
+    for _ in range(5):
+        n, npt, k = rng.choice([(16, 4, 2), (18, 6, 2), (15, 3, 2), (16, 4, 3), (20, 4, 2)])
+        res = check(random_line(rng, n, npt, k, closed), MIXED[r])
+        if res is not None:
+            kinds.add(res.model)
+            if res.model == "blocks-jobs":
+                assert res.status == "optimal"
+    assert "blocks-jobs" in kinds
+
+
+def test_the_block_model_of_several_jobs_is_not_used_where_a_chain_could_close():
+    # a closed line of no more ToRs than the largest DP size: a straddle item could run round the circle
+    line = line_from_arrays(np.ones(16, bool), np.arange(16) // 8, 2, 1, True)
+    res = check(line, [Job(tp=2, dp=2, count=1, dp_bytes=1.0), Job(tp=2, dp=3, dp_bytes=1.0)])
+    assert res.model == "explicit" and res.status == "optimal"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_several_job_model_cost_of_the_greedy_equals_its_accounted_traffic(seed):
+    """The warm start encoded into the several-job model (encode.encode_blocks) and fixed there: the model's
+    objective is the greedy's accounted cross bytes (the model prices every group as the accounting does)."""
+    import pulp
+
+    from solvers.orchestrator.encode import encode_blocks
+    from solvers.orchestrator.greedy import greedy_placement
+    from solvers.orchestrator.model_explicit import unit_costs
+    from solvers.orchestrator.model_jobs import build_jobs_model
+    from solvers.orchestrator.rings import block_structure, max_rings
+    from solvers.orchestrator.solve import solve_model
+    from solvers.orchestrator.stage1 import resolve_jobs
+    from solvers.orchestrator.traffic import placement_traffic
+
+    rng = random.Random(seed)
+    line = random_line(rng, 24, 6, rng.choice([2, 3]), bool(seed % 2))
+    jobs = resolve_jobs(MIXED[seed % len(MIXED)], len(max_rings(line, 2)), int(line.space.healthy.sum()))
+    blocks = block_structure(line, 2)
+    if jobs is None or blocks is None or any(j.count == 0 for j in jobs):
+        pytest.skip("not a several-job block instance")
+    unit, dpc, _ = unit_costs(jobs, 1)
+    model = build_jobs_model(blocks, [j.dp for j in jobs], [j.count for j in jobs], dpc, unit)
+    greedy = greedy_placement(line, jobs)
+    start = encode_blocks(model, greedy)
+    assert start
+    for v, x in start.items():
+        if v.cat == pulp.LpInteger:
+            v.lowBound = v.upBound = round(x)
+    rep = solve_model(model, SolveOptions())
+    assert rep.status == "optimal"
+    assert rep.objective * unit == pytest.approx(placement_traffic(greedy, line.space, jobs).cross_bytes)
