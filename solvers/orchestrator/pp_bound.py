@@ -1,0 +1,255 @@
+"""A lower bound for PP > 1 on ToR blocks that counts the PP bytes the ToRs' groups cannot avoid.
+
+Setting: one job of ``C`` instances, ``PP`` stages, DP size ``D``, rings
+of ``m`` slots (nodes) of ``g`` GPUs, on the ToR blocks of an open line.
+A placement's cost is its DP cross bytes (``unit`` bytes per slot crossing,
+exactly as the PP = 1 block model prices its ``C x PP`` DP groups) plus
+``link = g x pp_bytes`` per *PP link* that crosses ToRs (a link: slot
+``s`` of replica ``r`` of stage ``p`` and slot ``s`` of replica ``r`` of
+stage ``p + 1``; :mod:`solvers.orchestrator.traffic`).  The ``D m`` links
+of one chain edge (stage ``p`` to ``p + 1`` of an instance) join two groups.
+
+Two ways to charge the crossing links to ToRs
+---------------------------------------------
+Each charges every crossing link at most once in total, so **the crossing
+PP links are at least the sum of the charges**; each ToR's charge below
+depends only on what the line DP decides for that ToR.
+
+``pure``
+    A group is *pure in ToR t* when its ``D`` rings lie inside ``t``.  A
+    crossing link is charged ``1/2`` to each end's ToR when both ends are in
+    groups pure in their ToRs, ``1`` to the ToR of the end in a pure group
+    when only one is, nothing otherwise.  If ``PP`` does not divide the
+    ``p_t`` pure groups of ``t``, some instance holds a pure group ``G`` of
+    ``t`` and a group that is not, so a chain edge joins ``G`` to a group
+    ``G'`` not pure in ``t``; its links cross at every slot of ``G'`` outside
+    ``t``: all ``D m`` (charged ``1/2`` each) when ``G'`` is pure elsewhere,
+    else at least ``D m - w_t`` (charged ``1``), ``w_t`` being the job's
+    slots under ``t`` outside its pure groups.  Charge:
+    ``[p_t mod PP != 0] min(D m / 2, max(0, D m - w_t))``.
+``spread``
+    Let ``n_G(t)`` be the slots of group ``G`` under ToR ``t``.  A chain
+    edge ``G - G'`` keeps at most ``min(n_G(t), n_G'(t))`` links inside each
+    ToR ``t``, so at least ``sum_t |n_G(t) - n_G'(t)| / 2`` of its links
+    cross: charge ``|n_G(t) - n_G'(t)| / 2`` to each ``t``.  Along a chain
+    of ``PP`` groups these add up to at least ``max - min`` of their
+    ``n(t)``; over all chains, at least ``L`` = the least such sum over
+    partitions of the groups' ``n(t)`` into chains (:func:`chain_spread`).
+    The DP knows some values: ``D m`` for each pure group, the slots under
+    ``t`` of the alone groups its options complete (:func:`heavy_value`),
+    ``v m`` for each piece of ``v`` of its pure rings in a mixed group.  The
+    other groups' values add up to at most ``w_rest`` (the job's slots under
+    ``t`` less the known ones); zeroing them lowers ``L`` by at most that.
+    Charge: ``max(0, L(known) - w_rest) / 2``.
+
+The job's slots under ``t`` are at most ``h_t - m delta`` (``h_t``
+healthy slots; ``delta`` pure rings the DP leaves unused).
+
+The line DP
+-----------
+The charges are added, at ``link`` bytes each, to the per-ToR costs of
+the PP = 1 line DP (:func:`solvers.orchestrator.line_bound.line_bound`),
+which stays a shortest path.  So that a placement maps onto a path that
+keeps its ``p_t`` and pieces, a ToR may put its pure rings into any number
+of pieces (each priced ``m`` slot crossings plus its item price), not only
+the one piece the PP = 1 bound settles for.  Every placement then maps to a
+path whose cost is at most its own, so **the least path cost is a valid
+lower bound** on the PP > 1 optimum, for any item prices (the pool's
+Lagrangian terms cancel or are <= 0 on a placement's packing, as in
+:func:`solvers.orchestrator.line_bound.packed_bound`).  Tests
+(``tests/solvers/test_orchestrator_pipelined.py``): both charges at zero
+and at the surrogate's prices never exceed the brute-force optimum.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from solvers.orchestrator.line_bound import prepare
+from solvers.orchestrator.model_blocks import tor_options
+from solvers.orchestrator.rings import Blocks
+
+
+def leftover_charge(p: int, w_max: int, D: int, m: int, pp: int) -> float:
+    """Scheme ``pure``: ``pen_t`` of the module docstring for ``p`` pure groups and ``w_max >= w_t``."""
+    if p % pp == 0:
+        return 0.0
+    return float(min(D * m / 2.0, max(0, D * m - w_max)))
+
+
+def chain_spread(values, pp: int) -> int:
+    """``L``: least sum over chains of (max - min) when ``values`` and any number of zeros form chains of ``pp``.
+
+    Sorted from the largest, consecutive runs of ``pp`` (the last one padded with zeros) are optimal.
+    """
+    v = sorted(values, reverse=True)
+    v += [0] * (-len(v) % pp)
+    return int(sum(v[i] - v[i + pp - 1] for i in range(0, len(v), pp)))
+
+
+def spread_charge(p: int, known: tuple[int, ...], w_max: int, D: int, m: int, pp: int) -> float:
+    """Scheme ``spread``: ``(L(p x D m, known) - w_rest) / 2`` at least 0 (module docstring)."""
+    rest = w_max - D * m * p - sum(known)
+    return max(0.0, (chain_spread([D * m] * p + list(known), pp) - rest) / 2.0)
+
+
+def heavy_value(o, D: int, m: int) -> int:
+    """Slots under its own ToR of the alone group an option completes with its ToR's pure rings (0: none known).
+
+    ``R``: the left straddle (``x`` slots left) with ``D - 1`` pure rings; ``L``: the right straddle
+    (``x`` slots here); ``A``/``B``: both straddles with ``D - 2`` pure rings
+    (:func:`solvers.orchestrator.model_blocks.tor_options`).  Splits of the three-block view's rings (keys
+    ``>= m``) are left unknown, which only weakens the bound.
+    """
+    if not o.alone:
+        return 0
+    if o.part == "in" and o.sin[0] == "R" and o.xl < m:
+        return D * m - o.xl
+    if o.part == "out" and o.sout[0] == "L" and o.xr < m:
+        return (D - 1) * m + o.xr
+    if o.part == "joint" and o.sin[0] == "A" and o.xl < m and o.xr < m:
+        return (D - 1) * m - o.xl + o.xr
+    return 0
+
+
+def piece_costs(F: int, D: int, m: int, ic) -> np.ndarray:
+    """Least slot crossings of ``r = 0..F-1`` pure rings of one ToR in pieces (each 1..D-1 rings, ``m + ic[v]``)."""
+    knap = np.full(F, np.inf)
+    knap[0] = 0.0
+    for r in range(1, F):
+        knap[r] = min(knap[r - v] + m + ic[v] for v in range(1, min(r, D - 1) + 1))
+    return knap
+
+
+MAX_SPLITS = 2000  # piece splits enumerated per ring count (beyond it the pieces count as unknown groups)
+
+
+@lru_cache(maxsize=None)
+def piece_splits(r: int, most: int) -> tuple[tuple[int, ...], ...]:
+    """Every multiset of piece sizes (each 1..``most``) adding up to ``r``, largest first."""
+    if r == 0:
+        return ((),)
+    out = []
+    for v in range(min(r, most), 0, -1):
+        out += [(v,) + rest for rest in piece_splits(r - v, v)]
+        if len(out) > MAX_SPLITS:
+            break
+    return tuple(out)
+
+
+def _pieces_charge(r: int, p: int, known: tuple[int, ...], w_max: int, D: int, m: int, pp: int, unit: float,
+                   link: float, ic, knap: np.ndarray) -> float:
+    """Scheme ``spread``: least ``unit x pieces' slot crossings + link x charge`` over the splits of ``r`` rings.
+
+    Each piece is one more group with ``v m`` slots under the ToR (a known value); beyond
+    :data:`MAX_SPLITS` splits the pieces are left unknown (priced by ``knap``, charged through ``w_rest``).
+    """
+    splits = piece_splits(r, D - 1)
+    if len(splits) > MAX_SPLITS:
+        return unit * knap[r] + link * spread_charge(p, known, w_max, D, m, pp)
+    return min(unit * sum(m + ic[v] for v in sp) + link * spread_charge(p, known + tuple(v * m for v in sp), w_max,
+                                                                       D, m, pp) for sp in splits)
+
+
+def _tor_table(h: int, known: tuple[int, ...], F: int, slack: int, D: int, m: int, pp: int, unit: float,
+               link: float, ic, knap: np.ndarray, scheme: str) -> np.ndarray:
+    """Least cost (bytes) of ``u = f - delta`` pure rings of one ToR, ``delta`` of ``f`` left unused.
+
+    ``table[f, delta]`` = min over ``p`` whole groups and the pieces of the other ``u - D p`` rings of
+    their slot crossings (``unit`` bytes each) plus ``link`` x the ToR's charge; inf where ``delta > f``.
+    ``known``: the heavy values of the ToR's alone groups (scheme ``spread``).
+    """
+    table = np.full((F, slack + 1), np.inf)
+    for f in range(F):
+        for delta in range(min(f, slack) + 1):
+            u = f - delta
+            w_max = h - m * delta
+            best = np.inf
+            for p in range(u // D + 1):
+                if scheme == "pure":
+                    c = unit * knap[u - D * p] + link * leftover_charge(p, w_max - D * m * p, D, m, pp)
+                else:
+                    c = _pieces_charge(u - D * p, p, known, w_max, D, m, pp, unit, link, ic, knap)
+                best = min(best, c)
+            table[f, delta] = best
+    return table
+
+
+def pp_line_bound(blocks: Blocks, D: int, C: int, pp: int, unit: float, link: float, budget=None,
+                  options_of=tor_options, item_cost=None, scheme: str = "pure") -> float | None:
+    """The lower bound of the module docstring, in bytes per step.
+
+    Parameters
+    ----------
+    blocks : Blocks
+        Open line (or a single block); a view holding every ring (exact blocks, or the three-block view).
+    D : int
+        DP size (>= 2).
+    C : int
+        DP groups (instances x PP).
+    pp : int
+        Pipeline stages (>= 2).
+    unit, link : float
+        Bytes of one slot crossing (``g x 2 (D - 1) / D x dp_bytes``) and of one crossing PP link
+        (``g x pp_bytes``).
+    budget : Budget, optional
+        Checked at every ToR.
+    options_of : callable
+        As in :func:`solvers.orchestrator.line_bound.prepare`.
+    item_cost : sequence of float, optional
+        Lagrangian prices of the pool's items (index = size; default 0), e.g.
+        :attr:`solvers.orchestrator.line_bound.PackedBound.prices`: any prices give a valid bound
+        (:func:`solvers.orchestrator.line_bound.packed_bound`, weak duality).
+    scheme : {'pure', 'spread'}
+        How PP links are charged to ToRs (module docstring); each gives a valid bound.
+
+    Returns
+    -------
+    float or None
+        Bytes; None on a closed line of several blocks or when the line cannot hold ``C`` groups.
+    """
+    if blocks.closed and blocks.T > 1:
+        return None
+    m, T = blocks.m, blocks.T
+    P = prepare(blocks, D, budget, options_of)
+    start = int(P.suf[0, 0])
+    if start < D * C:
+        return None
+    slack = start - D * C
+    W, F, S = slack + 1, P.fmax + 1, len(P.states)
+    layer = np.full((S, W), np.inf)
+    layer[0, slack] = 0.0
+    dd = np.arange(W)
+    ic = np.zeros(D) if item_cost is None else np.asarray(item_cost, dtype=float)
+    knap = piece_costs(F, D, m, ic)
+    for t in range(T):
+        if budget is not None:
+            budget.check()
+        ch = P.choices[t]
+        here, nxt = P.suf[t], P.suf[t + 1]
+        if scheme == "spread":
+            known = [tuple(sorted(v for v in (heavy_value(P.opts[t][i], D, m) for i in idx) if v))
+                     for idx in ch.idx]
+        else:
+            known = [()] * len(ch.idx)
+        sigs = sorted(set(known))
+        sig = np.array([sigs.index(x) for x in known], dtype=np.int64)
+        NS = len(sigs)
+        ok = (here[ch.si] >= 0) & (nxt[ch.so] >= 0)
+        loss0 = here[ch.si] - ch.rings - nxt[ch.so]
+        d0 = dd[None, :] - loss0[:, None]
+        cand = layer[ch.si] + unit * (ch.cost + ic[ch.emit])[:, None]
+        keep = ok[:, None] & (d0 >= 0) & (d0 < W) & (cand < np.inf)
+        mid = np.full(S * NS * F * W, np.inf)
+        np.minimum.at(mid, (((ch.so * NS + sig)[:, None] * F + ch.free[:, None]) * W + d0)[keep], cand[keep])
+        mid = mid.reshape(S, NS, F, W)
+        new = np.full((S, W), np.inf)
+        for j, kn in enumerate(sigs):
+            table = _tor_table(int(blocks.healthy[t].size), kn, F, slack, D, m, pp, unit, link, ic, knap, scheme)
+            for f in range(F):
+                for delta in range(min(f, slack) + 1):
+                    np.minimum(new[:, :W - delta], mid[:, j, f, delta:] + table[f, delta], out=new[:, :W - delta])
+        layer = new
+    return float(layer[0, 0]) if np.isfinite(layer[0, 0]) else None
