@@ -36,7 +36,7 @@ depends only on what the line DP decides for that ToR.
     ``n(t)``; over all chains, at least ``L`` = the least such sum over
     partitions of the groups' ``n(t)`` into chains (:func:`chain_spread`).
     The DP knows some values: ``D m`` for each pure group, the slots under
-    ``t`` of the alone groups its options complete (:func:`heavy_value`),
+    ``t`` of the groups its options place there (:func:`group_values`),
     ``v m`` for each piece of ``v`` of its pure rings in a mixed group.  The
     other groups' values add up to at most ``w_rest`` (the job's slots under
     ``t`` less the known ones); zeroing them lowers ``L`` by at most that.
@@ -89,29 +89,36 @@ def chain_spread(values, pp: int) -> int:
     return int(sum(v[i] - v[i + pp - 1] for i in range(0, len(v), pp)))
 
 
-def spread_charge(p: int, known: tuple[int, ...], w_max: int, D: int, m: int, pp: int) -> float:
-    """Scheme ``spread``: ``(L(p x D m, known) - w_rest) / 2`` at least 0 (module docstring)."""
-    rest = w_max - D * m * p - sum(known)
-    return max(0.0, (chain_spread([D * m] * p + list(known), pp) - rest) / 2.0)
+def spread_charge(p: int, known: tuple[int, ...], rest: int, D: int, m: int, pp: int) -> float:
+    """Scheme ``spread``: ``(L(p x D m, known) - rest) / 2``, at least 0 (module docstring)."""
+    return max(0.0, (chain_spread([D * m] * p + list(known), pp) - max(rest, 0)) / 2.0)
 
 
-def heavy_value(o, D: int, m: int) -> int:
-    """Slots under its own ToR of the alone group an option completes with its ToR's pure rings (0: none known).
+def group_values(o, D: int, m: int) -> tuple[int, ...] | None:
+    """Slots under ToR ``t`` of each group that option ``o`` of ``t`` places there (None: not known).
 
-    ``R``: the left straddle (``x`` slots left) with ``D - 1`` pure rings; ``L``: the right straddle
-    (``x`` slots here); ``A``/``B``: both straddles with ``D - 2`` pure rings
-    (:func:`solvers.orchestrator.model_blocks.tor_options`).  Splits of the three-block view's rings (keys
-    ``>= m``) are left unknown, which only weakens the bound.
+    A group's rings under ``t`` are one item (:mod:`solvers.orchestrator.model_blocks`), so the option
+    handling a straddle of ``t`` knows them all: ``L``/``B`` (left straddle, its group's other rings left of
+    ``t``): ``m - x``; ``R``: with ``D - 1`` pure rings of ``t``: ``D m - x``; ``G``: the straddle item with
+    ``a`` attached rings of ``t`` (``m - x + a m``; leaving right: ``x + a m``; through ``t``: both parts);
+    ``A``/``B`` around ``t``: both parts and ``D - 2`` pure rings.  The three-block view's keys (``>= m``)
+    are not read: None, which only weakens the bound.
     """
-    if not o.alone:
-        return 0
-    if o.part == "in" and o.sin[0] == "R" and o.xl < m:
-        return D * m - o.xl
-    if o.part == "out" and o.sout[0] == "L" and o.xr < m:
-        return (D - 1) * m + o.xr
-    if o.part == "joint" and o.sin[0] == "A" and o.xl < m and o.xr < m:
-        return (D - 1) * m - o.xl + o.xr
-    return 0
+    xl, xr = o.xl or 0, o.xr or 0
+    if xl >= m or xr >= m:
+        return None
+    tin = o.sin[0] if o.sin else None
+    tout = o.sout[0] if o.sout else None
+    if o.part == "in":
+        return {"N": (), "L": (m - xl,), "B": (m - xl,), "R": (D * m - xl,),
+                "G": (m - xl + o.att_in * m,)}.get(tin)
+    if o.part == "out":
+        return {"N": (), "R": (xr,), "A": (xr,), "L": ((D - 1) * m + xr,), "G": (xr + o.att_out * m,)}.get(tout)
+    if tin == "G" and tout == "G":
+        return (m - xl + o.att_in * m + xr,)
+    if tin == "A" and tout == "B":
+        return ((D - 1) * m - xl + xr,)
+    return None
 
 
 def piece_costs(F: int, D: int, m: int, ic) -> np.ndarray:
@@ -139,39 +146,44 @@ def piece_splits(r: int, most: int) -> tuple[tuple[int, ...], ...]:
     return tuple(out)
 
 
-def _pieces_charge(r: int, p: int, known: tuple[int, ...], w_max: int, D: int, m: int, pp: int, unit: float,
-                   link: float, ic, knap: np.ndarray) -> float:
+def _pieces_charge(r: int, p: int, known: tuple[int, ...], rest: int, D: int, m: int, pp: int,
+                   unit: float, link: float, ic, knap: np.ndarray) -> float:
     """Scheme ``spread``: least ``unit x pieces' slot crossings + link x charge`` over the splits of ``r`` rings.
 
-    Each piece is one more group with ``v m`` slots under the ToR (a known value); beyond
-    :data:`MAX_SPLITS` splits the pieces are left unknown (priced by ``knap``, charged through ``w_rest``).
+    Each piece is one more group with ``v m`` slots under the ToR (a known value).  ``rest``: the most
+    slots of groups not known (0 when every group is).  Beyond :data:`MAX_SPLITS` splits
+    the pieces join the unknown groups (priced by ``knap``).
     """
     splits = piece_splits(r, D - 1)
     if len(splits) > MAX_SPLITS:
-        return unit * knap[r] + link * spread_charge(p, known, w_max, D, m, pp)
-    return min(unit * sum(m + ic[v] for v in sp) + link * spread_charge(p, known + tuple(v * m for v in sp), w_max,
-                                                                       D, m, pp) for sp in splits)
+        return unit * knap[r] + link * spread_charge(p, known, rest + r * m, D, m, pp)
+    return min(unit * sum(m + ic[v] for v in sp)
+               + link * spread_charge(p, known + tuple(v * m for v in sp), rest, D, m, pp) for sp in splits)
 
 
-def _tor_table(h: int, known: tuple[int, ...], F: int, slack: int, D: int, m: int, pp: int, unit: float,
-               link: float, ic, knap: np.ndarray, scheme: str) -> np.ndarray:
+def _tor_table(h: int, known: tuple[int, ...], unknown: bool, F: int, slack: int, D: int, m: int, pp: int,
+               unit: float, link: float, ic, knap: np.ndarray, scheme: str) -> np.ndarray:
     """Least cost (bytes) of ``u = f - delta`` pure rings of one ToR, ``delta`` of ``f`` left unused.
 
     ``table[f, delta]`` = min over ``p`` whole groups and the pieces of the other ``u - D p`` rings of
     their slot crossings (``unit`` bytes each) plus ``link`` x the ToR's charge; inf where ``delta > f``.
-    ``known``: the heavy values of the ToR's alone groups (scheme ``spread``).
+    ``known``: the slots under the ToR of the groups its options place there (:func:`group_values`);
+    ``unknown``: some are not known (their slots are then bounded through ``h - m delta``).
     """
     table = np.full((F, slack + 1), np.inf)
+    kn = known
     for f in range(F):
         for delta in range(min(f, slack) + 1):
             u = f - delta
-            w_max = h - m * delta
             best = np.inf
             for p in range(u // D + 1):
+                outside = h - m * delta - D * m * p  # the job's slots under the ToR outside its pure groups, at most
                 if scheme == "pure":
-                    c = unit * knap[u - D * p] + link * leftover_charge(p, w_max - D * m * p, D, m, pp)
+                    w = outside if unknown else min(outside, sum(kn) + m * (u - D * p))
+                    c = unit * knap[u - D * p] + link * leftover_charge(p, w, D, m, pp)
                 else:
-                    c = _pieces_charge(u - D * p, p, known, w_max, D, m, pp, unit, link, ic, knap)
+                    rest = outside - sum(kn) - m * (u - D * p) if unknown else 0
+                    c = _pieces_charge(u - D * p, p, kn, rest, D, m, pp, unit, link, ic, knap)
                 best = min(best, c)
             table[f, delta] = best
     return table
@@ -224,18 +236,18 @@ def pp_line_bound(blocks: Blocks, D: int, C: int, pp: int, unit: float, link: fl
     dd = np.arange(W)
     ic = np.zeros(D) if item_cost is None else np.asarray(item_cost, dtype=float)
     knap = piece_costs(F, D, m, ic)
+    tables: dict = {}  # (healthy slots, known values, unknown) -> _tor_table (ToRs alike share it)
     for t in range(T):
         if budget is not None:
             budget.check()
         ch = P.choices[t]
         here, nxt = P.suf[t], P.suf[t + 1]
-        if scheme == "spread":
-            known = [tuple(sorted(v for v in (heavy_value(P.opts[t][i], D, m) for i in idx) if v))
-                     for idx in ch.idx]
-        else:
-            known = [()] * len(ch.idx)
-        sigs = sorted(set(known))
-        sig = np.array([sigs.index(x) for x in known], dtype=np.int64)
+        rows = []
+        for idx in ch.idx:
+            vals = [group_values(P.opts[t][i], D, m) for i in idx]
+            rows.append((tuple(sorted(v for x in vals if x is not None for v in x)), any(x is None for x in vals)))
+        sigs = sorted(set(rows))
+        sig = np.array([sigs.index(x) for x in rows], dtype=np.int64)
         NS = len(sigs)
         ok = (here[ch.si] >= 0) & (nxt[ch.so] >= 0)
         loss0 = here[ch.si] - ch.rings - nxt[ch.so]
@@ -246,8 +258,11 @@ def pp_line_bound(blocks: Blocks, D: int, C: int, pp: int, unit: float, link: fl
         np.minimum.at(mid, (((ch.so * NS + sig)[:, None] * F + ch.free[:, None]) * W + d0)[keep], cand[keep])
         mid = mid.reshape(S, NS, F, W)
         new = np.full((S, W), np.inf)
-        for j, kn in enumerate(sigs):
-            table = _tor_table(int(blocks.healthy[t].size), kn, F, slack, D, m, pp, unit, link, ic, knap, scheme)
+        for j, (kn, unknown) in enumerate(sigs):
+            key = (int(blocks.healthy[t].size), kn, unknown)
+            if key not in tables:
+                tables[key] = _tor_table(*key, F, slack, D, m, pp, unit, link, ic, knap, scheme)
+            table = tables[key]
             for f in range(F):
                 for delta in range(min(f, slack) + 1):
                     np.minimum(new[:, :W - delta], mid[:, j, f, delta:] + table[f, delta], out=new[:, :W - delta])
