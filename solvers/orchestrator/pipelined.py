@@ -90,7 +90,7 @@ def leftover_bound(line: Line, job: Job, budget: Budget) -> float | None:
         if prices is None:
             return None
         return max(pp_line_bound(view, D, C, job.pp, unit, g * job.bytes_pp, budget, options_of, prices.prices,
-                                 scheme) for scheme in ("pure", "spread"))  # two valid bounds
+                                 scheme) for scheme in ("pure", "spread", "ends"))  # three valid bounds
     except BudgetSpent:
         return None
 

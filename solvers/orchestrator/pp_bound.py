@@ -9,11 +9,11 @@ exactly as the PP = 1 block model prices its ``C x PP`` DP groups) plus
 stage ``p + 1``; :mod:`solvers.orchestrator.traffic`).  The ``D m`` links
 of one chain edge (stage ``p`` to ``p + 1`` of an instance) join two groups.
 
-Two ways to charge the crossing links to ToRs
----------------------------------------------
+Three ways to charge the crossing links to ToRs
+-----------------------------------------------
 Each charges every crossing link at most once in total, so **the crossing
-PP links are at least the sum of the charges**; each ToR's charge below
-depends only on what the line DP decides for that ToR.
+PP links are at least the sum of the charges** (``ends``: less a constant);
+each ToR's charge below depends only on what the line DP decides for that ToR.
 
 ``pure``
     A group is *pure in ToR t* when its ``D`` rings lie inside ``t``.  A
@@ -41,6 +41,16 @@ depends only on what the line DP decides for that ToR.
     other groups' values add up to at most ``w_rest`` (the job's slots under
     ``t`` less the known ones); zeroing them lowers ``L`` by at most that.
     Charge: ``max(0, L(known) - w_rest) / 2``.
+``ends``
+    The same edge charges, bounded per chain through its ends instead: along a
+    chain ``x_1 .. x_PP`` (its groups' slots under ``t``) the steps add up to
+    at least ``2 max - x_1 - x_PP``.  Summed over ToRs, the ends' terms are
+    exactly ``D m`` per end group (its slots, wherever they are), ``2 C / PP``
+    end groups in all, so the crossing links are at least
+    ``sum_t M_t - (C / PP) D m`` with ``M_t`` the least sum of chain maxima
+    under ``t`` (:func:`top_sum`; unknown groups only raise it, so it needs
+    none of them).  A ToR's charge is ``M_t``, the constant comes off the
+    path's cost at the end.
 
 The job's slots under ``t`` are at most ``h_t - m delta`` (``h_t``
 healthy slots; ``delta`` pure rings the DP leaves unused).
@@ -57,7 +67,7 @@ path whose cost is at most its own, so **the least path cost is a valid
 lower bound** on the PP > 1 optimum, for any item prices (the pool's
 Lagrangian terms cancel or are <= 0 on a placement's packing, as in
 :func:`solvers.orchestrator.line_bound.packed_bound`).  Tests
-(``tests/solvers/test_orchestrator_pipelined.py``): both charges at zero
+(``tests/solvers/test_orchestrator_pipelined.py``): each scheme at zero
 and at the surrogate's prices never exceed the brute-force optimum.
 """
 
@@ -87,11 +97,6 @@ def chain_spread(values, pp: int) -> int:
     v = sorted(values, reverse=True)
     v += [0] * (-len(v) % pp)
     return int(sum(v[i] - v[i + pp - 1] for i in range(0, len(v), pp)))
-
-
-def spread_charge(p: int, known: tuple[int, ...], rest: int, D: int, m: int, pp: int) -> float:
-    """Scheme ``spread``: ``(L(p x D m, known) - rest) / 2``, at least 0 (module docstring)."""
-    return max(0.0, (chain_spread([D * m] * p + list(known), pp) - max(rest, 0)) / 2.0)
 
 
 def group_values(o, D: int, m: int) -> tuple[int, ...] | None:
@@ -146,19 +151,33 @@ def piece_splits(r: int, most: int) -> tuple[tuple[int, ...], ...]:
     return tuple(out)
 
 
-def _pieces_charge(r: int, p: int, known: tuple[int, ...], rest: int, D: int, m: int, pp: int,
-                   unit: float, link: float, ic, knap: np.ndarray) -> float:
-    """Scheme ``spread``: least ``unit x pieces' slot crossings + link x charge`` over the splits of ``r`` rings.
+def top_sum(values, pp: int) -> int:
+    """Scheme ``ends``: least sum of chain maxima when ``values`` (and zeros) form chains of ``pp``.
 
-    Each piece is one more group with ``v m`` slots under the ToR (a known value).  ``rest``: the most
-    slots of groups not known (0 when every group is).  Beyond :data:`MAX_SPLITS` splits
-    the pieces join the unknown groups (priced by ``knap``).
+    Sorted from the largest, consecutive runs of ``pp`` are optimal: every ``pp``-th value, from the first.
     """
+    return int(sum(sorted(values, reverse=True)[::pp]))
+
+
+def _pieces_charge(r: int, base: tuple[int, ...], rest: int, D: int, m: int, pp: int, unit: float, link: float,
+                   ic, knap: np.ndarray, scheme: str) -> float:
+    """Least ``unit x pieces' slot crossings + link x charge`` over the splits of ``r`` pure rings into pieces.
+
+    ``base``: the slots under the ToR of the groups known besides the pieces (pure groups first); each
+    piece is one more group with ``v m`` slots.  ``rest``: the most slots of groups not known (0 when
+    every group is; scheme ``spread``).  Beyond :data:`MAX_SPLITS` splits the pieces join the unknown groups
+    (priced by ``knap``).
+    """
+    def charge(values, unseen):
+        if scheme == "ends":  # unknown groups only raise the chain maxima: leaving them out is safe
+            return float(top_sum(values, pp))
+        return max(0.0, (chain_spread(values, pp) - max(unseen, 0)) / 2.0)
+
     splits = piece_splits(r, D - 1)
     if len(splits) > MAX_SPLITS:
-        return unit * knap[r] + link * spread_charge(p, known, rest + r * m, D, m, pp)
-    return min(unit * sum(m + ic[v] for v in sp)
-               + link * spread_charge(p, known + tuple(v * m for v in sp), rest, D, m, pp) for sp in splits)
+        return unit * knap[r] + link * charge(base, rest + r * m)
+    return min(unit * sum(m + ic[v] for v in sp) + link * charge(base + tuple(v * m for v in sp), rest)
+               for sp in splits)
 
 
 def _tor_table(h: int, known: tuple[int, ...], unknown: bool, F: int, slack: int, D: int, m: int, pp: int,
@@ -183,7 +202,7 @@ def _tor_table(h: int, known: tuple[int, ...], unknown: bool, F: int, slack: int
                     c = unit * knap[u - D * p] + link * leftover_charge(p, w, D, m, pp)
                 else:
                     rest = outside - sum(kn) - m * (u - D * p) if unknown else 0
-                    c = _pieces_charge(u - D * p, p, kn, rest, D, m, pp, unit, link, ic, knap)
+                    c = _pieces_charge(u - D * p, (D * m,) * p + kn, rest, D, m, pp, unit, link, ic, knap, scheme)
                 best = min(best, c)
             table[f, delta] = best
     return table
@@ -214,7 +233,7 @@ def pp_line_bound(blocks: Blocks, D: int, C: int, pp: int, unit: float, link: fl
         Lagrangian prices of the pool's items (index = size; default 0), e.g.
         :attr:`solvers.orchestrator.line_bound.PackedBound.prices`: any prices give a valid bound
         (:func:`solvers.orchestrator.line_bound.packed_bound`, weak duality).
-    scheme : {'pure', 'spread'}
+    scheme : {'pure', 'spread', 'ends'}
         How PP links are charged to ToRs (module docstring); each gives a valid bound.
 
     Returns
@@ -267,4 +286,8 @@ def pp_line_bound(blocks: Blocks, D: int, C: int, pp: int, unit: float, link: fl
                 for delta in range(min(f, slack) + 1):
                     np.minimum(new[:, :W - delta], mid[:, j, f, delta:] + table[f, delta], out=new[:, :W - delta])
         layer = new
-    return float(layer[0, 0]) if np.isfinite(layer[0, 0]) else None
+    if not np.isfinite(layer[0, 0]):
+        return None
+    if scheme == "ends":  # the chain ends' slots, summed over the ToRs: (C / PP) instances x 2 ends x D m / 2
+        return float(layer[0, 0]) - link * (C // pp) * D * m
+    return float(layer[0, 0])

@@ -20,7 +20,7 @@ from solvers.orchestrator.pipelined import chain_stages, surrogate
 from solvers.orchestrator.placement import PlacedInstance, Placement
 from solvers.orchestrator.line_bound import line_bound, packed_bound, prepare
 from solvers.orchestrator.model_blocks import tor_options
-from solvers.orchestrator.pp_bound import chain_spread, pp_line_bound
+from solvers.orchestrator.pp_bound import chain_spread, pp_line_bound, top_sum
 from solvers.orchestrator.rings import block_structure, max_rings
 from solvers.orchestrator.stage_chains import chain_groups, link_cost
 from solvers.orchestrator.three_blocks import three_block_view
@@ -113,7 +113,7 @@ def test_pp_aware_bound_never_exceeds_brute_force(seed):
                                                                                    line.space.tor)
     plain = line_bound(view, D, C, prepared=prepare(view, D, None, options_of))
     prices = packed_bound(view, D, C, options_of=options_of).prices
-    for scheme in ("pure", "spread"):
+    for scheme in ("pure", "spread", "ends"):
         for ic in (None, prices):  # every price vector gives a valid bound (weak duality)
             b = pp_line_bound(view, D, C, resolved.pp, unit, g * resolved.bytes_pp, None, options_of, ic, scheme)
             assert b <= best + 1e-9, (scheme, ic)
@@ -145,13 +145,13 @@ def test_one_pure_group_per_tor_is_proved_optimal():
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_chain_spread_is_the_least_partition(seed):
+def test_chain_spread_and_top_sum_are_the_least_partitions(seed):
     # chains of pp (any number of zeros may fill them) costing max - min: consecutive runs of the sorted values
     # against every assignment of the values to chains
     rng = np.random.default_rng(seed)
     pp = int(rng.integers(2, 4))
     vals = [int(x) for x in rng.integers(1, 9, size=int(rng.integers(1, 6)))]
-    best = None
+    best = top = None
     n_chains = len(vals)  # enough chains for any assignment
     for assign in itertools.product(range(n_chains), repeat=len(vals)):
         chains = [[v for v, c in zip(vals, assign) if c == j] for j in range(n_chains)]
@@ -159,7 +159,10 @@ def test_chain_spread_is_the_least_partition(seed):
             continue
         cost = sum(max(ch) - (min(ch) if len(ch) == pp else 0) for ch in chains if ch)
         best = cost if best is None else min(best, cost)
+        tops = sum(max(ch) for ch in chains if ch)  # the "ends" scheme's sum of chain maxima
+        top = tops if top is None else min(top, tops)
     assert chain_spread(vals, pp) == best
+    assert top_sum(vals, pp) == top
 
 
 @pytest.mark.parametrize("seed", range(20))
