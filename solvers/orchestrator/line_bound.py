@@ -350,7 +350,8 @@ def _min_fill(pi, parts) -> float:
 
 
 def packed_bound(blocks: Blocks, D: int, C: int, *, upper: float | None = None, budget=None,
-                 max_iter: int = 200, options_of=tor_options) -> PackedBound | None:
+                 max_iter: int = 200, options_of=tor_options, prepared: Prepared | None = None
+                 ) -> PackedBound | None:
     """A lower bound that prices the packing of the pool into groups of exactly ``D`` (Lagrangian, exact LP dual).
 
     The relaxation of :func:`line_bound` drops one family of block-ILP rows:
@@ -374,6 +375,8 @@ def packed_bound(blocks: Blocks, D: int, C: int, *, upper: float | None = None, 
         Pricing rounds at most.
     options_of : callable
         As in :func:`prepare`.
+    prepared : Prepared, optional
+        :func:`prepare` of the same blocks, ``D`` and ``options_of``.
 
     Returns
     -------
@@ -383,7 +386,9 @@ def packed_bound(blocks: Blocks, D: int, C: int, *, upper: float | None = None, 
     import numpy as np
     from scipy.optimize import linprog
 
-    prep = prepare(blocks, D, budget, options_of) if not (blocks.closed and blocks.T > 1) else None
+    if blocks.closed and blocks.T > 1:
+        return None
+    prep = prepared if prepared is not None else prepare(blocks, D, budget, options_of)
     if prep is None:
         return None
     parts = partitions(D)

@@ -31,7 +31,7 @@ from solvers.orchestrator.jobs import Job
 from solvers.orchestrator.placement import PlacedInstance, Placement
 from solvers.orchestrator.result import OrchestrationResult
 from solvers.orchestrator.three_blocks import three_block_view
-from solvers.orchestrator.line_bound import packed_bound
+from solvers.orchestrator.line_bound import packed_bound, prepare
 from solvers.orchestrator.model_blocks import tor_options
 from solvers.orchestrator.pp_bound import pp_line_bound
 from solvers.orchestrator.rings import block_structure
@@ -86,11 +86,13 @@ def leftover_bound(line: Line, job: Job, budget: Budget) -> float | None:
         view, options_of = three
     C = job.count * job.pp
     try:
-        prices = packed_bound(view, D, C, budget=budget, options_of=options_of)
+        prep = prepare(view, D, budget, options_of)
+        prices = packed_bound(view, D, C, budget=budget, options_of=options_of, prepared=prep)
         if prices is None:
             return None
+        rows: dict = {}
         return max(pp_line_bound(view, D, C, job.pp, unit, g * job.bytes_pp, budget, options_of, prices.prices,
-                                 scheme) for scheme in ("pure", "spread", "ends"))  # three valid bounds
+                                 scheme, prep, rows) for scheme in ("pure", "spread", "ends"))  # three valid bounds
     except BudgetSpent:
         return None
 

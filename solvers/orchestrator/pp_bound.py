@@ -208,8 +208,27 @@ def _tor_table(h: int, known: tuple[int, ...], unknown: bool, F: int, slack: int
     return table
 
 
+def _row_values(P, t: int, D: int, m: int, cache: dict):
+    """The distinct (known group values, some unknown) of ToR ``t``'s choice rows, and each row's index into them.
+
+    ToRs of one signature share their choices (:func:`solvers.orchestrator.line_bound.prepare`), so the
+    result is cached per choices object.
+    """
+    ch = P.choices[t]
+    if id(ch) not in cache:
+        ids: dict = {}
+        sig = np.empty(len(ch.idx), dtype=np.int64)
+        for r, idx in enumerate(ch.idx):
+            vals = [group_values(P.opts[t][i], D, m) for i in idx]
+            key = (tuple(sorted(v for x in vals if x is not None for v in x)), any(x is None for x in vals))
+            sig[r] = ids.setdefault(key, len(ids))
+        cache[id(ch)] = (ch, list(ids), sig)  # ch kept alive: its id stays unique while cached
+    return cache[id(ch)][1], cache[id(ch)][2]
+
+
 def pp_line_bound(blocks: Blocks, D: int, C: int, pp: int, unit: float, link: float, budget=None,
-                  options_of=tor_options, item_cost=None, scheme: str = "pure") -> float | None:
+                  options_of=tor_options, item_cost=None, scheme: str = "pure", prepared=None,
+                  row_cache: dict | None = None) -> float | None:
     """The lower bound of the module docstring, in bytes per step.
 
     Parameters
@@ -235,6 +254,10 @@ def pp_line_bound(blocks: Blocks, D: int, C: int, pp: int, unit: float, link: fl
         (:func:`solvers.orchestrator.line_bound.packed_bound`, weak duality).
     scheme : {'pure', 'spread', 'ends'}
         How PP links are charged to ToRs (module docstring); each gives a valid bound.
+    prepared : Prepared, optional
+        :func:`solvers.orchestrator.line_bound.prepare` of the same blocks, ``D`` and ``options_of``.
+    row_cache : dict, optional
+        Shared by calls on the same ``prepared`` (the choice rows' group values).
 
     Returns
     -------
@@ -244,7 +267,8 @@ def pp_line_bound(blocks: Blocks, D: int, C: int, pp: int, unit: float, link: fl
     if blocks.closed and blocks.T > 1:
         return None
     m, T = blocks.m, blocks.T
-    P = prepare(blocks, D, budget, options_of)
+    P = prepared if prepared is not None else prepare(blocks, D, budget, options_of)
+    row_cache = {} if row_cache is None else row_cache
     start = int(P.suf[0, 0])
     if start < D * C:
         return None
@@ -261,12 +285,7 @@ def pp_line_bound(blocks: Blocks, D: int, C: int, pp: int, unit: float, link: fl
             budget.check()
         ch = P.choices[t]
         here, nxt = P.suf[t], P.suf[t + 1]
-        rows = []
-        for idx in ch.idx:
-            vals = [group_values(P.opts[t][i], D, m) for i in idx]
-            rows.append((tuple(sorted(v for x in vals if x is not None for v in x)), any(x is None for x in vals)))
-        sigs = sorted(set(rows))
-        sig = np.array([sigs.index(x) for x in rows], dtype=np.int64)
+        sigs, sig = _row_values(P, t, D, m, row_cache)
         NS = len(sigs)
         ok = (here[ch.si] >= 0) & (nxt[ch.so] >= 0)
         loss0 = here[ch.si] - ch.rings - nxt[ch.so]

@@ -18,7 +18,10 @@ across).
   line-order pairing, so a perfect matching exists.
 * PP > 2: pure groups (all slots under one ToR) are chained ``PP`` at a
   time inside their ToR (links of cost 0); the rest, in line order,
-  ``PP`` consecutive ones per instance (a heuristic: no optimality is
+  ``PP`` consecutive ones per instance (or the line-order chaining when
+  it is cheaper); then groups are swapped between
+  chains near each other in line order while that lowers the PP links,
+  each chain in its best stage order (a local search: no optimality is
   claimed for it).
 
 Within an instance the replica matching is chosen stage boundary by stage
@@ -26,6 +29,8 @@ boundary (optimal for PP = 2, where there is one boundary).
 """
 
 from __future__ import annotations
+
+from itertools import permutations
 
 import numpy as np
 
@@ -88,6 +93,57 @@ def _chunks(groups, rt, tor, rings, pp: int) -> list[tuple[tuple[int, ...], ...]
     return out
 
 
+MAX_ORDER_PP = 5  # PP up to which a chain's stage order is chosen among all orders (PP! / 2 of them)
+PASSES = 4  # local-search sweeps over neighbouring chains (PP > 2)
+NEIGHBOURS = 3  # chains after each one (in line order) it trades groups with
+
+
+class _Costs:
+    """Link costs between groups (cached) and a chain's cost in its best stage order."""
+
+    def __init__(self, groups, rt, pp: int):
+        self.groups, self.rt, self.pp = groups, rt, pp
+        self.cache: dict = {}
+        ends = [o for o in permutations(range(pp)) if o[0] < o[-1]] if pp <= MAX_ORDER_PP else [tuple(range(pp))]
+        self.orders = ends
+
+    def link(self, i: int, j: int) -> int:
+        key = (i, j) if i < j else (j, i)
+        if key not in self.cache:
+            self.cache[key] = _assign(self.groups[key[0]], self.groups[key[1]], self.rt)[0]
+        return self.cache[key]
+
+    def chain(self, members) -> tuple[int, tuple[int, ...]]:
+        """(least cost, members in that stage order)."""
+        best = None
+        for o in self.orders:
+            seq = [members[k] for k in o]
+            c = sum(self.link(a, b) for a, b in zip(seq, seq[1:]))
+            if best is None or c < best[0]:
+                best = (c, tuple(seq))
+        return best
+
+
+def _improve(chains: list[list[int]], costs: _Costs) -> list[tuple[int, ...]]:
+    """Chains (group indices) after swapping groups between neighbouring chains while the PP links drop."""
+    cur = [costs.chain(ch) for ch in chains]
+    for _ in range(PASSES):
+        better = False
+        for i in range(len(cur)):
+            for j in range(i + 1, min(len(cur), i + 1 + NEIGHBOURS)):
+                for a in range(costs.pp):
+                    for b in range(costs.pp):
+                        ci, cj = list(cur[i][1]), list(cur[j][1])
+                        ci[a], cj[b] = cj[b], ci[a]
+                        ni, nj = costs.chain(ci), costs.chain(cj)
+                        if ni[0] + nj[0] < cur[i][0] + cur[j][0]:
+                            cur[i], cur[j] = ni, nj
+                            better = True
+        if not better:
+            break
+    return [seq for _, seq in cur]
+
+
 def chain_groups(groups: list[tuple[int, ...]], pp: int, rings, tor, window: int = WINDOW
                  ) -> list[tuple[tuple[int, ...], ...]]:
     """Instances (``pp`` groups each, replicas matched) made of ``groups`` (module docstring).
@@ -110,7 +166,16 @@ def chain_groups(groups: list[tuple[int, ...]], pp: int, rings, tor, window: int
         Per instance, its stages (replica ``r`` of stage ``p`` feeds replica ``r`` of stage ``p + 1``).
     """
     rt = _ring_tors(rings, tor)
-    chunks = _pairs(groups, rt, window) if pp == 2 else _chunks(groups, rt, tor, rings, pp)
+    if pp == 2:
+        chunks = _pairs(groups, rt, window)
+    else:
+        index = {grp: i for i, grp in enumerate(groups)}
+        costs = _Costs(groups, rt, pp)
+        first = lambda ch: min(min(rings[r]) for g in ch for r in g)  # noqa: E731
+        starts = [[[index[g] for g in ch] for ch in sorted(_chunks(groups, rt, tor, rings, pp), key=first)],
+                  [list(range(i, i + pp)) for i in range(0, len(groups) - pp + 1, pp)]]  # and line order
+        start = min(starts, key=lambda chs: sum(costs.chain(ch)[0] for ch in chs))
+        chunks = [tuple(groups[i] for i in seq) for seq in _improve(start, costs)]
     out = []
     for chunk in chunks:
         stages = list(chunk)

@@ -185,3 +185,25 @@ def test_pp2_chaining_is_the_least_matching_of_the_groups(seed):
 
     assert sorted(r for ch in chains for grp in ch for r in grp) == list(range(n_groups * D))
     assert got == best(groups)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_pp3_chaining_uses_every_group_once_and_never_loses_to_line_order(seed):
+    # the local search only accepts swaps that lower the PP links: it ends at or below the line-order chaining
+    rng = np.random.default_rng(seed)
+    pp, D, m = 3, int(rng.integers(1, 3)), int(rng.integers(1, 3))
+    n_groups = pp * int(rng.integers(1, 5))
+    tor = np.repeat(rng.integers(0, 4, size=n_groups * D), m)  # whole rings under one ToR, at random
+    tor[rng.random(tor.size) < 0.2] = 4  # a few slots elsewhere
+    rings = [tuple(range(i * m, (i + 1) * m)) for i in range(n_groups * D)]
+    groups = [tuple(range(j * D, (j + 1) * D)) for j in range(n_groups)]
+
+    def links(chains):
+        return sum(sum(tor[u] != tor[v] for a, b in zip(ch[p], ch[p + 1]) for u, v in zip(rings[a], rings[b]))
+                   for ch in chains for p in range(pp - 1))
+
+    chains = chain_groups(groups, pp, rings, tor)
+    assert sorted(r for ch in chains for grp in ch for r in grp) == list(range(n_groups * D))
+    assert all(len(ch) == pp and all(len(g) == D for g in ch) for ch in chains)
+    line_order = [tuple(groups[i:i + pp]) for i in range(0, n_groups, pp)]
+    assert links(chains) <= links(line_order)
