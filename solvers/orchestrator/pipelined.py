@@ -15,7 +15,8 @@ priced exactly like a PP = 1 group) plus its PP send/recv bytes (>= 0).
   differ), at the item prices of the surrogate's Lagrangian bound.
 * Placement: the surrogate's groups, chained into instances by
   :mod:`solvers.orchestrator.stage_chains` (PP = 2: the minimum-weight
-  perfect matching of the groups, replicas matched by assignment).
+  perfect matching of the groups, replicas matched by assignment; PP > 2:
+  a local search).
 
 The result states the gap between the two (``optimal`` only when the
 placement meets the bound).
