@@ -183,9 +183,11 @@ def _ilp(line: Line, jobs: list[Job], greedy: Placement, options: SolveOptions, 
     big = prefer == "auto" and line.n > EXPLICIT_MAX_SLOTS  # small lines: the explicit model is exact and quick
     if ((big or prefer == "blocks") and len(jobs) == 1 and job.pp > 1 and job.dp > 1 and not line.closed
             and block_structure(line, job.tp // line.space.g, allow_short=True) is not None):
-        # PP > 1 on ToR blocks: bounded through its DP groups alone (solvers/orchestrator/pipelined.py)
-        res = run_pipelined(line, job, lambda fj, g: _ilp(line, fj, _warm_start(line, fj, g), options, "auto", t0),
-                            t0)
+        # PP > 1 on ToR blocks: bounded through its DP groups alone (solvers/orchestrator/pipelined.py); the PP
+        # bytes the chaining adds widen the gap, so the DP groups' run stops at half the gap asked for
+        flat_opts = replace(options, gap_rel=options.gap_rel / 2)
+        res = run_pipelined(line, job, lambda fj, g: _ilp(line, fj, _warm_start(line, fj, g), flat_opts, "auto", t0),
+                            t0, options.time_limit)
         if res is not None:
             return res
     budget = Budget(t0, options.time_limit)

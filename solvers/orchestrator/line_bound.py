@@ -367,12 +367,16 @@ class PackedBound:
     iterations : int
     converged : bool
         The master LP reached its optimum (no path prices out): ``bound`` is the full Lagrangian dual.
+    prices : tuple of float
+        The item prices (index 0 unused) of the best path bound: any relaxation that keeps the placement's
+        items may use them (:mod:`solvers.orchestrator.pp_bound`).
     """
 
     bound: int
     paths: list[LineBound]
     iterations: int
     converged: bool
+    prices: tuple = ()
 
 
 def _min_fill(pi, parts) -> float:
@@ -381,7 +385,8 @@ def _min_fill(pi, parts) -> float:
 
 
 def packed_bound(blocks: Blocks, D: int, C: int, *, upper: float | None = None, budget=None,
-                 max_iter: int = 200, options_of=tor_options) -> PackedBound | None:
+                 max_iter: int = 200, options_of=tor_options, prepared: Prepared | None = None
+                 ) -> PackedBound | None:
     """A lower bound that prices the packing of the pool into groups of exactly ``D`` (Lagrangian, exact LP dual).
 
     The relaxation of :func:`line_bound` drops one family of block-ILP rows:
@@ -405,6 +410,8 @@ def packed_bound(blocks: Blocks, D: int, C: int, *, upper: float | None = None, 
         Pricing rounds at most.
     options_of : callable
         As in :func:`prepare`.
+    prepared : Prepared, optional
+        :func:`prepare` of the same blocks, ``D`` and ``options_of``.
 
     Returns
     -------
@@ -416,7 +423,7 @@ def packed_bound(blocks: Blocks, D: int, C: int, *, upper: float | None = None, 
 
     if blocks.closed and 1 < blocks.T <= D:
         return None
-    prep = prepare(blocks, D, budget, options_of)
+    prep = prepared if prepared is not None else prepare(blocks, D, budget, options_of)
     parts = partitions(D)
     first = line_bound(blocks, D, C, budget, prepared=prep)
     if first is None:
@@ -424,6 +431,7 @@ def packed_bound(blocks: Blocks, D: int, C: int, *, upper: float | None = None, 
     paths = [first]
     costs = [first.bound]
     best = first.bound
+    best_ic = (0.0,) * D
     big = 4.0 * blocks.m * D  # cost of an artificial unit of a size (keeps the master feasible)
     converged = False
     it = 0
@@ -459,7 +467,8 @@ def packed_bound(blocks: Blocks, D: int, C: int, *, upper: float | None = None, 
             lb = line_bound(blocks, D, C, budget, item_cost=ic, prepared=prep)
         except BudgetSpent:
             break
-        best = max(best, lb.bound)
+        if lb.bound > best:
+            best, best_ic = lb.bound, tuple(ic)
         if upper is not None and np.ceil(best - 1e-6) >= upper:
             break
         orig = lb.bound - sum(ic[v] * lb.items[v] for v in range(1, D))
@@ -471,4 +480,4 @@ def packed_bound(blocks: Blocks, D: int, C: int, *, upper: float | None = None, 
         costs.append(orig)
         weights.append(0.0)
     order = sorted(range(len(paths)), key=lambda j: -weights[j] if j < len(weights) else 0.0)
-    return PackedBound(int(np.ceil(best - 1e-6)), [paths[j] for j in order], it, converged)
+    return PackedBound(int(np.ceil(best - 1e-6)), [paths[j] for j in order], it, converged, best_ic)

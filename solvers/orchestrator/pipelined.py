@@ -1,18 +1,25 @@
-"""PP > 1 on ToR blocks: the line-DP bound of the DP groups alone, and their placement chained into pipelines.
+"""PP > 1 on ToR blocks: a bound that counts the PP bytes no placement avoids, and the DP groups chained into pipelines.
 
 A placement of one job of ``C`` instances, PP stages and DP size ``D``
 holds ``C x PP`` DP groups of ``D`` rings; its cross-ToR bytes are those
 of its DP groups (each stage's group all-reduces the stage's ``dp_bytes``,
 priced exactly like a PP = 1 group) plus its PP send/recv bytes (>= 0).
-So the least cost of the *surrogate* job (PP = 1, ``C x PP`` instances,
-the same bytes per DP group) is a **valid lower bound**, and the
-bound-driven block orchestration (:mod:`solvers.orchestrator.bounded`)
-gives both that bound and a surrogate placement.  The surrogate's groups,
-taken in line order, ``PP`` consecutive ones per instance, with the
-replicas of consecutive stages matched to share the most ToRs, are a
-placement of the real job; its PP bytes are what separates it from the bound, and the
-result states that gap (``optimal`` only when it moves no PP byte across
-ToRs and the surrogate is optimal).
+
+* Bound: the larger of two valid lower bounds.  The least cost of the
+  *surrogate* job (PP = 1, ``C x PP`` instances, the same bytes per DP
+  group), from the bound-driven block orchestration
+  (:mod:`solvers.orchestrator.bounded`), counts no PP byte.  The line DP of
+  :mod:`solvers.orchestrator.pp_bound` adds to each ToR the PP links that
+  its groups' slots under it force across ToRs (a ToR whose pure groups
+  cannot all pipeline among themselves, or whose groups' slot counts
+  differ), at the item prices of the surrogate's Lagrangian bound.
+* Placement: the surrogate's groups, chained into instances by
+  :mod:`solvers.orchestrator.stage_chains` (PP = 2: the minimum-weight
+  perfect matching of the groups, replicas matched by assignment; PP > 2:
+  a local search).
+
+The result states the gap between the two (``optimal`` only when the
+placement meets the bound).
 """
 
 from __future__ import annotations
@@ -24,7 +31,14 @@ from solvers.orchestrator.greedy import greedy_placement
 from solvers.orchestrator.jobs import Job
 from solvers.orchestrator.placement import PlacedInstance, Placement
 from solvers.orchestrator.result import OrchestrationResult
+from solvers.orchestrator.three_blocks import three_block_view
+from solvers.orchestrator.line_bound import packed_bound, prepare
+from solvers.orchestrator.model_blocks import tor_options
+from solvers.orchestrator.pp_bound import pp_line_bound
+from solvers.orchestrator.rings import block_structure
+from solvers.orchestrator.run import Budget, BudgetSpent
 from solvers.orchestrator.space import Line
+from solvers.orchestrator.stage_chains import chain_groups
 from solvers.orchestrator.traffic import placement_traffic
 from solvers.pulp_adapter import SolveReport, relative_gap
 
@@ -38,39 +52,57 @@ def surrogate(job: Job) -> Job:
 
 
 def chain_stages(flat: Placement, pp: int, tor=None) -> Placement:
-    """``flat``'s DP groups in line order, ``pp`` consecutive ones per instance (see the module docstring).
+    """``flat``'s DP groups chained into instances of ``pp`` stages.
 
-    With ``tor`` (dense ToR of each slot), replica ``r`` of each stage is matched to the replica of
-    the stage before it that shares the most ToRs slot by slot (an assignment problem per stage
-    boundary: the fewest PP bytes across ToRs for that choice of groups); else by line order.
+    With ``tor`` (dense ToR of each slot), :func:`solvers.orchestrator.stage_chains.chain_groups` chooses the
+    groups of each instance and the replica matching at the fewest PP bytes across ToRs; else the groups are
+    taken in line order, ``pp`` consecutive ones per instance.
     """
     first = lambda ring: min(flat.rings[ring])  # noqa: E731
     groups = sorted((tuple(sorted(inst.stages[0], key=first)) for inst in flat.instances),
                     key=lambda grp: first(grp[0]))
-    instances = []
-    for i in range(0, len(groups) - pp + 1, pp):
-        stages = list(groups[i:i + pp])
-        if tor is not None:
-            for p in range(1, pp):
-                stages[p] = _matched(stages[p - 1], stages[p], flat.rings, tor)
-        instances.append(PlacedInstance(0, tuple(stages)))
-    return Placement(flat.rings, tuple(instances), flat.spare)
+    if tor is not None:
+        chains = chain_groups(groups, pp, flat.rings, tor)
+    else:
+        chains = [tuple(groups[i:i + pp]) for i in range(0, len(groups) - pp + 1, pp)]
+    instances = tuple(PlacedInstance(0, tuple(stages)) for stages in chains)
+    return Placement(flat.rings, instances, flat.spare)
 
 
-def _matched(prev: tuple[int, ...], cur: tuple[int, ...], rings, tor) -> tuple[int, ...]:
-    """``cur`` reordered so that replica ``r`` crosses ToRs at the fewest slots against ``prev[r]``."""
-    import numpy as np
-    from scipy.optimize import linear_sum_assignment
+def leftover_bound(line: Line, job: Job, budget: Budget) -> float | None:
+    """:func:`solvers.orchestrator.pp_bound.pp_line_bound` of ``job`` on ``line`` (bytes), None where it has none.
 
-    a = np.array([[tor[u] for u in rings[r]] for r in prev])
-    b = np.array([[tor[u] for u in rings[r]] for r in cur])
-    cost = (a[:, None, :] != b[None, :, :]).sum(axis=2)
-    rows, cols = linear_sum_assignment(cost)
-    return tuple(cur[c] for _, c in sorted(zip(rows, cols)))
+    None also when the budget runs out (the surrogate's bound then stands alone).
+    """
+    g, D = line.space.g, job.dp
+    unit = g * 2.0 * (D - 1) / D * job.bytes_dp
+    blocks = block_structure(line, job.tp // g, allow_short=True)
+    if blocks is None or D < 2:
+        return None
+    view, options_of = blocks, tor_options
+    if not blocks.exact:
+        three = three_block_view(blocks, line.space.healthy, line.space.tor)
+        if three is None:
+            return None
+        view, options_of = three
+    C = job.count * job.pp
+    try:
+        prep = prepare(view, D, budget, options_of)
+        prices = packed_bound(view, D, C, budget=budget, options_of=options_of, prepared=prep)
+        if prices is None:
+            return None
+        rows: dict = {}
+        return max(pp_line_bound(view, D, C, job.pp, unit, g * job.bytes_pp, budget, options_of, prices.prices,
+                                 scheme, prep, rows) for scheme in ("pure", "spread", "ends"))  # three valid bounds
+    except BudgetSpent:
+        return None
 
 
-def run_pipelined(line: Line, job: Job, run_flat, t0: float) -> OrchestrationResult | None:
+def run_pipelined(line: Line, job: Job, run_flat, t0: float, time_limit: float | None = None
+                  ) -> OrchestrationResult | None:
     """Bound and place ``job`` (PP > 1) through its surrogate; ``run_flat(jobs, greedy)`` orchestrates PP = 1.
+
+    ``time_limit`` (seconds from ``t0``) also bounds the PP-aware bound of :func:`leftover_bound`.
 
     Returns None when the surrogate run has no placement (the caller then uses the explicit model).
     """
@@ -84,7 +116,13 @@ def run_pipelined(line: Line, job: Job, run_flat, t0: float) -> OrchestrationRes
     rep0 = flat.report
     known = rep0 is not None and rep0.has_solution and rep0.bound is not None
     bound = rep0.bound * flat.unit_bytes if known else 0.0  # the surrogate's bound in DP bytes (PP bytes >= 0)
+    t1 = time.perf_counter()
+    pp_bound = leftover_bound(line, job, Budget(t0, time_limit))
+    t_pp = time.perf_counter() - t1
+    if pp_bound is not None:
+        bound = max(bound, pp_bound)  # both are valid lower bounds
     cost = traffic.cross_bytes
+    bound = min(bound, cost)  # a lower bound above the cost of a placement can only be rounding
     optimal = cost <= bound + TOL * max(1.0, cost)
     gap = 0.0 if optimal else relative_gap(cost, bound)
     status = "optimal" if optimal else "feasible"
@@ -102,9 +140,12 @@ def run_pipelined(line: Line, job: Job, run_flat, t0: float) -> OrchestrationRes
     res = OrchestrationResult(status, "ilp", flat.model + "-pp", line.space, [job], placement, traffic, rep, 1.0,
                               flat.model_stats, termination=rep.termination)
     res.notes = list(flat.notes) + [
-        f"PP {job.pp}: bound = the line-DP bound of its {job.count * job.pp} DP groups alone (PP bytes >= 0); "
-        f"placement = those groups chained into pipelines in line order ({traffic.pp_cross_bytes:.4g} PP bytes "
-        "cross ToRs); solvers/orchestrator/pipelined.py"]
+        f"PP {job.pp}: bound = the larger of the line-DP bound of its {job.count * job.pp} DP groups alone "
+        f"(PP bytes >= 0) and the line DP that also charges each ToR the PP bytes of a leftover pure group "
+        f"({'none' if pp_bound is None else f'{pp_bound:.6g} B'}; solvers/orchestrator/pp_bound.py); "
+        f"placement = those groups chained into pipelines ({traffic.pp_cross_bytes:.4g} PP bytes cross ToRs; "
+        "solvers/orchestrator/stage_chains.py)"]
     res.seconds.update(flat.seconds)
+    res.seconds["pp_bound"] = t_pp
     res.seconds["total"] = time.perf_counter() - t0
     return res

@@ -113,7 +113,8 @@ def test_16384_nodes_a_solution_with_a_stated_gap_in_5_min(k, tp, dp):
     pytest.param(2, 16, 4, 1, "interleaved", id="interleaved-k2-tp16-dp4"),
     pytest.param(2, 16, 4, 2, "contiguous", id="pp2-k2-tp16-dp4"),
     pytest.param(2, 32, 2, 2, "contiguous", id="pp2-k2-tp32-dp2"),
-])
+] + [pytest.param(k, tp, dp, 2, "contiguous", id=f"pp2-k{k}-tp{tp}-dp{dp}") for k in (2, 3) for tp, dp in SHAPES
+     if (k, tp, dp) not in ((2, 16, 4), (2, 32, 2))])
 def test_explicit_cases_1024_nodes_within_1_percent_in_60_s(k, tp, dp, pp, wiring):
     d = _run(1024, k, tp, dp, pp=pp, wiring=wiring, limit=58, gap=0.01)
     assert d["gap"] is not None and d["gap"] <= 0.01
