@@ -115,16 +115,9 @@ def best_grouping(sigs: list[tuple], job: Job, g: int) -> float:
     def rec(rest: tuple) -> float:
         if not rest:
             return 0.0
-        first, others = rest[0], rest[1:]
         best = float("inf")
-        tried = set()
-        for idx in combinations(range(len(others)), size - 1):
-            mates = tuple(others[i] for i in idx)
-            if mates in tried:
-                continue
-            tried.add(mates)
-            remain = tuple(x for i, x in enumerate(others) if i not in idx)
-            best = min(best, instance_cost((first,) + mates, job, g) + rec(remain))
+        for members, remain in _instances_with_first(rest, size):
+            best = min(best, instance_cost(members, job, g) + rec(remain))
         return best
 
     return rec(tuple(sorted(sigs)))
@@ -160,21 +153,13 @@ def brute_force_jobs(line: Line, jobs: list[Job]) -> float:
     def rec(rest: tuple, counts: tuple) -> float:
         if not rest:
             return 0.0 if not any(counts) else float("inf")
-        first, others = rest[0], rest[1:]
         best = float("inf")
         for j, job in enumerate(jobs):
             if not counts[j]:
                 continue
-            size = job.dp * job.pp
             left = counts[:j] + (counts[j] - 1,) + counts[j + 1:]
-            tried = set()
-            for idx in combinations(range(len(others)), size - 1):
-                mates = tuple(others[i] for i in idx)
-                if mates in tried:
-                    continue
-                tried.add(mates)
-                remain = tuple(x for i, x in enumerate(others) if i not in idx)
-                best = min(best, instance_cost((first,) + mates, job, g) + rec(remain, left))
+            for members, remain in _instances_with_first(rest, job.dp * job.pp):
+                best = min(best, instance_cost(members, job, g) + rec(remain, left))
         return best
 
     counts = tuple(j.count for j in jobs)
@@ -186,6 +171,21 @@ def brute_force_jobs(line: Line, jobs: list[Job]) -> float:
             seen.add(key)
             best = min(best, rec(key, counts))
     return best
+
+
+def _instances_with_first(rest: tuple, size: int):
+    """Each distinct instance of ``size`` signatures that holds ``rest[0]``, and the signatures it leaves.
+
+    Instances are multisets: mates equal as tuples are tried once (``rest`` sorted keeps them so).
+    """
+    first, others = rest[0], rest[1:]
+    tried = set()
+    for idx in combinations(range(len(others)), size - 1):
+        mates = tuple(others[i] for i in idx)
+        if mates in tried:
+            continue
+        tried.add(mates)
+        yield (first,) + mates, tuple(x for i, x in enumerate(others) if i not in idx)
 
 
 def line_from_arrays(healthy, tor, k: int, g: int = 1, closed: bool = False) -> Line:

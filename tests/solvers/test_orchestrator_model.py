@@ -89,13 +89,19 @@ def test_model_cost_of_the_greedy_equals_its_accounted_traffic(seed):
     model = build_model(line, jobs)
     greedy = greedy_placement(line, jobs)
     start = encode_blocks(model, greedy) if model.kind.startswith("blocks") else encode_explicit(model, greedy)
+    assert priced_at(model, start) * model.unit_bytes == pytest.approx(
+        placement_traffic(greedy, line.space, jobs).cross_bytes)
+
+
+def priced_at(model, start):
+    """The model's objective with its integer variables fixed at ``start`` (a warm start's encoding)."""
     assert start
     for v, x in start.items():
         if v.cat == pulp.LpInteger:
             v.lowBound = v.upBound = round(x)
     rep = solve_model(model, SolveOptions())
     assert rep.status == "optimal"
-    assert rep.objective * model.unit_bytes == pytest.approx(placement_traffic(greedy, line.space, jobs).cross_bytes)
+    return rep.objective
 
 
 def test_extracted_placement_is_a_valid_khop_configuration():

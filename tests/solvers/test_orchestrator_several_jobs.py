@@ -105,16 +105,14 @@ def test_the_block_model_of_several_jobs_is_not_used_where_a_chain_could_close()
 def test_several_job_model_cost_of_the_greedy_equals_its_accounted_traffic(seed):
     """The warm start encoded into the several-job model (encode.encode_blocks) and fixed there: the model's
     objective is the greedy's accounted cross bytes (the model prices every group as the accounting does)."""
-    import pulp
-
     from solvers.orchestrator.encode import encode_blocks
     from solvers.orchestrator.greedy import greedy_placement
     from solvers.orchestrator.model_explicit import unit_costs
     from solvers.orchestrator.model_jobs import build_jobs_model
     from solvers.orchestrator.rings import block_structure, max_rings
-    from solvers.orchestrator.solve import solve_model
     from solvers.orchestrator.stage1 import resolve_jobs
     from solvers.orchestrator.traffic import placement_traffic
+    from tests.solvers.test_orchestrator_model import priced_at  # the model's objective at a fixed start
 
     rng = random.Random(seed)
     line = random_line(rng, 24, 6, rng.choice([2, 3]), bool(seed % 2))
@@ -125,11 +123,5 @@ def test_several_job_model_cost_of_the_greedy_equals_its_accounted_traffic(seed)
     unit, dpc, _ = unit_costs(jobs, 1)
     model = build_jobs_model(blocks, [j.dp for j in jobs], [j.count for j in jobs], dpc, unit)
     greedy = greedy_placement(line, jobs)
-    start = encode_blocks(model, greedy)
-    assert start
-    for v, x in start.items():
-        if v.cat == pulp.LpInteger:
-            v.lowBound = v.upBound = round(x)
-    rep = solve_model(model, SolveOptions())
-    assert rep.status == "optimal"
-    assert rep.objective * unit == pytest.approx(placement_traffic(greedy, line.space, jobs).cross_bytes)
+    assert priced_at(model, encode_blocks(model, greedy)) * unit == pytest.approx(
+        placement_traffic(greedy, line.space, jobs).cross_bytes)

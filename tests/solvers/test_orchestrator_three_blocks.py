@@ -88,6 +88,26 @@ CASES = [(12, 2, 2, 3, 2), (14, 2, 2, 3, 2), (12, 2, 2, 3, 3), (15, 3, 3, 4, 2),
          (18, 3, 3, 5, 2), (14, 2, 2, 4, 2)]
 
 
+def three_view_bound_holds(line, m, D):
+    """Check the three-block view's bound against brute force on ``line`` (short blocks only).
+
+    Returns (job, brute-force optimum, bytes per crossing unit, block view), or None when the line has no
+    short-block instance of TP ``m`` x DP ``D`` (exact blocks, no view, or nothing fits).
+    """
+    job = resolved(line, Job(tp=m, dp=D, dp_bytes=1.0))
+    blocks = block_structure(line, m, allow_short=True)
+    if job is None or blocks is None or blocks.exact:
+        return None
+    view = three_block_view(blocks, line.space.healthy, line.space.tor)
+    if view is None:
+        return None
+    best = brute_force(line, job)
+    unit, _, _ = unit_costs([job], 1)
+    pb = packed_bound(view[0], D, job.count, options_of=view[1])
+    assert pb is not None and pb.bound * unit <= best + 1e-9
+    return job, best, unit, blocks
+
+
 def test_bound_never_exceeds_brute_force_on_short_blocks():
     """Random draws; the bound of the two-block view alone is wrong (above the optimum, or no path)
     on some of them (the optimum needs a three-block ring), and the three-block bound must hold there too."""
@@ -96,17 +116,10 @@ def test_bound_never_exceeds_brute_force_on_short_blocks():
     for _ in range(120):
         n, npt, k, m, D = rng.choice(CASES)
         line = make_line(n, npt, k, sorted(rng.sample(range(n), rng.randint(0, 3))))
-        job = resolved(line, Job(tp=m, dp=D, dp_bytes=1.0))
-        blocks = block_structure(line, m, allow_short=True)
-        if job is None or blocks is None or blocks.exact:
+        checked_view = three_view_bound_holds(line, m, D)
+        if checked_view is None:
             continue
-        view = three_block_view(blocks, line.space.healthy, line.space.tor)
-        if view is None:
-            continue
-        best = brute_force(line, job)
-        unit, _, _ = unit_costs([job], 1)
-        pb = packed_bound(view[0], D, job.count, options_of=view[1])
-        assert pb is not None and pb.bound * unit <= best + 1e-9
+        job, best, unit, blocks = checked_view
         two = packed_bound(blocks, D, job.count)
         needs_three += two is None or two.bound * unit > best + 1e-9
         checked += 1
@@ -141,17 +154,10 @@ def test_bound_never_exceeds_brute_force_on_short_blocks_of_closed_lines():
         healthy[rng.sample(range(n), rng.randint(0, 3))] = False
         tor = (np.arange(n) + rng.randint(0, npt - 1)) // npt % (n // npt)
         line = line_from_arrays(healthy, tor, k, 1, True)
-        job = resolved(line, Job(tp=m, dp=D, dp_bytes=1.0))
-        blocks = block_structure(line, m, allow_short=True)
-        if job is None or blocks is None or blocks.exact:
+        checked_view = three_view_bound_holds(line, m, D)
+        if checked_view is None:
             continue
-        view = three_block_view(blocks, line.space.healthy, line.space.tor)
-        if view is None:
-            continue
-        best = brute_force(line, job)
-        unit, _, _ = unit_costs([job], 1)
-        pb = packed_bound(view[0], D, job.count, options_of=view[1])
-        assert pb is not None and pb.bound * unit <= best + 1e-9
+        job, best, unit, _ = checked_view
         res = orchestrate_line(line, [Job(tp=m, dp=D, dp_bytes=1.0)], options=SolveOptions(time_limit=30),
                                model="blocks")
         assert res.traffic.cross_bytes >= best - 1e-9
