@@ -211,20 +211,25 @@ def test_bench_nccl_all_reduce_dgx_1024_default():
     assert cpu < 10.0
 
 
-@pytest.mark.bench
-def test_bench_ring_16k_ranks_one_step():
-    """Issue 18 (rings in memory linear in ranks): ring all-reduce of 1 GiB over 16,384 GPUs, 8 channels,
-    timed from one simulated step (131,072 flows standing for 4.3e9): < 10 s CPU and < 2 GB.  Routing batches
-    hold at most as many destinations as fit the dense search tables (fabric.sim.routing._batches)."""
+def _all_reduce_16k_dgx(algorithm: str, **kw):
+    """(result, wall s, CPU s, peak traced bytes) of a 1 GiB all-reduce over 16,384 DGX GPUs, timed once."""
     _warm_up()
     fab = build("dgx", gpus=16384)
-    coll = Collective("all-reduce", tuple(range(16384)), GiB, "ring", protocol="simple")
+    coll = Collective("all-reduce", tuple(range(16384)), GiB, algorithm, **kw)
 
     def run():
         return Simulator(fab).collective(coll)
 
     r, wall, cpu = _timed_median(run, repeat=1)
-    peak = _peak(run)
+    return r, wall, cpu, _peak(run)
+
+
+@pytest.mark.bench
+def test_bench_ring_16k_ranks_one_step():
+    """Issue 18 (rings in memory linear in ranks): ring all-reduce of 1 GiB over 16,384 GPUs, 8 channels,
+    timed from one simulated step (131,072 flows standing for 4.3e9): < 10 s CPU and < 2 GB.  Routing batches
+    hold at most as many destinations as fit the dense search tables (fabric.sim.routing._batches)."""
+    r, wall, cpu, peak = _all_reduce_16k_dgx("ring", protocol="simple")
     _report(f"ring all-reduce 1 GiB x 16,384 GPUs, {r.channels} channels, one-step timing ({r.time_s * 1e3:.1f} ms "
             f"simulated, busbw {r.busbw_Bps / 1e9:.1f} GB/s)", r.n_flows, wall, cpu, peak)
     assert cpu < 10.0 and peak < 2 * 2**30
@@ -235,16 +240,7 @@ def test_bench_hierarchical_16k_ranks_by_step():
     """Issue 18: hierarchical all-reduce of 1 GiB over 16,384 DGX H100 GPUs (2,048 domains of 8), the CLI's
     default protocol choice (LL / LL128 / Simple, fastest wins), timed from one step of each phase
     (fabric.sim.hierarchical: 32,768 flows standing for 6.7e7): < 10 s CPU and < 2 GB."""
-    _warm_up()
-    n = 16384
-    fab = build("dgx", gpus=n)
-    coll = Collective("all-reduce", tuple(range(n)), GiB, "hierarchical")
-
-    def run():
-        return Simulator(fab).collective(coll)
-
-    r, wall, cpu = _timed_median(run, repeat=1)
-    peak = _peak(run)
+    r, wall, cpu, peak = _all_reduce_16k_dgx("hierarchical")
     _report(f"hierarchical all-reduce 1 GiB x 16,384 GPUs, {r.protocol}, by step ({r.time_s * 1e3:.1f} ms simulated, "
             f"busbw {r.busbw_Bps / 1e9:.1f} GB/s)", r.n_flows, wall, cpu, peak)
     assert r.n_flows == 2 * 2048 * 8 * 7 + 2 * 8 * 2048 * 2047
