@@ -180,6 +180,92 @@ def con(prob: pulp.LpProblem, terms, sense: str, rhs: float, name: str) -> None:
     prob.addConstraint(pulp.LpConstraint(lin(terms), s, name, rhs))
 
 
+class ToRChoice(list):
+    """The option variables of one ToR (a list, in option order) and the rows they enter by side.
+
+    Attributes
+    ----------
+    sout, sin : dict
+        Boundary state -> [(variable, 1)] of the options that leave it on the right / find it on the left.
+    free : list of (int, variable)
+        (pure rings left for whole groups, variable) of the joint options and of the side pairs.
+    """
+
+    sout: dict
+    sin: dict
+    free: list
+
+
+def tor_choice_rows(prob: pulp.LpProblem, V: dict, blocks: Blocks, t: int, ops: list[Option]) -> ToRChoice:
+    """ToR ``t``'s option variables, its left/right choice rows and its side-pair rows (module docstring).
+
+    Shared by the block model and the several-job model (:mod:`solvers.orchestrator.model_jobs`), which add
+    their own group-side rows (emitted sizes, lone rings, costs) over the returned variables.
+    """
+    ov = ToRChoice(pulp.LpVariable(f"opt_{t}_{i}", 0, 1, pulp.LpBinary) for i in range(len(ops)))
+    left, right, so, si = [], [], defaultdict(list), defaultdict(list)
+    by_l, by_r, free = defaultdict(list), defaultdict(list), []
+    for i, (op, v) in enumerate(zip(ops, ov)):
+        V["opt"][(t, i)] = v
+        if op.part != "out":
+            left.append((v, 1))
+            si[op.sin].append((v, 1))
+        if op.part != "in":
+            right.append((v, 1))
+            so[op.sout].append((v, 1))
+        if op.part == "in":
+            by_l[op.xl, op.cons].append((v, 1))
+        elif op.part == "out":
+            by_r[op.xr, op.cons].append((v, 1))
+        else:
+            free.append((blocks.cap[t][(op.xl, op.xr)] - op.cons, v))
+    con(prob, left, "==", 1, f"left_choice_{t}")
+    con(prob, right, "==", 1, f"right_choice_{t}")
+    # pair[t, xl, cl, xr, cr]: the ToR's split and pure rings taken on each side.  Its marginals are the
+    # option choices, so for integer options it is the one cell where they meet (continuous is enough);
+    # it makes the capacity and the whole-group count exact per combination, which tightens the LP a lot.
+    pair_l, pair_r = defaultdict(list), defaultdict(list)
+    for xl, cl in sorted(by_l):
+        for xr, cr in sorted(by_r):
+            f = blocks.cap[t].get((xl, xr))
+            if f is not None and cl + cr <= f:
+                v = V["pair"][(t, xl, cl, xr, cr)] = pulp.LpVariable(f"pair_{t}_{xl}_{cl}_{xr}_{cr}", 0, 1)
+                pair_l[xl, cl].append((v, 1))
+                pair_r[xr, cr].append((v, 1))
+                free.append((f - cl - cr, v))
+    for key, terms in by_l.items():
+        con(prob, pair_l[key] + [(v, -1) for v, _ in terms], "==", 0, f"pair_l_{t}_{key[0]}_{key[1]}")
+    for key, terms in by_r.items():
+        con(prob, pair_r[key] + [(v, -1) for v, _ in terms], "==", 0, f"pair_r_{t}_{key[0]}_{key[1]}")
+    ov.sout, ov.sin, ov.free = so, si, free
+    return ov
+
+
+def pool_rows(prob: pulp.LpProblem, V: dict, D: int, C: int, emitted: dict, job: int | None = None) -> list:
+    """The packing of pooled items into mixed groups of ``D`` (module docstring): ``F`` arcs, flow rows, item rows.
+
+    ``emitted[v]``: [(variable, count)] of the items of size ``v``.  ``job`` tags names and keys (the
+    several-job model).  Returns the terms counting mixed groups (the arcs leaving 0).
+    """
+    key = () if job is None else (job,)
+    tag = "" if job is None else f"{job}_"
+    reach = _ge_sizes(D)
+    F = {}
+    for v in range(1, D):
+        for a0 in sorted(reach[v]):
+            if a0 + v <= D:
+                F[a0, v] = V["F"][key + (a0, v)] = pulp.LpVariable(f"F_{tag}{a0}_{v}", 0, C, pulp.LpInteger)
+    for a0 in range(1, D):
+        terms = [(F[a0 - v, v], 1) for v in range(1, D) if (a0 - v, v) in F]
+        terms += [(F[a0, v], -1) for v in range(1, D) if (a0, v) in F]
+        if terms:
+            con(prob, terms, "==", 0, f"flow_{tag}{a0}")
+    for v in range(1, D):
+        terms = [(f, 1) for (a0, u), f in F.items() if u == v] + [(x, -c) for x, c in emitted[v]]
+        con(prob, terms, "==", 0, f"items_{tag}of_size_{v}")
+    return [(F[0, v], 1) for v in range(1, D) if (0, v) in F]
+
+
 def build_blocks_model(blocks: Blocks, D: int, C: int, unit_bytes: float, budget=None,
                        options: list[list[Option]] | None = None) -> BuiltModel:
     """The block ILP for ``C`` DP groups of ``D`` rings (module docstring).  ``C == 1`` uses the single-group form.
@@ -207,51 +293,17 @@ def build_blocks_model(blocks: Blocks, D: int, C: int, unit_bytes: float, budget
     for t in range(T):
         if budget is not None:
             budget.check()
-        ov = [pulp.LpVariable(f"opt_{t}_{i}", 0, 1, pulp.LpBinary) for i in range(len(opts[t]))]
-        for i, v in enumerate(ov):
-            V["opt"][(t, i)] = v
-        left, right, so, si = [], [], defaultdict(list), defaultdict(list)
-        by_l, by_r = defaultdict(list), defaultdict(list)
-        joint_free = []
+        ov = tor_choice_rows(prob, V, blocks, t, opts[t])
         for op, v in zip(opts[t], ov):
-            if op.part != "out":
-                left.append((v, 1))
-                si[op.sin].append((v, 1))
-            if op.part != "in":
-                right.append((v, 1))
-                so[op.sout].append((v, 1))
-            if op.part == "in":
-                by_l[op.xl, op.cons].append((v, 1))
-            elif op.part == "out":
-                by_r[op.xr, op.cons].append((v, 1))
-            else:
-                joint_free.append((blocks.cap[t][(op.xl, op.xr)] - op.cons, v))
             if op.emit:
                 emitted[op.emit].append((v, 1))
             if op.alone:
                 alone.append((v, op.alone))
             if op.cost:
                 cost.append((v, op.cost))
-        sout_of.append(so)
-        sin_of.append(si)
-        con(prob, left, "==", 1, f"left_choice_{t}")
-        con(prob, right, "==", 1, f"right_choice_{t}")
-        # pair[t, xl, cl, xr, cr]: the ToR's split and pure rings taken on each side.  Its marginals are the
-        # option choices, so for integer options it is the one cell where they meet (continuous is enough);
-        # it makes the capacity and the whole-group count exact per combination, which tightens the LP a lot.
-        pair_l, pair_r, free = defaultdict(list), defaultdict(list), list(joint_free)
-        for xl, cl in sorted(by_l):
-            for xr, cr in sorted(by_r):
-                f = blocks.cap[t].get((xl, xr))
-                if f is not None and cl + cr <= f:
-                    v = V["pair"][(t, xl, cl, xr, cr)] = pulp.LpVariable(f"pair_{t}_{xl}_{cl}_{xr}_{cr}", 0, 1)
-                    pair_l[xl, cl].append((v, 1))
-                    pair_r[xr, cr].append((v, 1))
-                    free.append((f - cl - cr, v))
-        for key, terms in by_l.items():
-            con(prob, pair_l[key] + [(v, -1) for v, _ in terms], "==", 0, f"pair_l_{t}_{key[0]}_{key[1]}")
-        for key, terms in by_r.items():
-            con(prob, pair_r[key] + [(v, -1) for v, _ in terms], "==", 0, f"pair_r_{t}_{key[0]}_{key[1]}")
+        free = ov.free
+        sout_of.append(ov.sout)
+        sin_of.append(ov.sin)
         fmax = blocks.cap[t].get((0, 0), 0)
         p = V["p"][t] = pulp.LpVariable(f"p_{t}", 0, fmax // D, pulp.LpInteger)
         ps.append((p, 1))
@@ -272,21 +324,7 @@ def build_blocks_model(blocks: Blocks, D: int, C: int, unit_bytes: float, budget
                 continue
             terms = sout_of[tl].get(st, []) + [(v, -1) for v, _ in sin_of[tr].get(st, [])]
             con(prob, terms, "==", 0, f"state_{b}_{'_'.join(map(str, st))}")
-    reach = _ge_sizes(D)
-    F = {}
-    for v in range(1, D):
-        for a0 in sorted(reach[v]):
-            if a0 + v <= D:
-                F[a0, v] = V["F"][(a0, v)] = pulp.LpVariable(f"F_{a0}_{v}", 0, C, pulp.LpInteger)
-    for a0 in range(1, D):
-        terms = [(F[a0 - v, v], 1) for v in range(1, D) if (a0 - v, v) in F]
-        terms += [(F[a0, v], -1) for v in range(1, D) if (a0, v) in F]
-        if terms:
-            con(prob, terms, "==", 0, f"flow_{a0}")
-    for v in range(1, D):
-        terms = [(f, 1) for (a0, u), f in F.items() if u == v] + [(x, -c) for x, c in emitted[v]]
-        con(prob, terms, "==", 0, f"items_of_size_{v}")
-    mixed = [(F[0, v], 1) for v in range(1, D) if (0, v) in F]
+    mixed = pool_rows(prob, V, D, C, emitted)
     con(prob, ps + mixed + alone, "==", C, "groups")
     prob.setObjective(lin(cost))
     return BuiltModel("blocks", prob, V, unit_bytes, 1.0, blocks, {"D": D, "C": C, "options": opts})

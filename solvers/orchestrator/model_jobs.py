@@ -30,7 +30,7 @@ import pulp
 
 from solvers.orchestrator.built import BuiltModel
 from solvers.orchestrator.extract import _ring_store, chosen_options
-from solvers.orchestrator.model_blocks import _ge_sizes, con, lin, tor_options
+from solvers.orchestrator.model_blocks import con, lin, pool_rows, tor_choice_rows, tor_options
 from solvers.orchestrator.placement import PlacedInstance, Placement
 from solvers.orchestrator.rings import Blocks
 
@@ -103,46 +103,17 @@ def build_jobs_model(blocks: Blocks, dps: list[int], counts: list[int], weights:
         ops, of = job_options(blocks, t, dps, None if keep is None else keep[t])
         opts.append(ops)
         jobs_of.append(of)
-        ov = [pulp.LpVariable(f"opt_{t}_{i}", 0, 1, pulp.LpBinary) for i in range(len(ops))]
-        left, right, so, si = [], [], defaultdict(list), defaultdict(list)
-        by_l, by_r, free = defaultdict(list), defaultdict(list), []
-        for i, (op, v, j) in enumerate(zip(ops, ov, of)):
-            V["opt"][(t, i)] = v
-            if op.part != "out":
-                left.append((v, 1))
-                si[op.sin].append((v, 1))
-            if op.part != "in":
-                right.append((v, 1))
-                so[op.sout].append((v, 1))
-            if op.part == "in":
-                by_l[op.xl, op.cons].append((v, 1))
-            elif op.part == "out":
-                by_r[op.xr, op.cons].append((v, 1))
-            else:
-                free.append((blocks.cap[t][(op.xl, op.xr)] - op.cons, v))
+        ov = tor_choice_rows(prob, V, blocks, t, ops)
+        for op, v, j in zip(ops, ov, of):
             if op.emit:
                 emitted[j, op.emit].append((v, 1))
             if op.alone:
                 alone[j].append((v, op.alone))
             if op.cost:
                 cost.append((v, op.cost * weights[j]))
-        sout_of.append(so)
-        sin_of.append(si)
-        con(prob, left, "==", 1, f"left_choice_{t}")
-        con(prob, right, "==", 1, f"right_choice_{t}")
-        pair_l, pair_r = defaultdict(list), defaultdict(list)
-        for xl, cl in sorted(by_l):
-            for xr, cr in sorted(by_r):
-                f = blocks.cap[t].get((xl, xr))
-                if f is not None and cl + cr <= f:
-                    v = V["pair"][(t, xl, cl, xr, cr)] = pulp.LpVariable(f"pair_{t}_{xl}_{cl}_{xr}_{cr}", 0, 1)
-                    pair_l[xl, cl].append((v, 1))
-                    pair_r[xr, cr].append((v, 1))
-                    free.append((f - cl - cr, v))
-        for key, terms in by_l.items():
-            con(prob, pair_l[key] + [(v, -1) for v, _ in terms], "==", 0, f"pair_l_{t}_{key[0]}_{key[1]}")
-        for key, terms in by_r.items():
-            con(prob, pair_r[key] + [(v, -1) for v, _ in terms], "==", 0, f"pair_r_{t}_{key[0]}_{key[1]}")
+        free = ov.free
+        sout_of.append(ov.sout)
+        sin_of.append(ov.sin)
         fmax = blocks.cap[t].get((0, 0), 0)
         use = []
         for j, D in enumerate(dps):
@@ -163,21 +134,7 @@ def build_jobs_model(blocks: Blocks, dps: list[int], counts: list[int], weights:
             terms = sout_of[tl].get(st, []) + [(v, -1) for v, _ in sin_of[tr].get(st, [])]
             con(prob, terms, "==", 0, f"state_{b}_{'_'.join(map(str, st))}")
     for j, (D, C) in enumerate(zip(dps, counts)):
-        reach = _ge_sizes(D)
-        F = {}
-        for v in range(1, D):
-            for a0 in sorted(reach[v]):
-                if a0 + v <= D:
-                    F[a0, v] = V["F"][(j, a0, v)] = pulp.LpVariable(f"F_{j}_{a0}_{v}", 0, C, pulp.LpInteger)
-        for a0 in range(1, D):
-            terms = [(F[a0 - v, v], 1) for v in range(1, D) if (a0 - v, v) in F]
-            terms += [(F[a0, v], -1) for v in range(1, D) if (a0, v) in F]
-            if terms:
-                con(prob, terms, "==", 0, f"flow_{j}_{a0}")
-        for v in range(1, D):
-            terms = [(f, 1) for (a0, u), f in F.items() if u == v] + [(x, -c) for x, c in emitted[j, v]]
-            con(prob, terms, "==", 0, f"items_{j}_of_size_{v}")
-        mixed = [(F[0, v], 1) for v in range(1, D) if (0, v) in F]
+        mixed = pool_rows(prob, V, D, C, {v: emitted[j, v] for v in range(1, D)}, job=j)
         con(prob, [(V["p"][(t, j)], 1) for t in range(T)] + mixed + alone[j], "==", C, f"groups_{j}")
     prob.setObjective(lin(cost))
     step = 1.0 if len(set(weights)) == 1 and float(weights[0]).is_integer() else None
