@@ -38,6 +38,42 @@ def _ring_store(blocks, splits):
     return rings, straddle_idx, pure_idx
 
 
+def ring_store_and_taker(blocks, splits):
+    """(rings, straddle index per boundary, ``pop(t, n)``: the next ``n`` pure rings of ToR ``t``)."""
+    rings, straddle_idx, pure_idx = _ring_store(blocks, splits)
+    take = {t: list(pure_idx[t]) for t in range(blocks.T)}
+
+    def pop(t, n):
+        out, take[t] = take[t][:n], take[t][n:]
+        if len(out) < n:
+            raise RuntimeError(f"model asks for {n} pure rings of ToR {t}, only {len(out)} fit")
+        return out
+
+    return rings, straddle_idx, pop
+
+
+def mixed_groups(flow: dict, by_size: dict, D: int) -> list[list[int]]:
+    """The arc-flow decomposition: each path 0 -> ``D`` of ``flow[(a0, v)]`` arcs is one mixed group.
+
+    ``by_size[v]``: the items of ``v`` rings formed (consumed).
+    """
+    groups = []
+    flow = dict(flow)
+    while any(f > 0 for (u, _), f in flow.items() if u == 0):
+        a0, members = 0, []
+        while a0 < D:
+            arc = next(((u, v) for (u, v), f in flow.items() if u == a0 and f > 0), None)
+            if arc is None:
+                raise RuntimeError("arc flow does not reach D")
+            flow[arc] -= 1
+            if not by_size[arc[1]]:
+                raise RuntimeError(f"arc flow wants an item of {arc[1]} rings that the model did not form")
+            members += by_size[arc[1]].pop(0)
+            a0 += arc[1]
+        groups.append(members)
+    return groups
+
+
 @dataclass(frozen=True)
 class _Choice:
     """What one ToR decided: the state on each side, attachments, chain."""
@@ -75,14 +111,7 @@ def extract_blocks(model: BuiltModel) -> Placement:
     else:
         choices = chosen_options(model)
         splits = {blocks.right[t]: a.xr for t, a in enumerate(choices) if a.xr}
-    rings, straddle_idx, pure_idx = _ring_store(blocks, splits)
-    take = {t: list(pure_idx[t]) for t in range(T)}
-
-    def pop(t, n):
-        out, take[t] = take[t][:n], take[t][n:]
-        if len(out) < n:
-            raise RuntimeError(f"model asks for {n} pure rings of ToR {t}, only {len(out)} fit")
-        return out
+    rings, straddle_idx, pop = ring_store_and_taker(blocks, splits)
 
     if model.kind == "blocks-single":
         members = [straddle_idx[b] for b in sorted(straddle_idx)]
@@ -123,20 +152,7 @@ def extract_blocks(model: BuiltModel) -> Placement:
                 by_size[v].append(pop(t, v))
     if open_item:
         raise RuntimeError(f"straddle items left open at boundaries {sorted(open_item)}")
-    # arc-flow decomposition: each path 0 -> D is one mixed group
-    flow = {k: model.ivalue("F", k) for k in model.var["F"]}
-    while any(f > 0 for (u, _), f in flow.items() if u == 0):
-        a0, members = 0, []
-        while a0 < D:
-            arc = next(((u, v) for (u, v), f in flow.items() if u == a0 and f > 0), None)
-            if arc is None:
-                raise RuntimeError("arc flow does not reach D")
-            flow[arc] -= 1
-            if not by_size[arc[1]]:
-                raise RuntimeError(f"arc flow wants an item of {arc[1]} rings that the model did not form")
-            members += by_size[arc[1]].pop(0)
-            a0 += arc[1]
-        groups.append(members)
+    groups += mixed_groups({k: model.ivalue("F", k) for k in model.var["F"]}, by_size, D)
     left = sum(len(x) for x in by_size.values())
     if left:
         raise RuntimeError(f"{left} items formed but not packed")

@@ -29,7 +29,7 @@ from dataclasses import replace
 import pulp
 
 from solvers.orchestrator.built import BuiltModel
-from solvers.orchestrator.extract import _ring_store, chosen_options
+from solvers.orchestrator.extract import chosen_options, mixed_groups, ring_store_and_taker
 from solvers.orchestrator.model_blocks import con, lin, pool_rows, tor_choice_rows, tor_options
 from solvers.orchestrator.placement import PlacedInstance, Placement
 from solvers.orchestrator.rings import Blocks
@@ -149,14 +149,7 @@ def extract_jobs(model: BuiltModel) -> Placement:
     T = blocks.T
     choices = chosen_options(model)
     splits = {blocks.right[t]: a.xr for t, a in enumerate(choices) if a.xr}
-    rings, straddle_idx, pure_idx = _ring_store(blocks, splits)
-    take = {t: list(pure_idx[t]) for t in range(T)}
-
-    def pop(t, n):
-        out, take[t] = take[t][:n], take[t][n:]
-        if len(out) < n:
-            raise RuntimeError(f"model asks for {n} pure rings of ToR {t}, only {len(out)} fit")
-        return out
+    rings, straddle_idx, pop = ring_store_and_taker(blocks, splits)
 
     groups: list[tuple[int, list[int]]] = []
     by_size: dict[tuple[int, int], list[list[int]]] = defaultdict(list)
@@ -195,16 +188,8 @@ def extract_jobs(model: BuiltModel) -> Placement:
         raise RuntimeError(f"straddle items left open at boundaries {sorted(open_item)}")
     for j, D in enumerate(dps):
         flow = {(a0, v): model.ivalue("F", (jj, a0, v)) for (jj, a0, v) in model.var["F"] if jj == j}
-        while any(f > 0 for (u, _), f in flow.items() if u == 0):
-            a0, members = 0, []
-            while a0 < D:
-                arc = next(((u, v) for (u, v), f in flow.items() if u == a0 and f > 0), None)
-                if arc is None or not by_size[j, arc[1]]:
-                    raise RuntimeError(f"job {j}: the arc flow does not match the items formed")
-                flow[arc] -= 1
-                members += by_size[j, arc[1]].pop(0)
-                a0 += arc[1]
-            groups.append((j, members))
+        items = {v: by_size[j, v] for v in range(1, D)}
+        groups += [(j, members) for members in mixed_groups(flow, items, D)]
     if any(by_size.values()):
         raise RuntimeError("items formed but not packed")
     used = {r for _, g in groups for r in g}
