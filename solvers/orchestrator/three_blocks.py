@@ -203,7 +203,9 @@ def options(view: Blocks, t: int, D: int) -> list[Option]:
     for o in tor_options(plain, t, D):
         for kl in (by_l[o.xl] if o.xl else [o.xl]):
             for kr in (by_r[o.xr] if o.xr else [o.xr]):
-                out.append(replace(o, xl=kl, xr=kr, sin=_relabel(o.sin, kl), sout=_relabel(o.sout, kr)))
+                # positional, not dataclasses.replace: this runs ~10^5 times per ToR signature on big lines
+                out.append(Option(o.part, _relabel(o.sin, kl), _relabel(o.sout, kr), kl, kr, o.att_in, o.att_out,
+                                  o.chain, o.cons, o.cost, o.alone, o.emit))
     for (a, b) in view.cap[t]:
         if not _end_left(a, m):  # a ring covers block t: pass the state through, adding its y slots of t
             y = b % m - a % m
