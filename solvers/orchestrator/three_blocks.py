@@ -163,9 +163,13 @@ def three_block_view(blocks: Blocks, healthy: np.ndarray, tor: np.ndarray):
         lk = [0] + ([key for key in straddle[lb] if _end_left(key, m)] if lb is not None else [])
         rk = [0] + ([key for key in straddle[rb] if _end_right(key, m)] if rb is not None else [])
         table = {}
+        by_split: dict = {}  # keys of one split share their capacity (up to four keys per split on each side)
         for kl in lk:
             for kr in rk:
-                f = _cap(blocks, t, kl % m, kr % m)
+                split = (kl % m, kr % m)
+                if split not in by_split:
+                    by_split[split] = _cap(blocks, t, *split)
+                f = by_split[split]
                 if f is not None:
                     table[(kl, kr)] = f
         for a, b in spans[t]:
