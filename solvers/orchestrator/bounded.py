@@ -11,7 +11,11 @@ For one job on exact ToR blocks of an open line (``blocks`` model):
    is **optimal for the whole problem**: the proof is the bound, not the
    restricted search.  (The warm start is checked first the same way.)
    One within the requested ``gap_rel`` of ``LB`` is returned at once as
-   ``feasible`` with that gap (``termination`` ``gap_limit``).
+   ``feasible`` with that gap (``termination`` ``gap_limit``).  The
+   restricted ILP's own bound is never stated: it holds for its options
+   only.  It gets :data:`RESTRICTED_SHARE` of the time left, or
+   :data:`LARGE_RESTRICTED_SHARE` when the full ILP has more than
+   :data:`FULL_SEARCH_MAX_OPTIONS` option columns (too many to search).
 3. Otherwise the full block ILP runs with what the budget leaves,
    warm-started from the better of that placement and the warm start, and
    told ``LB`` (``SolveOptions.known_bound``): its reported bound is never
