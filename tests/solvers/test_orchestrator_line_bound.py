@@ -252,3 +252,20 @@ def test_a_restricted_ilps_own_optimum_is_not_stated_as_the_problems(monkeypatch
     if cost > res.report.bound + 1e-6:
         assert res.status == "feasible" and res.report.status == "feasible"
         assert res.report.gap == pytest.approx((cost - res.report.bound) / cost)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_tor_options_skip_early_exactly_the_options_that_do_not_fit(seed):
+    """``tor_options`` no longer generates options taking more pure rings than the ToR holds: its list is
+    the one generated without that limit (a ToR given room for any count) filtered afterwards, in order."""
+    import dataclasses
+    rng = random.Random(seed)
+    n, npt, k, m, D = rng.choice([(64, 16, 2, 2, 8), (64, 16, 3, 4, 6), (48, 8, 2, 3, 5), (60, 10, 3, 2, 7)])
+    line = make_line(n, npt, k, rng.sample(range(n), rng.randint(0, 5)))
+    blocks = block_structure(line, m, allow_short=True)
+    if blocks is None:
+        pytest.skip("no block view for this draw")
+    roomy = dataclasses.replace(blocks, cap=tuple({**c, (0, 0): 10 ** 6} for c in blocks.cap))
+    for t in range(blocks.T):
+        fmax = blocks.cap[t].get((0, 0), 0)
+        assert tor_options(blocks, t, D) == [o for o in tor_options(roomy, t, D) if o.cons <= fmax]
