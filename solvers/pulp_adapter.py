@@ -250,6 +250,9 @@ def _variables_listed_once(problem: pulp.LpProblem) -> Iterator[None]:
     The problem does not change while it is solved, so one walk serves them all (on a 1.6M-nonzero
     model each walk took seconds, after the solver's time limit as well as before it).
     """
+    if problem.objective is None or problem.objective.isNumericalConstant():
+        yield  # PuLP's solve adds a dummy variable to a constant objective: leave the listing live
+        return
     listed = problem.variables()
     problem.variables = lambda: listed  # an instance attribute shadows the method for this solve only
     try:
