@@ -269,3 +269,38 @@ def test_tor_options_skip_early_exactly_the_options_that_do_not_fit(seed):
     for t in range(blocks.T):
         fmax = blocks.cap[t].get((0, 0), 0)
         assert tor_options(blocks, t, D) == [o for o in tor_options(roomy, t, D) if o.cons <= fmax]
+
+
+@pytest.mark.parametrize("m,D,seed", [(2, 3, 0), (3, 5, 7), (2, 6, 2)])
+@pytest.mark.parametrize("weaken", [0, 1])
+def test_above_the_size_limit_the_full_ilp_is_skipped_and_the_answer_stays_truthful(monkeypatch, m, D, seed,
+                                                                                     weaken):
+    """With FULL_SEARCH_MAX_OPTIONS at 0 every model counts as too large: the answer is the restricted ILP's
+    placement or the warm start, its bound the line-DP bound (never above the full block ILP's proven
+    optimum), ``optimal`` only when its cost reaches that bound, and its gap the true one to it.  With the
+    bound weakened by one unit (still valid) no placement reaches it: the skipped-search path is taken."""
+    import dataclasses
+
+    import solvers.orchestrator.bounded as bounded
+    real = bounded.packed_bound
+    monkeypatch.setattr(bounded, "packed_bound",
+                        lambda *a, **kw: dataclasses.replace(real(*a, **kw), bound=real(*a, **kw).bound - weaken))
+    rng = np.random.default_rng(seed)
+    line = make_line(256, 16, 2, rng.choice(256, size=13, replace=False).tolist())
+    job = resolved(line, Job(tp=m, dp=D, dp_bytes=1.0))
+    blocks = block_structure(line, m)
+    rep = solve_model(build_blocks_model(blocks, D, job.count, 1.0), SolveOptions(time_limit=120))
+    assert rep.status == "optimal"
+    monkeypatch.setattr(bounded, "FULL_SEARCH_MAX_OPTIONS", 0)
+    unit, _, _ = unit_costs([job], 1)
+    res = orchestrate_line(line, [Job(tp=m, dp=D, dp_bytes=1.0)], options=SolveOptions(time_limit=60))
+    cost = res.traffic.cross_bytes / unit
+    bound = res.report.bound
+    assert bound <= rep.objective + 1e-6 and cost >= rep.objective - 1e-6
+    assert (res.status == "optimal") == (cost <= bound + 1e-6)
+    assert res.report.gap == pytest.approx(0.0 if cost <= bound + 1e-6 else (cost - bound) / cost)
+    if weaken:
+        assert res.status == "feasible" and res.report.status == "feasible"
+    if res.status != "optimal":
+        assert any("too large to search" in n for n in res.notes)
+        assert res.termination in ("time_limit", "other_limit")
