@@ -122,6 +122,14 @@ def _proved(res: OrchestrationResult, bound: int, unit: float, why: str) -> Orch
     return res
 
 
+def _finish(res: OrchestrationResult, pb: PackedBound, unit: float, note: str, t_bound: float,
+            t0: float) -> OrchestrationResult:
+    """``res`` with the line-DP bound as its proven bound (:func:`_proved`) and its times."""
+    res = _proved(res, pb.bound, unit, note)
+    res.seconds.update(bound=t_bound, total=time.perf_counter() - t0)
+    return res
+
+
 def run_bounded(space: SlotSpace, jobs: list[Job], greedy: Placement, options: SolveOptions, budget: Budget,
                 blocks: Blocks, unit_bytes: float, build_full) -> OrchestrationResult:
     """The three steps of the module docstring (``build_full(budget)`` builds the full block ILP)."""
@@ -155,9 +163,7 @@ def run_bounded(space: SlotSpace, jobs: list[Job], greedy: Placement, options: S
                                 "no solver needed, the warm start meets the bound (or the requested gap)",
                                 budget.t0, 0.0,
                                 termination="optimal" if warm <= pb.bound + TOL else "gap_limit")
-        res = _proved(res, pb.bound, unit_bytes, note)
-        res.seconds.update(bound=t_bound, total=time.perf_counter() - budget.t0)
-        return res
+        return _finish(res, pb, unit_bytes, note, t_bound, budget.t0)
     best = greedy
     left = budget.remaining()
     n_options = sum(len(o) for o in pb.paths[0].options)  # every ToR's options: the full ILP's option columns
@@ -180,27 +186,19 @@ def run_bounded(space: SlotSpace, jobs: list[Job], greedy: Placement, options: S
         cost = res.traffic.cross_bytes / unit_bytes
         if _close_enough(cost, pb.bound, options.gap_rel):
             res.termination = "optimal" if cost <= pb.bound + TOL else "gap_limit"
-            res = _proved(res, pb.bound, unit_bytes, note)
-            res.seconds.update(bound=t_bound, total=time.perf_counter() - budget.t0)
-            return res
+            return _finish(res, pb, unit_bytes, note, t_bound, budget.t0)
         if cost < warm:
             best = res.placement
             if large:
                 res.termination = "time_limit" if stopped == "time_limit" else "other_limit"
                 res.notes.append(f"the full block ILP ({n_options} option columns) is too large to search: the "
                                  "restricted ILP's placement is returned with the line-DP bound")
-                res = _proved(res, pb.bound, unit_bytes, note)
-                res.seconds.update(bound=t_bound, total=time.perf_counter() - budget.t0)
-                return res
+                return _finish(res, pb, unit_bytes, note, t_bound, budget.t0)
     if large:
         res = warm_start_result(space, jobs, greedy, "blocks" if blocks.exact else "blocks-restricted",
                                 f"the full block ILP ({n_options} option columns) is too large to search and the "
                                 "restricted ILP did not improve on the warm start", budget.t0, 0.0,
                                 termination="time_limit" if stopped == "time_limit" else "other_limit")
-        res = _proved(res, pb.bound, unit_bytes, note)
-        res.seconds.update(bound=t_bound, total=time.perf_counter() - budget.t0)
-        return res
+        return _finish(res, pb, unit_bytes, note, t_bound, budget.t0)
     res = full(best, replace(options, known_bound=float(pb.bound)))
-    res = _proved(res, pb.bound, unit_bytes, note)
-    res.seconds.update(bound=t_bound, total=time.perf_counter() - budget.t0)
-    return res
+    return _finish(res, pb, unit_bytes, note, t_bound, budget.t0)
