@@ -12,7 +12,13 @@ closed line's bound tries every state at its wrap boundary, :mod:`~solvers.orche
    is **optimal for the whole problem**: the proof is the bound, not the
    restricted search.  (The warm start is checked first the same way.)
    One within the requested ``gap_rel`` of ``LB`` is returned at once as
-   ``feasible`` with that gap (``termination`` ``gap_limit``).
+   ``feasible`` with that gap (``termination`` ``gap_limit``).  The
+   restricted ILP's own bound is never stated: it holds for its options
+   only.  It gets :data:`RESTRICTED_SHARE` of the time left, or all of it
+   when the full ILP would have more than :data:`FULL_SEARCH_MAX_OPTIONS`
+   option columns (too many to search): step 3 is then skipped and the
+   better of its placement and the warm start is returned, ``feasible``
+   with the gap to ``LB``.
 3. Otherwise the full block ILP runs with what the budget leaves,
    warm-started from the better of that placement and the warm start, and
    told ``LB`` (``SolveOptions.known_bound``): its reported bound is never
@@ -50,7 +56,20 @@ from solvers.orchestrator.traffic import placement_traffic
 from solvers.pulp_adapter import SolveOptions, SolveReport, relative_gap
 
 BOUND_SHARE = 0.6  # of the time limit: the bound's column generation (any bound it has by then is valid)
-RESTRICTED_SHARE = 0.25  # of the time left after the bound: the restricted ILP (it solves in ms when it packs)
+FIRST_BOUND_SHARE = 0.9  # of the time limit: the first line DP (no bound at all without it; the search can wait)
+# Of the time left after the bound: the restricted ILP.  It stops by itself once it reaches the bound or the
+# requested gap, or proves its own optimum (it solves in ms when it packs), so a large share costs the full ILP
+# time only where the restricted ILP is still improving: 4,096 nodes k = 2 TP 8 x DP 16 (seed 1, a loaded
+# machine) ended at 14.5 % with 0.25 and with 0.6 of the time (the full ILP did not improve on the warm start;
+# given 20 s of wall, 7 s of CPU, the restricted ILP reached the bound: optimal).
+RESTRICTED_SHARE = 0.8
+# Above this many options (binary columns of the full block ILP, ~330k at 16,384 nodes k = 3 TP 16 x DP 8) the
+# full ILP does not get past its root LP within a benchmark's limit (measured: it returned its warm start at a
+# 13 % gap and 3.2 GB), while the restricted ILP over the priced paths' options (~25k columns there) reaches
+# 0.1 % in ~30 s of CPU; given the time, HiGHS on that full model used 3.4 GB (the target is < 2 GB).  Above it
+# the full ILP is not built: the restricted ILP gets all the time left, and its placement (or the warm start)
+# is returned with the line-DP bound and the gap to it.
+FULL_SEARCH_MAX_OPTIONS = 150_000
 TOL = 1e-6
 
 
@@ -105,6 +124,14 @@ def _proved(res: OrchestrationResult, bound: int, unit: float, why: str) -> Orch
     return res
 
 
+def _finish(res: OrchestrationResult, pb: PackedBound, unit: float, note: str, t_bound: float,
+            t0: float) -> OrchestrationResult:
+    """``res`` with the line-DP bound as its proven bound (:func:`_proved`) and its times."""
+    res = _proved(res, pb.bound, unit, note)
+    res.seconds.update(bound=t_bound, total=time.perf_counter() - t0)
+    return res
+
+
 def run_bounded(space: SlotSpace, jobs: list[Job], greedy: Placement, options: SolveOptions, budget: Budget,
                 blocks: Blocks, unit_bytes: float, build_full) -> OrchestrationResult:
     """The three steps of the module docstring (``build_full(budget)`` builds the full block ILP)."""
@@ -124,7 +151,8 @@ def run_bounded(space: SlotSpace, jobs: list[Job], greedy: Placement, options: S
     left = budget.remaining()
     try:
         pb = packed_bound(view, D, C, upper=warm, options_of=options_of,
-                          budget=budget if left is None else Budget(t1, left * BOUND_SHARE))
+                          budget=budget if left is None else Budget(t1, left * BOUND_SHARE),
+                          first_budget=budget if left is None else Budget(t1, left * FIRST_BOUND_SHARE))
     except BudgetSpent:
         pb = None
     t_bound = time.perf_counter() - t1
@@ -137,32 +165,42 @@ def run_bounded(space: SlotSpace, jobs: list[Job], greedy: Placement, options: S
                                 "no solver needed, the warm start meets the bound (or the requested gap)",
                                 budget.t0, 0.0,
                                 termination="optimal" if warm <= pb.bound + TOL else "gap_limit")
-        res = _proved(res, pb.bound, unit_bytes, note)
-        res.seconds.update(bound=t_bound, total=time.perf_counter() - budget.t0)
-        return res
+        return _finish(res, pb, unit_bytes, note, t_bound, budget.t0)
     best = greedy
     left = budget.remaining()
-    share = None if left is None else max(left * RESTRICTED_SHARE, 0.0)
+    n_options = sum(len(o) for o in pb.paths[0].options)  # every ToR's options: the full ILP's option columns
+    large = n_options > FULL_SEARCH_MAX_OPTIONS
+    share = None if left is None else max(left * (1.0 if large else RESTRICTED_SHARE), 0.0)
     sub = Budget(time.perf_counter(), share)
     opts = _union_options(pb, blocks.m)
     res = None if opts is None else run_ilp(
         space, jobs, greedy, options, sub, lambda b: build_blocks_model(blocks, D, C, unit_bytes, b, options=opts),
         encode_blocks, extract_blocks)
+    stopped = res.termination if res is not None else "other_limit"
     if (res is not None and res.placement is not None and res.traffic is not None and res.report is not None
             and res.report.has_solution):
         res.model = "blocks" if blocks.exact else "blocks-restricted"
         res.termination = "optimal"
+        # the restricted model's own bound (and "optimal") holds for its options only, not for the whole
+        # problem: drop them; _proved re-derives both from the line-DP bound
+        res.report = replace(res.report, bound=None, gap=None, status="feasible")
+        res.status = "feasible"
         cost = res.traffic.cross_bytes / unit_bytes
         if _close_enough(cost, pb.bound, options.gap_rel):
             res.termination = "optimal" if cost <= pb.bound + TOL else "gap_limit"
-            if res.report is not None:  # the restricted ILP's own bound does not bound the whole problem
-                res.report = replace(res.report, bound=None)
-            res = _proved(res, pb.bound, unit_bytes, note)
-            res.seconds.update(bound=t_bound, total=time.perf_counter() - budget.t0)
-            return res
+            return _finish(res, pb, unit_bytes, note, t_bound, budget.t0)
         if cost < warm:
             best = res.placement
+            if large:
+                res.termination = "time_limit" if stopped == "time_limit" else "other_limit"
+                res.notes.append(f"the full block ILP ({n_options} option columns) is too large to search: the "
+                                 "restricted ILP's placement is returned with the line-DP bound")
+                return _finish(res, pb, unit_bytes, note, t_bound, budget.t0)
+    if large:
+        res = warm_start_result(space, jobs, greedy, "blocks" if blocks.exact else "blocks-restricted",
+                                f"the full block ILP ({n_options} option columns) is too large to search and the "
+                                "restricted ILP did not improve on the warm start", budget.t0, 0.0,
+                                termination="time_limit" if stopped == "time_limit" else "other_limit")
+        return _finish(res, pb, unit_bytes, note, t_bound, budget.t0)
     res = full(best, replace(options, known_bound=float(pb.bound)))
-    res = _proved(res, pb.bound, unit_bytes, note)
-    res.seconds.update(bound=t_bound, total=time.perf_counter() - budget.t0)
-    return res
+    return _finish(res, pb, unit_bytes, note, t_bound, budget.t0)

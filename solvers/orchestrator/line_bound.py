@@ -134,7 +134,8 @@ class _Choices:
     ``si``/``so``: global ids of the left / right state; ``cost``: slot
     crossings; ``emit``: size of the item it closes (0: none); ``free``:
     pure rings its capacity still allows; ``rings``: rings it puts in groups
-    (closed groups, emitted items and ``free``); ``idx``: option indices.
+    (closed groups, emitted items and ``free``); ``idx``: option indices, one row
+    each (in, out) or (joint, -1).
     """
 
     si: np.ndarray
@@ -143,7 +144,7 @@ class _Choices:
     emit: np.ndarray
     free: np.ndarray
     rings: np.ndarray
-    idx: list
+    idx: np.ndarray
 
 
 @dataclass
@@ -156,6 +157,54 @@ class Prepared:
     suf: np.ndarray        # (T + 1, n_states): most rings ToRs t.. put in groups from state s (-1: unreachable)
     fmax: int
     ends: list             # (state id at the wrap boundary, its suf): [(0, suf)] on an open line
+
+
+def _choice_arrays(blocks: Blocks, t: int, opts: list[Option], D: int, gid) -> _Choices:
+    """The rows of :func:`_combos` that fit their ToR (free capacity >= 0), in its order, as arrays.
+
+    Vectorised over the in x out pairs (:func:`_combos` is the reference the tests compare it with);
+    ``gid(state)`` numbers the boundary states, called on the rows' left states, then their right states,
+    each in row order (as a row-by-row build would).
+    """
+    cap = blocks.cap[t]
+    n = len(opts)
+    cols = np.array([(o.cons, o.cost, o.emit, o.alone) for o in opts], dtype=np.int64).reshape(n, 4)
+    cons, cost, emit = cols[:, 0], cols[:, 1].astype(float), cols[:, 2]
+    contrib = D * cols[:, 3] + emit
+    ins = np.array([i for i, o in enumerate(opts) if o.part == "in"], dtype=np.int64)
+    outs = np.array([i for i, o in enumerate(opts) if o.part == "out"], dtype=np.int64)
+    joint = np.array([i for i, o in enumerate(opts) if o.part == "joint"], dtype=np.int64)
+    # pure capacity of every (in, out) pair: a dense table over the distinct splits (-1: no such pair)
+    xl = [opts[i].xl or 0 for i in ins]
+    xr = [opts[j].xr or 0 for j in outs]
+    ul, li = np.unique(np.asarray(xl, dtype=np.int64), return_inverse=True)
+    ur, ri = np.unique(np.asarray(xr, dtype=np.int64), return_inverse=True)
+    table = np.array([[cap.get((int(a), int(b)), -1) for b in ur] for a in ul], dtype=np.int64).reshape(ul.size,
+                                                                                                     ur.size)
+    ii, jj = np.repeat(np.arange(ins.size), outs.size), np.tile(np.arange(outs.size), ins.size)
+    f = table[li.reshape(-1)[ii], ri.reshape(-1)[jj]] if ii.size else np.zeros(0, dtype=np.int64)
+    a, b = ins[ii], outs[jj]
+    ok = (f >= 0) & (cons[a] + cons[b] <= f)
+    a, b, f = a[ok], b[ok], f[ok]
+    fj = np.array([cap[(opts[i].xl, opts[i].xr)] for i in joint], dtype=np.int64) - cons[joint]
+    jok = joint[fj >= 0]
+    first = np.concatenate([a, jok])            # the option whose left state the row takes
+    last = np.concatenate([b, jok])             # ... and whose right state
+    free = np.concatenate([f - cons[a] - cons[b], fj[fj >= 0]])
+    second = np.concatenate([b, np.full(jok.size, -1, dtype=np.int64)])
+    rcost = np.concatenate([cost[a] + cost[b], cost[jok]])
+    remit = np.concatenate([emit[a] + emit[b], emit[jok]])
+    rings = np.concatenate([contrib[a] + contrib[b], contrib[jok]]) + free
+
+    def ids(which, attr):
+        uniq, at = np.unique(which, return_index=True)
+        order = uniq[np.argsort(at)]  # first appearance in row order
+        g = np.full(n, -1, dtype=np.int64)
+        g[order] = [gid(getattr(opts[i], attr)) for i in order.tolist()]
+        return g[which]
+
+    si, so = ids(first, "sin"), ids(last, "sout")
+    return _Choices(si, so, rcost, remit, free, rings, np.stack([first, second], axis=1))
 
 
 def prepare(blocks: Blocks, D: int, budget=None, options_of=tor_options) -> Prepared:
@@ -175,12 +224,7 @@ def prepare(blocks: Blocks, D: int, budget=None, options_of=tor_options) -> Prep
         key = _signature(blocks, t)
         if key not in cache:
             o = options_of(blocks, t, D)
-            rows = [r for r in _combos(blocks, t, o, D) if r[5] >= 0]  # a joint option may not fit its ToR
-            arr = lambda j, dt=np.int64: np.array([r[j] for r in rows], dtype=dt)  # noqa: E731
-            ch = _Choices(np.array([gid(r[1]) for r in rows], dtype=np.int64),
-                          np.array([gid(r[2]) for r in rows], dtype=np.int64),
-                          arr(3, float), arr(6), arr(5), arr(4) + arr(5), [r[0] for r in rows])
-            cache[key] = (o, ch)
+            cache[key] = (o, _choice_arrays(blocks, t, o, D, gid))
         o, ch = cache[key]
         opts.append(o)
         choices.append(ch)
@@ -323,7 +367,7 @@ def _trace_back(P: Prepared, suf, w: int, layers, mids, last, ic, piece, split, 
         val = layer[ch.si[sel], dprev] + (ch.cost[sel] + ic[ch.emit[sel]])
         j = int(np.flatnonzero(val == mid[s, f, d0])[0])
         r = sel[j]
-        choice[t] = ch.idx[r]
+        choice[t] = tuple(int(i) for i in ch.idx[r] if i >= 0)
         items[int(ch.emit[r])] += 1
         for v in split[f - delta]:
             items[v] += 1
@@ -385,8 +429,8 @@ def _min_fill(pi, parts) -> float:
 
 
 def packed_bound(blocks: Blocks, D: int, C: int, *, upper: float | None = None, budget=None,
-                 max_iter: int = 200, options_of=tor_options, prepared: Prepared | None = None
-                 ) -> PackedBound | None:
+                 max_iter: int = 200, options_of=tor_options, prepared: Prepared | None = None,
+                 first_budget=None) -> PackedBound | None:
     """A lower bound that prices the packing of the pool into groups of exactly ``D`` (Lagrangian, exact LP dual).
 
     The relaxation of :func:`line_bound` drops one family of block-ILP rows:
@@ -412,6 +456,9 @@ def packed_bound(blocks: Blocks, D: int, C: int, *, upper: float | None = None, 
         As in :func:`prepare`.
     prepared : Prepared, optional
         :func:`prepare` of the same blocks, ``D`` and ``options_of``.
+    first_budget : Budget, optional
+        For :func:`prepare` and the first line DP instead of ``budget`` (default ``budget``): without
+        them there is no bound at all, so they may be given longer than the pricing rounds.
 
     Returns
     -------
@@ -421,11 +468,12 @@ def packed_bound(blocks: Blocks, D: int, C: int, *, upper: float | None = None, 
     import numpy as np
     from scipy.optimize import linprog
 
+    first_budget = budget if first_budget is None else first_budget
     if blocks.closed and 1 < blocks.T <= D:
         return None
-    prep = prepared if prepared is not None else prepare(blocks, D, budget, options_of)
+    prep = prepared if prepared is not None else prepare(blocks, D, first_budget, options_of)
     parts = partitions(D)
-    first = line_bound(blocks, D, C, budget, prepared=prep)
+    first = line_bound(blocks, D, C, first_budget, prepared=prep)
     if first is None:
         return None
     paths = [first]

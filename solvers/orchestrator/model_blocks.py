@@ -129,6 +129,7 @@ def tor_options(blocks: Blocks, t: int, D: int) -> list[Option]:
     m = blocks.m
     P, Q, S = -1, 0, 1  # symbolic ToRs (left neighbour, this one, right neighbour) to price alone groups
     lb, rb = blocks.left[t], blocks.right[t]
+    fmax = blocks.cap[t].get((0, 0), 0)  # an option taking more pure rings than this never fits (skipped early)
     out = [Option("in", ("N",), None, 0, None, 0, 0, False, 0, 0, 0, 0)]
     for x in _splits(blocks, lb):
         out += [Option("in", ("L", x), None, x, None, 0, 0, False, 0, 0, 0, 0),
@@ -136,7 +137,7 @@ def tor_options(blocks: Blocks, t: int, D: int) -> list[Option]:
         a1r = alone_cost(m, [(P,) * x + (Q,) * (m - x)] + [(Q,) * m] * (D - 1))
         out.append(Option("in", ("R", x), None, x, None, 0, 0, False, D - 1, a1r, 1, 0))
         for sg in range(1, D + 1):
-            for a in range(0, D - sg + 1):  # the item coming in ends here with a more rings of this ToR
+            for a in range(0, min(D - sg, fmax) + 1):  # the item coming in ends here with a more rings of this ToR
                 v = sg + a
                 out.append(Option("in", ("G", x, sg), None, x, None, a, 0, False, a, m if a else m - x,
                                   int(v == D), 0 if v == D else v))
@@ -146,7 +147,7 @@ def tor_options(blocks: Blocks, t: int, D: int) -> list[Option]:
                 Option("out", None, ("A", x), None, x, 0, 0, False, 0, 0, 0, 0)]
         a1l = alone_cost(m, [(Q,) * x + (S,) * (m - x)] + [(Q,) * m] * (D - 1))
         out.append(Option("out", None, ("L", x), None, x, 0, 0, False, D - 1, a1l, 1, 0))
-        for sg in range(1, D):  # an item starts at the right boundary with sg - 1 rings of this ToR
+        for sg in range(1, min(D - 1, fmax + 1) + 1):  # an item starts at the right boundary with sg - 1 rings
             a = sg - 1
             out.append(Option("out", None, ("G", x, sg), None, x, 0, a, False, a, m if a else x, 0, 0))
     for xl in _splits(blocks, lb):
@@ -154,7 +155,7 @@ def tor_options(blocks: Blocks, t: int, D: int) -> list[Option]:
             if (xl, xr) not in blocks.cap[t]:
                 continue
             for sg in range(1, D):
-                for a in range(0, D - sg):  # the item coming in continues into the right straddle
+                for a in range(0, min(D - sg - 1, fmax) + 1):  # the item coming in continues into the right straddle
                     union = m if a else m - max(0, xl - xr)
                     out.append(Option("joint", ("G", xl, sg), ("G", xr, sg + a + 1), xl, xr, a, 0, True, a, union,
                                       0, 0))
@@ -162,7 +163,6 @@ def tor_options(blocks: Blocks, t: int, D: int) -> list[Option]:
                 a2 = alone_cost(m, [(P,) * xl + (Q,) * (m - xl), (Q,) * xr + (S,) * (m - xr)]
                                 + [(Q,) * m] * (D - 2))
                 out.append(Option("joint", ("A", xl), ("B", xr), xl, xr, 0, 0, False, D - 2, a2, 1, 0))
-    fmax = blocks.cap[t].get((0, 0), 0)
     return [o for o in out if o.cons <= fmax]
 
 

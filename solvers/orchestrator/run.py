@@ -4,7 +4,7 @@
 the TP groups) has been read: the model build checks the budget between ToRs
 and candidate rings and gives up when it is spent; the solver gets what is
 left (minus :data:`HANDOVER_SHARE` of the build time for handing the model
-over and :data:`EXTRACT_RESERVE_S` for reading the solution); when
+over and :data:`EXTRACT_RESERVE_S` plus :data:`EXTRACT_SHARE` of it for reading the solution); when
 nothing is left the warm start (the greedy, or its ToR-aware regrouping when
 cheaper) is returned as the incumbent, with the
 trivial bound (cross-ToR bytes >= 0) and a ``termination`` that says so.
@@ -32,6 +32,10 @@ from solvers.orchestrator.traffic import placement_traffic
 from solvers.pulp_adapter import SolveOptions
 
 EXTRACT_RESERVE_S = 0.05  # kept back from the solver for extraction and accounting (small models: ms)
+# Reading the solution back (PuLP's value copy, the start comparison, extraction, exact accounting) walks the
+# model again: measured at ~0.1-0.15 x the build time on the 430k-column block model of 16,384 nodes (k = 3,
+# TP 16 x DP 8); kept back from the solver's limit as well.
+EXTRACT_SHARE = 0.2
 # Handing the PuLP model to the solver walks the same rows and columns as the build: measured at 0.43 x the
 # build time on the 52k-column TP 16 x DP 16 model of 1,024 nodes; kept back from the solver's limit.
 HANDOVER_SHARE = 0.5
@@ -118,34 +122,36 @@ def run_ilp(space: SlotSpace, jobs: list[Job], greedy: Placement, options: Solve
     except TooManyCandidates as exc:
         return warm_start_result(space, jobs, greedy, "-", f"no exact model fits this request ({exc.message})",
                                  budget.t0, time.perf_counter() - t1, unit, termination="other_limit")
+    stats = built.stats()  # before the solver's limit is set: it walks the whole model (seconds at 16k nodes)
     t_build = time.perf_counter() - t1
     exact = getattr(built.data, "exact", True)
     kind = built.kind if exact else built.kind + "-restricted"
-    left = budget.remaining()
-    if left is not None:
-        left -= HANDOVER_SHARE * t_build
-    if left is not None and left - EXTRACT_RESERVE_S < MIN_SOLVE_S:
-        return warm_start_result(space, jobs, greedy, kind, "time limit reached after the model build",
-                                 budget.t0, t_build, unit, built.stats())
     try:
         start = encode(built, greedy)
     except (KeyError, ValueError, StopIteration):
         start = {}  # the greedy uses a ring the (restricted) model cannot express: solve without a start
-    opts = options if left is None else replace(options, time_limit=max(left - EXTRACT_RESERVE_S, MIN_SOLVE_S))
+    left = budget.remaining()
+    reserve = EXTRACT_RESERVE_S + EXTRACT_SHARE * t_build
+    if left is not None:
+        left -= HANDOVER_SHARE * t_build
+    if left is not None and left - reserve < MIN_SOLVE_S:
+        return warm_start_result(space, jobs, greedy, kind, "time limit reached after the model build",
+                                 budget.t0, t_build, unit, stats)
+    opts = options if left is None else replace(options, time_limit=max(left - reserve, MIN_SOLVE_S))
     report = solve_model(built, opts, start)
     if not report.has_solution and report.status == "time_limit":
         res = warm_start_result(space, jobs, greedy, kind, f"{report.raw_status} (no incumbent)", budget.t0,
-                                t_build, unit, built.stats(), termination=report.termination)
+                                t_build, unit, stats, termination=report.termination)
         res.report = None
         return res
     if not exact:
         if not report.has_solution:
             return warm_start_result(space, jobs, greedy, kind,
                                      f"{report.raw_status} (model restricted to rings within two ToRs)", budget.t0,
-                                     t_build, unit, built.stats(), termination=report.termination)
+                                     t_build, unit, stats, termination=report.termination)
         report = _restricted_report(report)
     res = OrchestrationResult(report.status, "ilp", kind, space, jobs, None, None, report, built.unit_bytes,
-                              built.stats(), unit=unit, termination=report.termination)
+                              stats, unit=unit, termination=report.termination)
     if not exact:
         res.notes.append("rings that could span three ToR blocks were left out of the model: its optimum is a "
                          "feasible placement and only the trivial bound 0 is proven")

@@ -170,9 +170,13 @@ def three_block_view(blocks: Blocks, healthy: np.ndarray, tor: np.ndarray):
         lk = [0] + ([key for key in straddle[lb] if _end_left(key, m)] if lb is not None else [])
         rk = [0] + ([key for key in straddle[rb] if _end_right(key, m)] if rb is not None else [])
         table = {}
+        by_split: dict = {}  # keys of one split share their capacity (up to four keys per split on each side)
         for kl in lk:
             for kr in rk:
-                f = _cap(blocks, t, kl % m, kr % m)
+                split = (kl % m, kr % m)
+                if split not in by_split:
+                    by_split[split] = _cap(blocks, t, *split)
+                f = by_split[split]
                 if f is not None:
                     table[(kl, kr)] = f
         for a, b in spans[t]:
@@ -210,7 +214,9 @@ def options(view: Blocks, t: int, D: int) -> list[Option]:
     for o in tor_options(plain, t, D):
         for kl in (by_l[o.xl] if o.xl else [o.xl]):
             for kr in (by_r[o.xr] if o.xr else [o.xr]):
-                out.append(replace(o, xl=kl, xr=kr, sin=_relabel(o.sin, kl), sout=_relabel(o.sout, kr)))
+                # positional, not dataclasses.replace: this runs ~10^5 times per ToR signature on big lines
+                out.append(Option(o.part, _relabel(o.sin, kl), _relabel(o.sout, kr), kl, kr, o.att_in, o.att_out,
+                                  o.chain, o.cons, o.cost, o.alone, o.emit))
     for (a, b) in view.cap[t]:
         if not _end_left(a, m):  # a ring covers block t: pass the state through, adding its y slots of t
             y = b % m - a % m

@@ -248,3 +248,119 @@ def test_a_restricted_ilp_optimum_above_the_bound_is_reported_feasible():
     res.report = rep
     out = _proved(res, 10, 1.0, "proved")
     assert out.status == "optimal" and out.report.gap == 0.0 and "proved" in out.notes
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_choice_arrays_are_the_combos_that_fit(seed):
+    """The vectorised choices of a ToR are exactly :func:`_combos`' rows with free capacity >= 0, in order
+    (the plain generator is the reference), on the block view and on the three-block view of short blocks."""
+    from solvers.orchestrator.line_bound import _choice_arrays
+    from solvers.orchestrator.three_blocks import three_block_view
+    rng = random.Random(seed)
+    n, npt, k, m, D = rng.choice([(40, 8, 2, 2, 3), (48, 8, 2, 3, 4), (60, 10, 3, 2, 5), (16, 2, 3, 4, 3),
+                                  (18, 3, 3, 5, 2), (20, 4, 3, 4, 3)])
+    line = make_line(n, npt, k, rng.sample(range(n), rng.randint(0, 4)))
+    blocks = block_structure(line, m, allow_short=True)
+    if blocks is None:
+        pytest.skip("no block view for this draw")
+    views = [(blocks, tor_options)]
+    if not blocks.exact:
+        three = three_block_view(blocks, line.space.healthy, line.space.tor)
+        if three is None:
+            pytest.skip("no three-block view for this draw")
+        views = [three]
+    for view, options_of in views:
+        for t in range(view.T):
+            opts = options_of(view, t, D)
+            rows = [r for r in _combos(view, t, opts, D) if r[5] >= 0]
+            ids: dict = {}
+            ch = _choice_arrays(view, t, opts, D, lambda s: ids.setdefault(s, len(ids)))
+            states = {i: s for s, i in ids.items()}
+            assert [tuple(int(i) for i in r if i >= 0) for r in ch.idx] == [r[0] for r in rows]
+            assert [states[i] for i in ch.si] == [r[1] for r in rows]
+            assert [states[i] for i in ch.so] == [r[2] for r in rows]
+            assert list(ch.cost) == [r[3] for r in rows] and list(ch.emit) == [r[6] for r in rows]
+            assert list(ch.free) == [r[5] for r in rows] and list(ch.rings) == [r[4] + r[5] for r in rows]
+
+
+def test_a_restricted_ilps_own_optimum_is_not_stated_as_the_problems(monkeypatch):
+    """The restricted ILP's bound holds for its options only.  With the line-DP bound weakened by one unit
+    (still a valid bound), the restricted ILP's placement reaches the full block ILP's optimum (proven
+    here) but not the weakened bound: it must come back ``feasible`` with the gap to that bound, never
+    ``optimal`` on the restricted model's own proof."""
+    import dataclasses
+
+    import solvers.orchestrator.bounded as bounded
+    rng = np.random.default_rng(7)
+    line = make_line(256, 16, 2, rng.choice(256, size=13, replace=False).tolist())
+    job = resolved(line, Job(tp=3, dp=5, dp_bytes=1.0))
+    blocks = block_structure(line, 3)
+    rep = solve_model(build_blocks_model(blocks, 5, job.count, 1.0), SolveOptions(time_limit=120))
+    assert rep.status == "optimal"
+    real = bounded.packed_bound
+
+    def weakened(*a, **kw):
+        pb = real(*a, **kw)
+        return dataclasses.replace(pb, bound=pb.bound - 1)
+
+    monkeypatch.setattr(bounded, "packed_bound", weakened)
+    unit, _, _ = unit_costs([job], 1)
+    res = orchestrate_line(line, [Job(tp=3, dp=5, dp_bytes=1.0)], options=SolveOptions(time_limit=60,
+                                                                                       gap_rel=0.2))
+    cost = res.traffic.cross_bytes / unit
+    assert res.report.bound <= rep.objective - 1 + 1e-6
+    if cost > res.report.bound + 1e-6:
+        assert res.status == "feasible" and res.report.status == "feasible"
+        assert res.report.gap == pytest.approx((cost - res.report.bound) / cost)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_tor_options_skip_early_exactly_the_options_that_do_not_fit(seed):
+    """``tor_options`` no longer generates options taking more pure rings than the ToR holds: its list is
+    the one generated without that limit (a ToR given room for any count) filtered afterwards, in order."""
+    import dataclasses
+    rng = random.Random(seed)
+    n, npt, k, m, D = rng.choice([(64, 16, 2, 2, 8), (64, 16, 3, 4, 6), (48, 8, 2, 3, 5), (60, 10, 3, 2, 7)])
+    line = make_line(n, npt, k, rng.sample(range(n), rng.randint(0, 5)))
+    blocks = block_structure(line, m, allow_short=True)
+    if blocks is None:
+        pytest.skip("no block view for this draw")
+    roomy = dataclasses.replace(blocks, cap=tuple({**c, (0, 0): 10 ** 6} for c in blocks.cap))
+    for t in range(blocks.T):
+        fmax = blocks.cap[t].get((0, 0), 0)
+        assert tor_options(blocks, t, D) == [o for o in tor_options(roomy, t, D) if o.cons <= fmax]
+
+
+@pytest.mark.parametrize("m,D,seed", [(2, 3, 0), (3, 5, 7), (2, 6, 2)])
+@pytest.mark.parametrize("weaken", [0, 1])
+def test_above_the_size_limit_the_full_ilp_is_skipped_and_the_answer_stays_truthful(monkeypatch, m, D, seed,
+                                                                                     weaken):
+    """With FULL_SEARCH_MAX_OPTIONS at 0 every model counts as too large: the answer is the restricted ILP's
+    placement or the warm start, its bound the line-DP bound (never above the full block ILP's proven
+    optimum), ``optimal`` only when its cost reaches that bound, and its gap the true one to it.  With the
+    bound weakened by one unit (still valid) no placement reaches it: the skipped-search path is taken."""
+    import dataclasses
+
+    import solvers.orchestrator.bounded as bounded
+    real = bounded.packed_bound
+    monkeypatch.setattr(bounded, "packed_bound",
+                        lambda *a, **kw: dataclasses.replace(real(*a, **kw), bound=real(*a, **kw).bound - weaken))
+    rng = np.random.default_rng(seed)
+    line = make_line(256, 16, 2, rng.choice(256, size=13, replace=False).tolist())
+    job = resolved(line, Job(tp=m, dp=D, dp_bytes=1.0))
+    blocks = block_structure(line, m)
+    rep = solve_model(build_blocks_model(blocks, D, job.count, 1.0), SolveOptions(time_limit=120))
+    assert rep.status == "optimal"
+    monkeypatch.setattr(bounded, "FULL_SEARCH_MAX_OPTIONS", 0)
+    unit, _, _ = unit_costs([job], 1)
+    res = orchestrate_line(line, [Job(tp=m, dp=D, dp_bytes=1.0)], options=SolveOptions(time_limit=60))
+    cost = res.traffic.cross_bytes / unit
+    bound = res.report.bound
+    assert bound <= rep.objective + 1e-6 and cost >= rep.objective - 1e-6
+    assert (res.status == "optimal") == (cost <= bound + 1e-6)
+    assert res.report.gap == pytest.approx(0.0 if cost <= bound + 1e-6 else (cost - bound) / cost)
+    if weaken:
+        assert res.status == "feasible" and res.report.status == "feasible"
+    if res.status != "optimal":
+        assert any("too large to search" in n for n in res.notes)
+        assert res.termination in ("time_limit", "other_limit")

@@ -216,3 +216,24 @@ def test_a_known_bound_is_never_undercut():
     raw = SolveReport("feasible", "highs", True, -1000.0, -2e12, None, 0.1, "Time limit reached")
     r = _round_bound(raw, p, SolveOptions(known_bound=-1200.0))
     assert r.bound == -1200.0 and r.gap == pytest.approx(200 / 1200)
+
+
+def test_a_constant_objective_still_solves_and_the_variable_listing_is_restored():
+    """The solve lists the problem's variables once (PuLP walks every constraint per call); a feasibility
+    problem (constant objective, to which PuLP adds a dummy variable while solving) must still solve, and
+    ``problem.variables`` is PuLP's own method again afterwards."""
+    import pulp as _pulp
+
+    from solvers.pulp_adapter import SolveOptions as _Opts
+    from solvers.pulp_adapter import solve as _solve
+    for objective in (3, "x"):
+        prob = _pulp.LpProblem("feas", _pulp.LpMinimize)
+        x = _pulp.LpVariable("x", 0, 4, cat="Integer")
+        if objective == "x":
+            prob += x
+        elif objective is not None:
+            prob += _pulp.LpAffineExpression(constant=objective)
+        prob += x >= 2
+        rep = _solve(prob, _Opts(time_limit=10))
+        assert rep.status == "optimal" and x.varValue >= 2 - 1e-9
+        assert "variables" not in vars(prob)
