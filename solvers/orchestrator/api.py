@@ -34,14 +34,13 @@ from solvers.orchestrator.pipelined import run_pipelined
 from solvers.orchestrator.placement import Placement
 from solvers.orchestrator.result import OrchestrationResult
 from solvers.orchestrator.rings import block_structure, max_rings
-from solvers.orchestrator.run import Budget, BudgetSpent, run_ilp
-from solvers.orchestrator.single_group import large_group, placement_of, single_group
-from solvers.orchestrator.three_blocks import three_block_view
+from solvers.orchestrator.run import Budget, run_ilp
+from solvers.orchestrator.single_group import large_group, run_single_group
 from solvers.orchestrator.space import Line, khop_line
 from solvers.orchestrator.stage1 import check_jobs, resolve_jobs
 from solvers.orchestrator.traffic import placement_traffic
 from solvers.orchestrator.several_jobs import deal, live, merged_job, mergeable, relabel
-from solvers.pulp_adapter import SolveOptions, SolveReport, relative_gap
+from solvers.pulp_adapter import SolveOptions, relative_gap
 
 __all__ = ["DEFAULT_TIME_LIMIT", "SOLVER_CHOICES", "OrchestrationResult", "orchestrate", "orchestrate_line",
            "orchestrate_summary", "resolve_jobs"]
@@ -207,7 +206,7 @@ def _ilp(line: Line, jobs: list[Job], greedy: Placement, options: SolveOptions, 
         return extract_blocks(built) if built.kind.startswith("blocks") else extract_explicit(built)
 
     if kind == "blocks-single" and large_group(blocks, job.dp):  # one group: a path along the blocks
-        res = _single_group(line, jobs, blocks, budget, greedy)
+        res = run_single_group(line, jobs, blocks, budget, greedy)
         if res is not None:
             return res
     build = lambda b: build_chosen(line, jobs, kind, blocks, b)  # noqa: E731
@@ -231,45 +230,6 @@ def _jobs_blocks(line: Line, jobs: list[Job], options: SolveOptions, prefer: str
     unit, dpc, _ = unit_costs(jobs, line.space.g)
     greedy = _warm_start(line, jobs, greedy_placement(line, jobs))
     return run_jobs_blocks(line.space, jobs, greedy, options, Budget(t0, options.time_limit), blocks, unit, dpc)
-
-
-def _single_group(line: Line, jobs: list[Job], blocks, budget: Budget, warm: Placement) -> OrchestrationResult | None:
-    """One DP group by the exact path of :mod:`solvers.orchestrator.single_group` (None: the budget ran out)."""
-    t1 = time.perf_counter()
-    view = None
-    if not blocks.exact:  # short blocks: the bound over the view with rings over three blocks (single_group.py)
-        three = three_block_view(blocks, line.space.healthy, line.space.tor)
-        if three is None:
-            return None
-        view = three[0]
-    try:
-        sg = single_group(blocks, jobs[0].dp, budget)
-        low = sg if view is None or sg is None else single_group(view, jobs[0].dp, budget)
-    except BudgetSpent:
-        return None
-    if sg is None or low is None:
-        return None
-    placement = placement_of(blocks, sg)
-    placement.check(line.space)
-    traffic = placement_traffic(placement, line.space, jobs)
-    unit, _, _ = unit_costs(jobs, line.space.g)
-    cost = traffic.cross_bytes / unit if unit else 0.0
-    if abs(cost - sg.cost) > 1e-6 * max(1.0, cost):  # the accounting must agree with the path, or nothing is proved
-        raise RuntimeError(f"single-group path costs {sg.cost} slot crossings, its placement {cost}")
-    t = time.perf_counter() - t1
-    status = "optimal" if sg.cost <= low.cost else "feasible"
-    rep = SolveReport(status, "-", True, float(sg.cost), float(low.cost), relative_gap(sg.cost, low.cost), t,
-                      "dynamic programme", termination="optimal" if status == "optimal" else "other_limit")
-    unimproved = traffic.cross_bytes >= placement_traffic(warm, line.space, jobs).cross_bytes * (1 - 1e-12)
-    res = OrchestrationResult(status, "ilp", "blocks-single" if view is None else "blocks-single-restricted",
-                              line.space, jobs, placement, traffic, rep, unit, termination=rep.termination,
-                              warm_start_unimproved=bool(unimproved))
-    res.notes.append("one DP group: " + ("optimal by the exact path along the ToR blocks" if view is None else
-                                         f"the path over rings within two blocks, bounded by the path over the "
-                                         f"view with rings over three ({low.cost} slot crossings)")
-                     + " (solvers/orchestrator/single_group.py)")
-    res.seconds.update(build=0.0, bound=t, total=time.perf_counter() - budget.t0)
-    return res
 
 
 def _fault_unaware(line: Line, jobs: list[Job], m: int, t0: float) -> OrchestrationResult:

@@ -40,12 +40,21 @@ lines (``tests/solvers/test_orchestrator_single_group.py``).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from solvers.orchestrator.jobs import Job
+from solvers.orchestrator.model_explicit import unit_costs
 from solvers.orchestrator.placement import PlacedInstance, Placement
+from solvers.orchestrator.result import OrchestrationResult
 from solvers.orchestrator.rings import Blocks
+from solvers.orchestrator.run import BudgetSpent
+from solvers.orchestrator.space import Line
+from solvers.orchestrator.three_blocks import three_block_view
+from solvers.orchestrator.traffic import placement_traffic
+from solvers.pulp_adapter import SolveReport, relative_gap
 
 
 @dataclass(frozen=True)
@@ -179,3 +188,46 @@ def placement_of(blocks: Blocks, sg: SingleGroup) -> Placement:
             rings += pure[:sg.pure[t]]
     members = tuple(range(len(rings)))
     return Placement(tuple(rings), (PlacedInstance(0, (members,)),))
+
+
+def run_single_group(line: Line, jobs: list[Job], blocks: Blocks, budget, warm: Placement) -> OrchestrationResult | None:
+    """The orchestration of one DP group by the path of :func:`single_group` (None: the budget ran out).
+
+    On short blocks the placement is the path over rings within two blocks and the bound the path over
+    the view that holds rings over three (:mod:`solvers.orchestrator.three_blocks`).
+    """
+    t1 = time.perf_counter()
+    view = None
+    if not blocks.exact:  # short blocks: the bound over the view with rings over three blocks (single_group.py)
+        three = three_block_view(blocks, line.space.healthy, line.space.tor)
+        if three is None:
+            return None
+        view = three[0]
+    try:
+        sg = single_group(blocks, jobs[0].dp, budget)
+        low = sg if view is None or sg is None else single_group(view, jobs[0].dp, budget)
+    except BudgetSpent:
+        return None
+    if sg is None or low is None:
+        return None
+    placement = placement_of(blocks, sg)
+    placement.check(line.space)
+    traffic = placement_traffic(placement, line.space, jobs)
+    unit, _, _ = unit_costs(jobs, line.space.g)
+    cost = traffic.cross_bytes / unit if unit else 0.0
+    if abs(cost - sg.cost) > 1e-6 * max(1.0, cost):  # the accounting must agree with the path, or nothing is proved
+        raise RuntimeError(f"single-group path costs {sg.cost} slot crossings, its placement {cost}")
+    t = time.perf_counter() - t1
+    status = "optimal" if sg.cost <= low.cost else "feasible"
+    rep = SolveReport(status, "-", True, float(sg.cost), float(low.cost), relative_gap(sg.cost, low.cost), t,
+                      "dynamic programme", termination="optimal" if status == "optimal" else "other_limit")
+    unimproved = traffic.cross_bytes >= placement_traffic(warm, line.space, jobs).cross_bytes * (1 - 1e-12)
+    res = OrchestrationResult(status, "ilp", "blocks-single" if view is None else "blocks-single-restricted",
+                              line.space, jobs, placement, traffic, rep, unit, termination=rep.termination,
+                              warm_start_unimproved=bool(unimproved))
+    res.notes.append("one DP group: " + ("optimal by the exact path along the ToR blocks" if view is None else
+                                         f"the path over rings within two blocks, bounded by the path over the "
+                                         f"view with rings over three ({low.cost} slot crossings)")
+                     + " (solvers/orchestrator/single_group.py)")
+    res.seconds.update(build=0.0, bound=t, total=time.perf_counter() - budget.t0)
+    return res
