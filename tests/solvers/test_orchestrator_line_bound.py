@@ -170,15 +170,21 @@ def test_bound_never_exceeds_the_block_ilp_on_256_nodes(m, D, seed):
     assert any("line-DP lower bound" in s for s in res.notes)  # proved by the bound, not by the full ILP
 
 
-def test_a_requested_gap_stops_at_a_placement_within_it_of_the_bound():
-    """With ``gap_rel`` the bound-driven run may stop early; the gap it states is against the line-DP bound,
-    which never exceeds the optimum of the full block ILP (solved to proven optimality here)."""
+def line_with_proven_block_optimum():
+    """A 256-node line (16 per ToR, 13 random faults), TP 3 x DP 5: (line, resolved job, the full block ILP's
+    report, solved to proven optimality)."""
     rng = np.random.default_rng(7)
     line = make_line(256, 16, 2, rng.choice(256, size=13, replace=False).tolist())
     job = resolved(line, Job(tp=3, dp=5, dp_bytes=1.0))
-    blocks = block_structure(line, 3)
-    rep = solve_model(build_blocks_model(blocks, 5, job.count, 1.0), SolveOptions(time_limit=120))
+    rep = solve_model(build_blocks_model(block_structure(line, 3), 5, job.count, 1.0), SolveOptions(time_limit=120))
     assert rep.status == "optimal"
+    return line, job, rep
+
+
+def test_a_requested_gap_stops_at_a_placement_within_it_of_the_bound():
+    """With ``gap_rel`` the bound-driven run may stop early; the gap it states is against the line-DP bound,
+    which never exceeds the optimum of the full block ILP (solved to proven optimality here)."""
+    line, job, rep = line_with_proven_block_optimum()
     unit, _, _ = unit_costs([job], 1)
     for gap in (0.0, 0.05, 0.5):
         res = orchestrate_line(line, [Job(tp=3, dp=5, dp_bytes=1.0)], options=SolveOptions(time_limit=60,
@@ -291,12 +297,7 @@ def test_a_restricted_ilps_own_optimum_is_not_stated_as_the_problems(monkeypatch
     import dataclasses
 
     import solvers.orchestrator.bounded as bounded
-    rng = np.random.default_rng(7)
-    line = make_line(256, 16, 2, rng.choice(256, size=13, replace=False).tolist())
-    job = resolved(line, Job(tp=3, dp=5, dp_bytes=1.0))
-    blocks = block_structure(line, 3)
-    rep = solve_model(build_blocks_model(blocks, 5, job.count, 1.0), SolveOptions(time_limit=120))
-    assert rep.status == "optimal"
+    line, job, rep = line_with_proven_block_optimum()
     real = bounded.packed_bound
 
     def weakened(*a, **kw):
