@@ -52,6 +52,67 @@ def ring_store_and_taker(blocks, splits):
     return rings, straddle_idx, pop
 
 
+def walk_groups(blocks, choices, straddle_idx, pop, dps: list[int], job_of, pure, emitted):
+    """The groups and pooled items a solved block model forms, ToR by ToR along the line.
+
+    Parameters
+    ----------
+    choices : list of _Choice
+        :func:`chosen_options` of the model.
+    straddle_idx, pop
+        :func:`ring_store_and_taker` of the model's splits.
+    dps : list of int
+        Rings per DP group of each job (one job: ``[D]``).
+    job_of : callable
+        Boundary state -> the job its group belongs to (one job: always 0).
+    pure, emitted : callable
+        ``pure(t, j)``: whole groups of job ``j`` in ToR ``t``; ``emitted(t, j, v)``: its items of ``v`` rings.
+
+    Returns
+    -------
+    groups : list of (job, list of ring index)
+    by_size : dict
+        (job, v) -> the items of ``v`` rings, for :func:`mixed_groups`.
+    """
+    T = blocks.T
+    groups: list[tuple[int, list[int]]] = []
+    by_size: dict[tuple[int, int], list[list[int]]] = defaultdict(list)
+    open_item: dict[int, list[int]] = {}  # boundary -> rings of the straddle item crossing it
+    order = list(range(T))
+    if blocks.closed:  # start after a ToR whose right state is not an open item: chains never wrap fully
+        first = next((t for t, a in enumerate(choices) if a.sout[0] != "G"), 0)
+        order = [(first + 1 + i) % T for i in range(T)]
+    for t in order:
+        a = choices[t]
+        lb, rb = blocks.left[t], blocks.right[t]
+        ji, jo = job_of(a.sin), job_of(a.sout)
+        if a.sin[0] == "R":
+            groups.append((ji, [straddle_idx[lb]] + pop(t, dps[ji] - 1)))
+        if a.sin[0] == "A":
+            groups.append((ji, [straddle_idx[lb], straddle_idx[rb]] + pop(t, dps[ji] - 2)))
+        if a.sout[0] == "L":
+            groups.append((jo, [straddle_idx[rb]] + pop(t, dps[jo] - 1)))
+        if a.sin[0] == "G":
+            item = open_item.pop(lb) + pop(t, a.att_in)
+            if a.chain:
+                open_item[rb] = item + [straddle_idx[rb]]
+            elif len(item) == dps[ji]:
+                groups.append((ji, item))
+            else:
+                by_size[ji, len(item)].append(item)
+        if a.sout[0] == "G" and not a.chain:
+            open_item[rb] = [straddle_idx[rb]] + pop(t, a.att_out)
+        for j, D in enumerate(dps):
+            for _ in range(pure(t, j)):
+                groups.append((j, pop(t, D)))
+            for v in range(1, D):
+                for _ in range(emitted(t, j, v)):
+                    by_size[j, v].append(pop(t, v))
+    if open_item:
+        raise RuntimeError(f"straddle items left open at boundaries {sorted(open_item)}")
+    return groups, by_size
+
+
 def mixed_groups(flow: dict, by_size: dict, D: int) -> list[list[int]]:
     """The arc-flow decomposition: each path 0 -> ``D`` of ``flow[(a0, v)]`` arcs is one mixed group.
 
@@ -119,39 +180,10 @@ def extract_blocks(model: BuiltModel) -> Placement:
             members += pop(t, model.ivalue("r", t))
         return _placement(rings, [[members]])
 
-    groups: list[list[int]] = []
-    by_size: dict[int, list[list[int]]] = defaultdict(list)
-    open_item: dict[int, list[int]] = {}  # boundary -> rings of the straddle item crossing it
-    order = list(range(T))
-    if blocks.closed:  # start after a ToR whose right state is not an open item: chains never wrap fully
-        first = next((t for t, a in enumerate(choices) if a.sout[0] != "G"), 0)
-        order = [(first + 1 + i) % T for i in range(T)]
-    for t in order:
-        a = choices[t]
-        lb, rb = blocks.left[t], blocks.right[t]
-        if a.sin[0] == "R":
-            groups.append([straddle_idx[lb]] + pop(t, D - 1))
-        if a.sin[0] == "A":
-            groups.append([straddle_idx[lb], straddle_idx[rb]] + pop(t, D - 2))
-        if a.sout[0] == "L":
-            groups.append([straddle_idx[rb]] + pop(t, D - 1))
-        if a.sin[0] == "G":
-            item = open_item.pop(lb) + pop(t, a.att_in)
-            if a.chain:
-                open_item[rb] = item + [straddle_idx[rb]]
-            elif len(item) == D:
-                groups.append(item)
-            else:
-                by_size[len(item)].append(item)
-        if a.sout[0] == "G" and not a.chain:
-            open_item[rb] = [straddle_idx[rb]] + pop(t, a.att_out)
-        for _ in range(model.ivalue("p", t)):
-            groups.append(pop(t, D))
-        for v in range(1, D):
-            for _ in range(model.ivalue("e", (t, v))):
-                by_size[v].append(pop(t, v))
-    if open_item:
-        raise RuntimeError(f"straddle items left open at boundaries {sorted(open_item)}")
+    tagged, items = walk_groups(blocks, choices, straddle_idx, pop, [D], lambda state: 0,
+                                lambda t, j: model.ivalue("p", t), lambda t, j, v: model.ivalue("e", (t, v)))
+    groups = [g for _, g in tagged]
+    by_size = {v: items[0, v] for v in range(1, D)}
     groups += mixed_groups({k: model.ivalue("F", k) for k in model.var["F"]}, by_size, D)
     left = sum(len(x) for x in by_size.values())
     if left:

@@ -29,7 +29,7 @@ from dataclasses import replace
 import pulp
 
 from solvers.orchestrator.built import BuiltModel
-from solvers.orchestrator.extract import chosen_options, mixed_groups, ring_store_and_taker
+from solvers.orchestrator.extract import chosen_options, mixed_groups, ring_store_and_taker, walk_groups
 from solvers.orchestrator.model_blocks import con, lin, pool_rows, tor_choice_rows, tor_options
 from solvers.orchestrator.placement import PlacedInstance, Placement
 from solvers.orchestrator.rings import Blocks
@@ -143,49 +143,16 @@ def build_jobs_model(blocks: Blocks, dps: list[int], counts: list[int], weights:
 
 
 def extract_jobs(model: BuiltModel) -> Placement:
-    """Placement of a solved :func:`build_jobs_model` (the walk of :func:`~solvers.orchestrator.extract.
-    extract_blocks`, each group sized and numbered by the job its states carry)."""
+    """Placement of a solved :func:`build_jobs_model` (:func:`~solvers.orchestrator.extract.walk_groups`, each
+    group sized and numbered by the job its states carry; its mixed groups packed job by job)."""
     blocks, dps = model.data, model.meta["dps"]
-    T = blocks.T
     choices = chosen_options(model)
     splits = {blocks.right[t]: a.xr for t, a in enumerate(choices) if a.xr}
     rings, straddle_idx, pop = ring_store_and_taker(blocks, splits)
 
-    groups: list[tuple[int, list[int]]] = []
-    by_size: dict[tuple[int, int], list[list[int]]] = defaultdict(list)
-    open_item: dict[int, list[int]] = {}
-    order = list(range(T))
-    if blocks.closed:  # start after a ToR whose right state is not an open item: chains never wrap fully
-        first = next((t for t, a in enumerate(choices) if a.sout[0] != "G"), 0)
-        order = [(first + 1 + i) % T for i in range(T)]
-    for t in order:
-        a = choices[t]
-        lb, rb = blocks.left[t], blocks.right[t]
-        ji, jo = a.sin[-1], a.sout[-1]  # the job a tagged state belongs to
-        if a.sin[0] == "R":
-            groups.append((ji, [straddle_idx[lb]] + pop(t, dps[ji] - 1)))
-        if a.sin[0] == "A":
-            groups.append((ji, [straddle_idx[lb], straddle_idx[rb]] + pop(t, dps[ji] - 2)))
-        if a.sout[0] == "L":
-            groups.append((jo, [straddle_idx[rb]] + pop(t, dps[jo] - 1)))
-        if a.sin[0] == "G":
-            item = open_item.pop(lb) + pop(t, a.att_in)
-            if a.chain:
-                open_item[rb] = item + [straddle_idx[rb]]
-            elif len(item) == dps[ji]:
-                groups.append((ji, item))
-            else:
-                by_size[ji, len(item)].append(item)
-        if a.sout[0] == "G" and not a.chain:
-            open_item[rb] = [straddle_idx[rb]] + pop(t, a.att_out)
-        for j, D in enumerate(dps):
-            for _ in range(model.ivalue("p", (t, j))):
-                groups.append((j, pop(t, D)))
-            for v in range(1, D):
-                for _ in range(model.ivalue("e", (t, j, v))):
-                    by_size[j, v].append(pop(t, v))
-    if open_item:
-        raise RuntimeError(f"straddle items left open at boundaries {sorted(open_item)}")
+    # a tagged state's last element is its job
+    groups, by_size = walk_groups(blocks, choices, straddle_idx, pop, dps, lambda state: state[-1],
+                                  lambda t, j: model.ivalue("p", (t, j)), lambda t, j, v: model.ivalue("e", (t, j, v)))
     for j, D in enumerate(dps):
         flow = {(a0, v): model.ivalue("F", (jj, a0, v)) for (jj, a0, v) in model.var["F"] if jj == j}
         items = {v: by_size[j, v] for v in range(1, D)}
