@@ -183,18 +183,28 @@ def _one_episode_per_server_timeline(pairs, seed):
     return fault_timeline(FAB, 8, trace_from_events(_events(kept), "h", n_servers=36, horizon=8.0), seed=seed)
 
 
+# a timeline of one episode per server, one recovery cost raised from lo to lo + extra (the monotonicity tests)
+COST_CASES = given(
+    pairs=st.lists(st.tuples(TIMES, st.floats(0.01, 2.0).map(lambda x: round(x, 3))), min_size=1, max_size=8),
+    cost=st.sampled_from(COSTS), lo=st.floats(0, 86400.0), extra=st.floats(0, 86400.0),
+    dp=st.integers(14, 18), policy=st.sampled_from(("fixed", "elastic")), seed=st.integers(0, 3))
+
+
+def _recoveries(cost, lo, hi):
+    """Two recoveries alike but for ``cost`` (a Recovery field), set to ``lo`` and ``hi``."""
+    from dataclasses import replace
+
+    base = Recovery(checkpoint_interval_s=3600.0, checkpoint_stall_s=0.0, restart_s=600.0, replace_s=120.0)
+    return replace(base, **{cost: lo}), replace(base, **{cost: hi})
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(pairs=st.lists(st.tuples(TIMES, st.floats(0.01, 2.0).map(lambda x: round(x, 3))), min_size=1, max_size=8),
-       cost=st.sampled_from(COSTS), lo=st.floats(0, 86400.0), extra=st.floats(0, 86400.0),
-       dp=st.integers(14, 18), policy=st.sampled_from(("fixed", "elastic")), seed=st.integers(0, 3))
+@COST_CASES
 def test_goodput_never_rises_with_a_cost(pairs, cost, lo, extra, dp, policy, seed):
     tl = _one_episode_per_server_timeline(pairs, seed)
     shape = JobShape(8, 1, dp)
     rate = constant_rate(1.0, 8)
-    base = Recovery(checkpoint_interval_s=3600.0, checkpoint_stall_s=0.0, restart_s=600.0, replace_s=120.0)
-    from dataclasses import replace
-    a = replace(base, **{cost: lo})
-    b = replace(base, **{cost: lo + extra})
+    a, b = _recoveries(cost, lo, lo + extra)
     ga = report(tl, shape, simulate(tl, shape, rate, a, policy), rate, a, policy)["goodput_ratio"]
     gb = report(tl, shape, simulate(tl, shape, rate, b, policy), rate, b, policy)["goodput_ratio"]
     assert gb <= ga + 1e-12
@@ -215,17 +225,13 @@ def placement_aware_rate(tl, shape):
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(pairs=st.lists(st.tuples(TIMES, st.floats(0.01, 2.0).map(lambda x: round(x, 3))), min_size=1, max_size=8),
-       cost=st.sampled_from(COSTS), lo=st.floats(0, 86400.0), extra=st.floats(0, 86400.0),
-       dp=st.integers(14, 18), policy=st.sampled_from(("fixed", "elastic")), seed=st.integers(0, 3))
+@COST_CASES
 def test_goodput_never_rises_with_a_cost_when_placements_differ(pairs, cost, lo, extra, dp, policy, seed):
     """As above with a step time that depends on the placement (re-placements and rebalances happen)."""
     tl = _one_episode_per_server_timeline(pairs, seed)
     shape = JobShape(8, 1, dp)
     rate = placement_aware_rate(tl, shape)
-    from dataclasses import replace
-    base = Recovery(checkpoint_interval_s=3600.0, checkpoint_stall_s=0.0, restart_s=600.0, replace_s=120.0)
-    a, b = replace(base, **{cost: lo}), replace(base, **{cost: lo + extra})
+    a, b = _recoveries(cost, lo, lo + extra)
     la, lb = simulate(tl, shape, rate, a, policy), simulate(tl, shape, rate, b, policy)
     assert (la.placements, la.rebalances) == (lb.placements, lb.rebalances)  # costs never change where the job runs
     ga = report(tl, shape, la, rate, a, policy)["goodput_ratio"]
