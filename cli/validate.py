@@ -64,19 +64,8 @@ MAX_BYTES = float(1 << 60)
 
 def _bytes_at_most(hi: float) -> Rule:
     """A size flag (``1GiB``, ``1e9``) of at most ``hi`` bytes; an unreadable one is left to the command's parser."""
-    def rule(v):
-        if not isinstance(v, str):
-            return None
-        from fabric.units import parse_bytes
-
-        try:
-            nbytes = parse_bytes(v, "")
-        except FabricError:
-            return None
-        if nbytes > hi:
-            return f"{v!r} is {nbytes:.3g} bytes; at most {hi:.3g} (1 EiB) allowed"
-        return None
-    return rule
+    return _parsed_at_most("parse_bytes", hi,
+                           lambda v, x: f"{v!r} is {x:.3g} bytes; at most {hi:.3g} (1 EiB) allowed")
 
 
 #: Longest duration a time flag takes (s): about 30 years, as ``--time-limit``; far from float overflow.
@@ -85,18 +74,25 @@ MAX_SECONDS = 1e9
 
 def _time_at_most(hi: float) -> Rule:
     """A duration flag (``1.2ms``, ``5``) of at most ``hi`` seconds; an unreadable one is left to the command."""
+    return _parsed_at_most("parse_time", hi, lambda v, x: f"{v!r} is {x:.3g} s; at most {hi:g} s allowed")
+
+
+def _parsed_at_most(parser: str, hi: float, too_big) -> Rule:
+    """A flag read by ``fabric.units.<parser>`` that must not exceed ``hi``; ``too_big(text, value)`` says why.
+
+    The parser is imported when a value is checked, not at start-up; a value it cannot read is left to the
+    command's own parser (its error names what is allowed).
+    """
     def rule(v):
         if not isinstance(v, str):
             return None
-        from fabric.units import parse_time
+        from fabric import units
 
         try:
-            seconds = parse_time(v, "")
+            x = getattr(units, parser)(v, "")
         except FabricError:
             return None
-        if seconds > hi:
-            return f"{v!r} is {seconds:.3g} s; at most {hi:g} s allowed"
-        return None
+        return too_big(v, x) if x > hi else None
     return rule
 
 
