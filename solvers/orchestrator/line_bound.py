@@ -300,7 +300,10 @@ def line_bound(blocks: Blocks, D: int, C: int, budget=None, item_cost=None, prep
 
 
 def _forward(P: Prepared, suf: np.ndarray, w: int, need: int, ic, piece, budget):
-    """The forward pass from state ``w`` back to ``w`` (:func:`line_bound`): (layers, mids, last layer, slack) or None."""
+    """The forward pass from state ``w`` back to ``w`` (:func:`line_bound`).
+
+    Returns (layers, mids, last layer, slack), or None.
+    """
     start = int(suf[0, w])
     if start < need:
         return None

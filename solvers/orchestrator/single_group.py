@@ -190,7 +190,8 @@ def placement_of(blocks: Blocks, sg: SingleGroup) -> Placement:
     return Placement(tuple(rings), (PlacedInstance(0, (members,)),))
 
 
-def run_single_group(line: Line, jobs: list[Job], blocks: Blocks, budget, warm: Placement) -> OrchestrationResult | None:
+def run_single_group(line: Line, jobs: list[Job], blocks: Blocks, budget,
+                     warm: Placement) -> OrchestrationResult | None:
     """The orchestration of one DP group by the path of :func:`single_group` (None: the budget ran out).
 
     On short blocks the placement is the path over rings within two blocks and the bound the path over
