@@ -29,6 +29,7 @@ from solvers.orchestrator.space import Line
 from solvers.orchestrator.traffic import placement_traffic
 from solvers.pulp_adapter import SolveOptions, SolveReport, relative_gap
 
+REGROUP_SHARE = 0.5  # of the time left: the exchange search (the explicit model rarely improves on it)
 TOL = 1e-6
 
 
@@ -65,7 +66,10 @@ def run_explicit_bounded(line: Line, jobs: list[Job], greedy: Placement, options
     per_tor = np.bincount(line.space.tor[line.space.healthy], minlength=line.space.n_tors)
     lb = tor_count_bound(per_tor, m, job.dp, job.count)
     t_bound = time.perf_counter() - t1
-    greedy = regroup(greedy, line.space)  # same rings, never dearer: a better incumbent for any wiring
+    left = budget.remaining()
+    # same rings, never dearer: a better incumbent for any wiring, within a share of the time left
+    greedy = regroup(greedy, line.space, budget=None if left is None else Budget(time.perf_counter(),
+                                                                                 left * REGROUP_SHARE))
     warm = placement_traffic(greedy, line.space, jobs).cross_bytes / unit
     gap = relative_gap(warm, lb)
     if warm <= lb + TOL or (options.gap_rel > 0 and gap is not None and gap <= options.gap_rel):

@@ -23,6 +23,7 @@ from solvers.orchestrator.placement import PlacedInstance, Placement
 from solvers.orchestrator.space import SlotSpace
 
 MAX_PASSES = 20  # each pass is O(pairs sharing a ToR x D^2); measured: 3-4 passes reach a local optimum
+CHECK_EVERY = 256  # pairs between looks at the budget (a pair costs D^2 group costs: microseconds)
 
 
 def group_cost(sigs: list[tuple[int, ...]]) -> int:
@@ -35,7 +36,7 @@ def group_cost(sigs: list[tuple[int, ...]]) -> int:
     return cost
 
 
-def regroup(placement: Placement, space: SlotSpace, max_passes: int = MAX_PASSES) -> Placement:
+def regroup(placement: Placement, space: SlotSpace, max_passes: int = MAX_PASSES, budget=None) -> Placement:
     """``placement`` (one job, PP = 1) with its DP groups improved by ring swaps (module docstring).
 
     Parameters
@@ -45,6 +46,9 @@ def regroup(placement: Placement, space: SlotSpace, max_passes: int = MAX_PASSES
     space : SlotSpace
     max_passes : int
         Sweeps over all pairs of groups; the search stops earlier at a local optimum.
+    budget : solvers.orchestrator.run.Budget, optional
+        Checked every :data:`CHECK_EVERY` pairs: the search stops where it is when it is spent (a pass
+        over a 16,384-node line with 8 ToRs takes minutes), keeping the exchanges made so far.
 
     Returns
     -------
@@ -59,11 +63,17 @@ def regroup(placement: Placement, space: SlotSpace, max_passes: int = MAX_PASSES
         return placement
     spare = list(placement.spare)
     cost = [group_cost([sig[r] for r in grp]) for grp in groups]
+    spent = False
     for _ in range(max_passes):
         changed = False
-        for a, b in _pairs(groups, sig):
+        for i, (a, b) in enumerate(_pairs(groups, sig)):
+            if budget is not None and i % CHECK_EVERY == 0 and _spent(budget):
+                spent = True
+                break
             if cost[a] or cost[b]:
                 changed |= _best_swap(groups, cost, sig, a, b)
+        if spent:
+            break
         for a in range(len(groups)):
             if cost[a]:
                 changed |= _best_spare(groups, cost, sig, spare, a)
@@ -73,18 +83,29 @@ def regroup(placement: Placement, space: SlotSpace, max_passes: int = MAX_PASSES
     return Placement(placement.rings, instances, tuple(sorted(spare)))
 
 
-def _pairs(groups: list[list[int]], sig) -> list[tuple[int, int]]:
-    """Pairs of groups (a < b) with a ToR in common at some slot, in a fixed order."""
+def _spent(budget) -> bool:
+    left = budget.remaining()
+    return left is not None and left <= 0
+
+
+def _pairs(groups: list[list[int]], sig):
+    """Pairs of groups (a < b) with a ToR in common at some slot, ascending, as the groups stand now.
+
+    Generated group by group (never all at once: with few ToRs they are quadratic in the groups); the
+    ToR memberships are taken when the generator starts, so the exchanges it feeds do not change them.
+    """
     members = defaultdict(set)
+    keys = []
     for g, grp in enumerate(groups):
-        for r in grp:
-            for s, t in enumerate(sig[r]):
-                members[(s, t)].add(g)
-    out = set()
-    for gs in members.values():
-        gs = sorted(gs)
-        out.update((gs[i], gs[j]) for i in range(len(gs)) for j in range(i + 1, len(gs)))
-    return sorted(out)
+        mine = {(s, t) for r in grp for s, t in enumerate(sig[r])}
+        keys.append(mine)
+        for key in mine:
+            members[key].add(g)
+    for a, mine in enumerate(keys):
+        near = set()
+        for key in mine:
+            near.update(members[key])
+        yield from ((a, b) for b in sorted(near) if b > a)
 
 
 def _best_swap(groups, cost, sig, a: int, b: int) -> bool:

@@ -13,6 +13,7 @@ What is checked, and against what:
 """
 
 import random
+import time
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ from solvers.orchestrator.greedy import tor_aware_placement
 from solvers.orchestrator.model_explicit import unit_costs
 from solvers.orchestrator.placement import PlacedInstance, Placement
 from solvers.orchestrator.regroup import group_cost, regroup
+from solvers.orchestrator.run import Budget
 from solvers.orchestrator.traffic import placement_traffic
 from tests.solvers.test_orchestrator_slot_bound import small_line  # a small interleaved or random-map line
 
@@ -56,6 +58,8 @@ def test_one_exchange_makes_two_mixed_groups_pure():
     out = regroup(start, line.space)
     assert cost_units(out, line, job) == 0
     assert sorted(out.used_rings) == list(range(8))
+    # a spent budget stops the search before its first exchange: the start comes back as it was
+    assert regroup(start, line.space, budget=Budget(time.perf_counter(), 0.0)) == start
 
 
 @pytest.mark.parametrize("wiring", ["interleaved", "map"])
