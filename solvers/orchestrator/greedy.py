@@ -61,8 +61,24 @@ def tor_aware_placement(line: Line, jobs: list[Job]) -> Placement:
     rings = max_rings(line, jobs[0].tp // line.space.g)
     if len(jobs) != 1:
         return fill_instances(rings, jobs)
-    size = jobs[0].dp  # whole DP groups (stages) of identical rings; with PP 1 whole instances
-    tor = line.space.tor
+    return group_by_signature(rings, line.space.tor, jobs[0])
+
+
+def group_by_signature(rings: list[tuple[int, ...]], tor, job: Job) -> Placement:
+    """``rings`` as instances of one job: whole DP groups of identical ToR signatures first, then the rest.
+
+    The rule of :func:`tor_aware_placement` (its docstring), for any rings.
+
+    Parameters
+    ----------
+    rings : list of tuple of int
+        Slot ids of each ring, in rank order.
+    tor : ndarray of int
+        Dense ToR of each slot.
+    job : Job
+        ``dp``, ``pp`` and ``count`` resolved.
+    """
+    size = job.dp  # whole DP groups (stages) of identical rings; with PP 1 whole instances
     sigs = [tuple(int(tor[u]) for u in r) for r in rings]
     by_sig: dict[tuple[int, ...], list[int]] = {}
     for i, sg in enumerate(sigs):
@@ -70,7 +86,7 @@ def tor_aware_placement(line: Line, jobs: list[Job]) -> Placement:
     whole = [i for idx in by_sig.values() for i in idx[:len(idx) - len(idx) % size]]
     taken = set(whole)
     rest = sorted((i for i in range(len(rings)) if i not in taken), key=lambda i: (sigs[i], i))
-    return fill_instances([rings[i] for i in whole + rest], jobs)
+    return fill_instances([rings[i] for i in whole + rest], [job])
 
 
 def fault_unaware_placement(line: Line, jobs: list[Job], plan_jobs: list[Job] | None = None) -> Placement:

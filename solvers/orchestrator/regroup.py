@@ -67,7 +67,7 @@ def regroup(placement: Placement, space: SlotSpace, max_passes: int = MAX_PASSES
     for _ in range(max_passes):
         changed = False
         for i, (a, b) in enumerate(_pairs(groups, sig)):
-            if budget is not None and i % CHECK_EVERY == 0 and _spent(budget):
+            if budget is not None and i % CHECK_EVERY == 0 and budget.spent():
                 spent = True
                 break
             if cost[a] or cost[b]:
@@ -81,11 +81,6 @@ def regroup(placement: Placement, space: SlotSpace, max_passes: int = MAX_PASSES
             break
     instances = tuple(PlacedInstance(inst.job, (tuple(grp),)) for inst, grp in zip(placement.instances, groups))
     return Placement(placement.rings, instances, tuple(sorted(spare)))
-
-
-def _spent(budget) -> bool:
-    left = budget.remaining()
-    return left is not None and left <= 0
 
 
 def _pairs(groups: list[list[int]], sig):

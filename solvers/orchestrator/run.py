@@ -64,10 +64,14 @@ class Budget:
         """Seconds left (may be negative), None when unlimited."""
         return None if self.limit is None else self.t0 + self.limit - time.perf_counter()
 
+    def spent(self) -> bool:
+        """Whether the deadline has passed (never, when unlimited)."""
+        left = self.remaining()
+        return left is not None and left <= 0
+
     def check(self) -> None:
         """Raise :class:`BudgetSpent` when the deadline has passed (the build calls it between steps)."""
-        left = self.remaining()
-        if left is not None and left <= 0:
+        if self.spent():
             raise BudgetSpent()
 
 
