@@ -29,7 +29,7 @@ from solvers.orchestrator.rings import TooManyCandidates
 from solvers.orchestrator.solve import solve_model
 from solvers.orchestrator.space import SlotSpace
 from solvers.orchestrator.traffic import placement_traffic
-from solvers.pulp_adapter import SolveOptions
+from solvers.pulp_adapter import SolveOptions, relative_gap
 
 EXTRACT_RESERVE_S = 0.05  # kept back from the solver for extraction and accounting (small models: ms)
 # Reading the solution back (PuLP's value copy, the start comparison, extraction, exact accounting) walks the
@@ -164,8 +164,16 @@ def run_ilp(space: SlotSpace, jobs: list[Job], greedy: Placement, options: Solve
         placement.check(space)
         res.placement = placement
         res.traffic = placement_traffic(placement, space, jobs)
-        warm = placement_traffic(greedy, space, jobs).cross_bytes
-        res.warm_start_unimproved = bool(res.traffic.cross_bytes >= warm * (1 - 1e-12))
+        warm = placement_traffic(greedy, space, jobs)
+        res.warm_start_unimproved = bool(res.traffic.cross_bytes >= warm.cross_bytes * (1 - 1e-12))
+        if res.traffic.cross_bytes > warm.cross_bytes * (1 + 1e-12) and report.status != "optimal":
+            # the solver ran without the start (a ring its candidates express differently) and ended dearer
+            obj = warm.cross_bytes / built.unit_bytes if built.unit_bytes else report.objective
+            gap = relative_gap(obj, report.bound)
+            res.status = "optimal" if gap == 0.0 else report.status
+            res.report = replace(report, objective=obj, gap=gap, status=res.status)
+            res.placement, res.traffic = greedy, warm
+            res.notes.append("the solver's incumbent was dearer than the warm start: the warm start is kept")
     res.seconds.update(build=t_build, total=time.perf_counter() - budget.t0)
     return res
 

@@ -116,3 +116,29 @@ def test_spent_budget_returns_the_start_cut():
     out = retile(line, job, start, budget=Budget(time.perf_counter(), 0.0))
     assert sorted(map(tuple, (out.rings[r] for r in out.used_rings))) == sorted(
         map(tuple, (start.rings[r] for r in start.used_rings)))
+
+
+def test_a_dearer_solver_incumbent_never_replaces_the_warm_start(monkeypatch):
+    """A retiled warm start may use rings the explicit model's candidates express differently; if the solver
+    then runs without it and stops (time limit) at something dearer, the warm start stays the answer."""
+    from types import SimpleNamespace
+
+    from solvers.orchestrator import run as run_mod
+    from solvers.pulp_adapter import SolveOptions, SolveReport
+
+    rng = random.Random(9)
+    line, job = small_line(rng, 18, 4, 2, 2, 2, "interleaved")
+    warm = retile(line, job, tor_aware_placement(line, [job]), moves=3000)
+    dear = tor_aware_placement(line, [job])  # 6 slot crossings on this line, the retiled cut 2
+    unit, _, _ = unit_costs([job], 1)
+    assert cost_units(dear, line, job) > cost_units(warm, line, job)
+    built = SimpleNamespace(kind="explicit", data=SimpleNamespace(), unit_bytes=unit, stats=lambda: {})
+    report = SolveReport("feasible", "highs", True, cost_units(dear, line, job), 0.0, 1.0, 0.1, "Time limit reached",
+                         termination="time_limit")
+    monkeypatch.setattr(run_mod, "solve_model", lambda b, opts, start: report)
+    res = run_mod.run_ilp(line.space, [job], warm, SolveOptions(time_limit=5), Budget(time.perf_counter(), 5),
+                          lambda b: built, lambda b, p: {}, lambda b: dear)
+    assert res.placement == warm
+    assert res.report.objective == pytest.approx(cost_units(warm, line, job))
+    assert res.report.gap == pytest.approx(1.0) and res.status == "feasible"  # bound 0
+    assert any("dearer than the warm start" in n for n in res.notes)
