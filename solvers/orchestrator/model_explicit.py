@@ -35,6 +35,8 @@ from solvers.orchestrator.built import BuiltModel
 from solvers.orchestrator.jobs import Job
 from solvers.orchestrator.rings import Candidate
 
+CHECK_EVERY = 2048  # candidates or positions between looks at the budget (each a PuLP variable or row: ~10 us)
+
 
 def unit_costs(jobs: list[Job], g: int) -> tuple[float, list[float], list[float]]:
     """(bytes per objective unit, DP cost per slot crossing, PP cost per mismatched slot) per job, in units."""
@@ -64,7 +66,8 @@ def build_explicit_model(cands: list[Candidate], conflicts: list[list[int]], job
     fixed : bool
         Candidates are already-formed TP groups (other architectures): only grouping is decided.
     budget : solvers.orchestrator.run.Budget, optional
-        Checked at every instance slot (the build of a large line takes seconds).
+        Checked every :data:`CHECK_EVERY` candidates or positions and at every rank slot of every instance
+        (the build of a large line takes seconds).
     """
     prob = pulp.LpProblem("orchestrate_explicit", pulp.LpMinimize)
     V: dict[str, dict] = {k: {} for k in ("x", "h", "y", "n", "u", "f", "q", "go", "gi")}
@@ -80,8 +83,14 @@ def build_explicit_model(cands: list[Candidate], conflicts: list[list[int]], job
         return v
 
     BIN, INT = pulp.LpBinary, pulp.LpInteger
-    x = [var("x", r, 0, 1, BIN) for r in range(len(cands))]
+    x = []
+    for r in range(len(cands)):
+        if budget is not None and r % CHECK_EVERY == 0:
+            budget.check()
+        x.append(var("x", r, 0, 1, BIN))
     for k, group in enumerate(conflicts):
+        if budget is not None and k % CHECK_EVERY == 0:
+            budget.check()
         if len(group) > 1:
             prob += pulp.lpSum(x[r] for r in group) <= 1, f"span_{k}"
     supply = defaultdict(list)
@@ -89,6 +98,10 @@ def build_explicit_model(cands: list[Candidate], conflicts: list[list[int]], job
         supply[sig_ix[c.sig]].append(x[r])
     # slot/ToR pairs that occur at each slot
     tors_at = [sorted({s[j] for s in sig_list}) for j in range(m)]
+    holding = defaultdict(list)  # (slot, ToR) -> signatures with that ToR at that slot
+    for qi, sg in enumerate(sig_list):
+        for j, t in enumerate(sg):
+            holding[j, t].append(qi)
     close, mism = _pp_pairs(sig_list, m) if any(job.pp > 1 for job in jobs) else ([], {})
 
     demand = defaultdict(list)
@@ -115,11 +128,13 @@ def build_explicit_model(cands: list[Candidate], conflicts: list[list[int]], job
                 prob += pulp.lpSum(ns.values()) == D * y, f"size_{j}_{i}_{p}"
                 if D > 1 and dpc[j] > 0:
                     for s in range(m):
+                        if budget is not None:
+                            budget.check()
                         us = []
                         for t in tors_at[s]:
                             u = var("u", (j, i, p, s, t), 0, 1, BIN)
                             us.append(u)
-                            members = [ns[qi] for qi, sg in enumerate(sig_list) if sg[s] == t]
+                            members = [ns[qi] for qi in holding[s, t]]
                             prob += D * u >= pulp.lpSum(members), f"u_{j}_{i}_{p}_{s}_{t}"
                         f = var("f", (j, i, p, s), 0, 1, BIN)
                         prob += (D - 1) * f >= pulp.lpSum(us) - y, f"f_{j}_{i}_{p}_{s}"
