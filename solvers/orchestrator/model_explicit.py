@@ -49,6 +49,31 @@ def unit_costs(jobs: list[Job], g: int) -> tuple[float, list[float], list[float]
     return unit, [c / unit for c in dp], [c / unit for c in pp]
 
 
+def _ring_choices(prob, n_cands: int, conflicts: list[list[int]], new_var, budget) -> list:
+    """One binary per candidate ring (formed or not), and at most one formed per line position."""
+    x = []
+    for r in range(n_cands):
+        if budget is not None and r % CHECK_EVERY == 0:
+            budget.check()
+        x.append(new_var(r))
+    for k, group in enumerate(conflicts):
+        if budget is not None and k % CHECK_EVERY == 0:
+            budget.check()
+        if len(group) > 1:
+            prob += pulp.lpSum(x[r] for r in group) <= 1, f"span_{k}"
+    return x
+
+
+def _slot_tors(sig_list: list[tuple[int, ...]], m: int):
+    """(ToRs that occur at each slot, (slot, ToR) -> indices of the signatures with that ToR there)."""
+    tors_at = [sorted({s[j] for s in sig_list}) for j in range(m)]
+    holding = defaultdict(list)
+    for qi, sg in enumerate(sig_list):
+        for j, t in enumerate(sg):
+            holding[j, t].append(qi)
+    return tors_at, holding
+
+
 def build_explicit_model(cands: list[Candidate], conflicts: list[list[int]], jobs: list[Job], g: int,
                          fixed: bool = False, budget=None) -> BuiltModel:
     """The explicit ILP (module docstring).
@@ -83,25 +108,11 @@ def build_explicit_model(cands: list[Candidate], conflicts: list[list[int]], job
         return v
 
     BIN, INT = pulp.LpBinary, pulp.LpInteger
-    x = []
-    for r in range(len(cands)):
-        if budget is not None and r % CHECK_EVERY == 0:
-            budget.check()
-        x.append(var("x", r, 0, 1, BIN))
-    for k, group in enumerate(conflicts):
-        if budget is not None and k % CHECK_EVERY == 0:
-            budget.check()
-        if len(group) > 1:
-            prob += pulp.lpSum(x[r] for r in group) <= 1, f"span_{k}"
+    x = _ring_choices(prob, len(cands), conflicts, lambda r: var("x", r, 0, 1, BIN), budget)
     supply = defaultdict(list)
     for r, c in enumerate(cands):
         supply[sig_ix[c.sig]].append(x[r])
-    # slot/ToR pairs that occur at each slot
-    tors_at = [sorted({s[j] for s in sig_list}) for j in range(m)]
-    holding = defaultdict(list)  # (slot, ToR) -> signatures with that ToR at that slot
-    for qi, sg in enumerate(sig_list):
-        for j, t in enumerate(sg):
-            holding[j, t].append(qi)
+    tors_at, holding = _slot_tors(sig_list, m)
     close, mism = _pp_pairs(sig_list, m) if any(job.pp > 1 for job in jobs) else ([], {})
 
     demand = defaultdict(list)
