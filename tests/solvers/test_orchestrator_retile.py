@@ -142,3 +142,20 @@ def test_a_dearer_solver_incumbent_never_replaces_the_warm_start(monkeypatch):
     assert res.report.objective == pytest.approx(cost_units(warm, line, job))
     assert res.report.gap == pytest.approx(1.0) and res.status == "feasible"  # bound 0
     assert any("dearer than the warm start" in n for n in res.notes)
+
+
+def test_orchestration_keeps_the_retiled_cut_and_says_so():
+    """160 nodes, interleaved (above EXPLICIT_MAX_SLOTS, so the slot bound and the warm-start searches run):
+    the regrouped greedy cut costs 35 slot crossings, the retiled one 4 = the slot bound, proved optimal."""
+    from solvers.orchestrator import orchestrate
+    from solvers.orchestrator.faultsets import fault_nodes
+    from solvers.pulp_adapter import SolveOptions
+    from topologies import build
+
+    fab = build("khop-ring", 160 * 4, {"k": 2, "gpus_per_node": 4, "nodes_per_tor": 16, "tor_wiring": "interleaved"})
+    nodes, _ = fault_nodes(fab, node_fault_ratio=0.05, seed=0, mode="exact")
+    res = orchestrate(fab, [Job(tp=16, dp=4)], nodes, options=SolveOptions(time_limit=30))
+    assert any("retile.py" in n and "35 -> 4" in n for n in res.notes)
+    assert res.status == "optimal" and res.report.gap == 0.0
+    unit, _, _ = unit_costs(res.jobs, 4)
+    assert res.traffic.cross_bytes / unit == pytest.approx(4)
