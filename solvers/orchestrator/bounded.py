@@ -148,11 +148,9 @@ def run_bounded(space: SlotSpace, jobs: list[Job], greedy: Placement, options: S
             return full(greedy, options)
         view, options_of = three
     t1 = time.perf_counter()
-    left = budget.remaining()
     try:
-        pb = packed_bound(view, D, C, upper=warm, options_of=options_of,
-                          budget=budget if left is None else Budget(t1, left * BOUND_SHARE),
-                          first_budget=budget if left is None else Budget(t1, left * FIRST_BOUND_SHARE))
+        pb = packed_bound(view, D, C, upper=warm, options_of=options_of, budget=budget.share(BOUND_SHARE),
+                          first_budget=budget.share(FIRST_BOUND_SHARE))
     except BudgetSpent:
         pb = None
     t_bound = time.perf_counter() - t1
@@ -167,11 +165,9 @@ def run_bounded(space: SlotSpace, jobs: list[Job], greedy: Placement, options: S
                                 termination="optimal" if warm <= pb.bound + TOL else "gap_limit")
         return _finish(res, pb, unit_bytes, note, t_bound, budget.t0)
     best = greedy
-    left = budget.remaining()
     n_options = sum(len(o) for o in pb.paths[0].options)  # every ToR's options: the full ILP's option columns
     large = n_options > FULL_SEARCH_MAX_OPTIONS
-    share = None if left is None else max(left * (1.0 if large else RESTRICTED_SHARE), 0.0)
-    sub = Budget(time.perf_counter(), share)
+    sub = budget.share(1.0 if large else RESTRICTED_SHARE)
     opts = _union_options(pb, blocks.m)
     res = None if opts is None else run_ilp(
         space, jobs, greedy, options, sub, lambda b: build_blocks_model(blocks, D, C, unit_bytes, b, options=opts),

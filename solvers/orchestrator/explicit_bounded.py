@@ -61,12 +61,6 @@ def _with_bound(res: OrchestrationResult, bound: float, unit: float) -> Orchestr
     return res
 
 
-def _share(budget: Budget, share: float) -> Budget | None:
-    """A budget of ``share`` of the time ``budget`` has left, from now (None when unlimited)."""
-    left = budget.remaining()
-    return None if left is None else Budget(time.perf_counter(), left * share)
-
-
 def run_explicit_bounded(line: Line, jobs: list[Job], greedy: Placement, options: SolveOptions, budget: Budget,
                          build, encode, extract) -> OrchestrationResult:
     """The explicit orchestration of one PP = 1 job with the slot bound first (module docstring)."""
@@ -78,11 +72,11 @@ def run_explicit_bounded(line: Line, jobs: list[Job], greedy: Placement, options
     lb = tor_count_bound(per_tor, m, job.dp, job.count)
     t_bound = time.perf_counter() - t1
     # same rings, never dearer: a better incumbent for any wiring, within a share of the time left
-    greedy = regroup(greedy, line.space, budget=_share(budget, REGROUP_SHARE))
+    greedy = regroup(greedy, line.space, budget=budget.share(REGROUP_SHARE))
     warm = placement_traffic(greedy, line.space, jobs).cross_bytes / unit
     retiled = None
     if warm > lb + TOL:  # then other spare nodes, rings cut anew (solvers/orchestrator/retile.py)
-        cut = retile(line, job, greedy, budget=_share(budget, RETILE_SHARE))
+        cut = retile(line, job, greedy, budget=budget.share(RETILE_SHARE))
         if cut is not None:
             cost = placement_traffic(cut, line.space, jobs).cross_bytes / unit
             if cost < warm:

@@ -72,14 +72,12 @@ def run_jobs_blocks(space: SlotSpace, jobs: list[Job], greedy: Placement, option
                                  budget.t0, time.perf_counter() - t1)
     t_build = time.perf_counter() - t1
     keep = used_options(full, encode_blocks(full, greedy))
-    left = budget.remaining()
-    lp_bound, sup = _lp_support(full, options, Budget(time.perf_counter(), None if left is None else left * LP_SHARE))
+    lp_bound, sup = _lp_support(full, options, budget.share(LP_SHARE))
     if sup is not None:
         keep = [a | b for a, b in zip(keep, sup)]
     best = greedy
-    left = budget.remaining()
     restricted = run_ilp(space, jobs, greedy, replace(options, gap_rel=max(options.gap_rel, 1e-4)),
-                         Budget(time.perf_counter(), None if left is None else left * RESTRICTED_SHARE),
+                         budget.share(RESTRICTED_SHARE),
                          lambda b: build_jobs_model(blocks, dps, counts, weights, unit, b, keep=keep),
                          encode_blocks, extract_jobs)
     if (restricted.placement is not None and restricted.traffic is not None

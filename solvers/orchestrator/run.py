@@ -67,6 +67,11 @@ class Budget:
         """Seconds left (may be negative), None when unlimited."""
         return None if self.limit is None else self.t0 + self.limit - time.perf_counter()
 
+    def share(self, fraction: float) -> Budget:
+        """A budget of ``fraction`` of the time left, from now (unlimited when this one is)."""
+        left = self.remaining()
+        return Budget(time.perf_counter(), None if left is None else max(left, 0.0) * fraction)
+
     def spent(self) -> bool:
         """Whether the deadline has passed (never, when unlimited)."""
         left = self.remaining()
