@@ -113,6 +113,12 @@ class SolveOptions:
     highs_options: tuple[tuple[str, object], ...] = ()
     known_bound: float | None = None
 
+    def __post_init__(self):
+        # checked here, not only when a solver is called: many requests are settled without one (a line DP
+        # proves the warm start optimal), and a misspelt solver must not pass unnoticed there
+        if self.solver != "auto" and self.solver not in SOLVERS:
+            raise FabricError("mip_solver", f"{self.solver!r} not allowed; use one of auto, {', '.join(SOLVERS)}")
+
 
 @dataclass(frozen=True)
 class SolveReport:

@@ -92,6 +92,8 @@ def test_infeasible_request_exits_1_with_the_status(run_cli):
     (["--tp", "8", "--dp", "2", "--faulty-nodes", "a,b"], "--faulty-nodes"),
     (["--tp", "8", "--dp", "two"], "--dp"),
     (["--tp", "8", "--dp", "2", "--solver", "magic"], "--solver"),
+    # settled without a MIP (the line DP proves the warm start optimal): the name is still checked
+    (["--tp", "8", "--dp", "2", "--mip-solver", "gurobi"], "--mip-solver"),
     (["--tp", "8", "--dp", "2", "--node-fault-ratio", "1.5"], "--node-fault-ratio"),
     (["--tp", "8", "--dp", "2", "--node-fault-ratio", "0.1", "--faulty-nodes", "1"], "--faulty-nodes"),
     (["--tp", "8", "--dp", "2", "--time-limit", "0"], "--time-limit"),
