@@ -18,9 +18,8 @@ import typer
 from cli.common import CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json
 from fabric.catalog import load_catalog
 from fabric.errors import FabricError
-from fabric.faults import COMPONENTS, MODES
+from fabric.faults import COMPONENTS, DEFAULT_SAMPLES, MODES
 from fabric.trace import MAPPINGS
-from solvers.allocation.summary import DEFAULT_SAMPLES, blast_table, faults_summary, waste_table
 from topologies import REFERENCE_ARCHITECTURES, build
 
 TABLE_TPS = (8, 16, 32, 64)
@@ -159,6 +158,8 @@ def faults_command(
     if node_fault_ratio is not None:
         values = parse_ratios(node_fault_ratio)  # reject bad input before building anything
         ratio_arg = values if ":" in node_fault_ratio else values[0]
+    from solvers.allocation.summary import faults_summary  # lazily: start-up (issue 18)
+
     cat = load_catalog(catalog)
     fab = build_fabric(arch, gpus, param, cat, topology)
     data = faults_summary(fab, tp, node_fault_ratio=ratio_arg, fault_ratios=ratios or None, mode=mode,
@@ -235,6 +236,8 @@ def faults_table_command(
         raise FabricError("--gpus", f"{gpus} must be a whole number > 0")
     if samples < 1:
         raise FabricError("--samples", f"{samples} must be >= 1")
+    from solvers.allocation.summary import blast_table, waste_table  # lazily: start-up (issue 18)
+
     waste_fabrics, blast_fabrics = _table_fabrics(gpus)
     waste = waste_table(waste_fabrics, TABLE_RATIOS, samples=samples, seed=seed)
     blast = blast_table(blast_fabrics, tp)

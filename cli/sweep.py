@@ -35,11 +35,11 @@ import typer
 
 from cli.common import JSON_OPT, console, emit_json
 from cli.study.progress import say
-from cli.study.report import comparison, comparison_table, rows_table
-from cli.study.runner import run_study, study_rows
-from cli.study.spec import load_study
-from cli.study.store import read_results
 from fabric.errors import FabricError
+
+# The study engine (cli.study.runner, .report, .spec, .store) is imported inside the commands: it pulls in every
+# metric's module (the RL comparison, the allocation solvers, pandas), 0.2 s that `fabric --help` and the other
+# commands must not pay (issue 18, start-up).
 
 ROWS_SHOWN = 200
 """`fabric results --rows` prints at most this many rows as a table."""
@@ -60,6 +60,10 @@ def sweep_command(
     as_json: bool = JSON_OPT,
 ) -> None:
     """Run a design study: every point of SPEC, in parallel, into Parquet; then the comparison table."""
+    from cli.study.report import comparison, comparison_table
+    from cli.study.runner import run_study, study_rows
+    from cli.study.spec import load_study
+
     study = load_study(spec)
     # read as text: an empty --out would otherwise become Path(".") and sweep into the working folder
     if out_text is not None and not out_text.strip():
@@ -129,6 +133,8 @@ def _print_frame(df, directory: Path, as_csv: bool, as_json: bool, title: str, e
         emit_json({"dir": str(directory), **(extra or {}), "count": len(df),
                    "rows": json.loads(df.to_json(orient="records", date_format="iso", double_precision=15))})
     else:
+        from cli.study.report import rows_table
+
         shown = "" if len(df) <= ROWS_SHOWN else f" (first {ROWS_SHOWN:,}; use --csv or --json for all)"
         console().print(rows_table(df, f"{title}: {len(df):,} rows{shown}", ROWS_SHOWN))
 
@@ -152,6 +158,9 @@ def results_command(
     --sql is one DuckDB statement over the table ``results``; --query a pandas ``DataFrame.query``
     expression, e.g. ``architecture == 'khop-ring' and fault_ratio >= 0.03``.
     """
+    from cli.study.report import comparison, comparison_table
+    from cli.study.store import read_results
+
     if as_csv and as_json:
         raise FabricError("--csv", "give --csv or --json, not both")
     if not directory.is_dir():

@@ -22,9 +22,6 @@ import typer
 from cli.common import CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, emit_json
 from fabric.catalog import Catalog, load_catalog
 from fabric.errors import FabricError
-from fabric.faults import FaultModel
-from fabric.faultset import fault_set
-from solvers.allocation import allocate_lit
 from topologies import ALIASES, ARCHITECTURES, resolve_architecture
 
 # ---------------------------------------------------------------- link loads
@@ -130,7 +127,10 @@ def compose(settings: dict[str, Any], catalog: Catalog | None = None, params: li
     ``settings["k"]`` sets the k-hop reach (``-p k``) of a khop-ring; it is
     ignored by other architectures.  ``tp`` 0 or None forms no TP groups.
     """
+    from fabric.faults import FaultModel
+    from fabric.faultset import fault_set
     from fabric.viewer import Overlay
+    from solvers.allocation import allocate_lit  # lazily, as the rest: start-up (issue 18)
 
     arch = settings.get("architecture")
     params = list(params)

@@ -82,6 +82,10 @@ COMPONENTS = tuple(c.value for c in FaultComponent)
 
 MODES = ("bernoulli", "exact")
 
+DEFAULT_SAMPLES = 1000
+"""Monte Carlo samples of ``fabric faults`` and of the sweep's ``faults`` metric (here, not beside the evaluation in
+:mod:`solvers.allocation.summary`, so that the CLI shows the default without importing the solvers)."""
+
 
 
 @dataclass(frozen=True)

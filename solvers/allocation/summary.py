@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from fabric.errors import FabricError
+from fabric.faults import DEFAULT_SAMPLES
 from fabric.faultset import FaultDraw
 from fabric.model import Fabric
 from fabric.trace import Trace, load_trace
@@ -19,8 +20,6 @@ from solvers.allocation.blast import blast_radius
 from solvers.allocation.evaluate import CURVE_FIELDS, evaluate_faults, fault_curve
 from solvers.allocation.policy import policy_for
 
-DEFAULT_SAMPLES = 1000
-"""Monte Carlo samples of ``fabric faults`` and of the sweep's ``faults`` metric."""
 
 
 def faults_summary(fabric: Fabric, tp: int, *, node_fault_ratio: float | Sequence[float] | None = None,
