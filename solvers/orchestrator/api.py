@@ -34,7 +34,7 @@ from solvers.orchestrator.pipelined import run_pipelined
 from solvers.orchestrator.placement import Placement
 from solvers.orchestrator.result import OrchestrationResult
 from solvers.orchestrator.rings import block_structure, max_rings
-from solvers.orchestrator.run import Budget, run_ilp
+from solvers.orchestrator.run import Budget, run_ilp, warm_start_result
 from solvers.orchestrator.single_group import large_group, run_single_group
 from solvers.orchestrator.space import Line, khop_line
 from solvers.orchestrator.stage1 import check_jobs, resolve_jobs
@@ -114,11 +114,19 @@ def orchestrate_line(line: Line, jobs: list[Job], *, solver: str = "ilp", option
                                   placement_traffic(greedy, line.space, resolved))
         res.seconds["total"] = time.perf_counter() - t0
         return res
+    if not _moves_bytes(resolved, g):  # --dp-bytes 0 (and no PP bytes): nothing crosses a ToR, whatever the placement
+        return warm_start_result(line.space, resolved, greedy, "-", "no DP or PP bytes to place (all are 0): every "
+                                 "placement with the most instances is optimal", t0, 0.0, termination="optimal")
     if len(resolved) > 1:  # several jobs: one job where that is exact or bounds it (several_jobs.py)
         res = _several(line, resolved, greedy, options, model, t0)
         if res is not None:
             return res
     return _ilp(line, resolved, _warm_start(line, resolved, greedy), options, model, t0)
+
+
+def _moves_bytes(jobs: list[Job], g: int) -> bool:
+    """Some job has DP or PP bytes that could cross a ToR (the objective's unit is then > 0)."""
+    return unit_costs(jobs, g)[0] > 0
 
 
 def _several(line: Line, jobs: list[Job], greedy: Placement, options: SolveOptions, prefer: str,

@@ -121,3 +121,16 @@ def test_orchestrate_table_command(run_cli):
         if r["solver"] == "greedy" and r["cross_tor_traffic_ratio"] is not None:
             assert r["cross_tor_traffic_ratio"] >= ilp[(r["architecture"], r["node_fault_ratio"])][
                 "cross_tor_traffic_ratio"] - 1e-12
+
+
+@pytest.mark.parametrize("extra", [[], ["--pp", "2", "--pp-bytes", "0"]])
+def test_zero_bytes_is_optimal_at_zero_not_a_crash(run_cli, extra):
+    """--dp-bytes 0 (and no PP bytes): no placement moves a byte across ToRs, so the most instances at 0 bytes is
+    optimal by definition (it divided by the zero unit before)."""
+    rc, out, err = run_cli("orchestrate", *KHOP, "--tp", "8", "--dp", "2", "--dp-bytes", "0", *extra, "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    greedy = json.loads(run_cli("orchestrate", *KHOP, "--tp", "8", "--dp", "2", *extra, "--solver", "greedy",
+                                "--json")[1])
+    assert d["status"] == "optimal" and d["cross_tor_bytes"] == 0 and d["gap"] == 0
+    assert d["instances"] == greedy["instances"] > 0
