@@ -113,8 +113,10 @@ def read_flows(path: Path, fabric) -> list:
         start = parse_time(start, f"{at}.start_s")
         if start > MAX_START_S:
             raise FabricError(f"{at}.start_s", f"{item['start_s']!r} is later than {MAX_START_S:g} s")
-        flows.append(Flow(device(item["src"], f"{at}.src"), device(item["dst"], f"{at}.dst"), size, start,
-                          tuple(after), fid))
+        src, dst = device(item["src"], f"{at}.src"), device(item["dst"], f"{at}.dst")
+        if src == dst:  # no path: it would finish at once and hide a mistake in the file
+            raise FabricError(f"{at}.dst", f"{item['dst']!r} is the flow's own source; a flow goes to another device")
+        flows.append(Flow(src, dst, size, start, tuple(after), fid))
     ids = [f.id for f in flows]
     known = set(ids)
     if len(known) != len(ids):

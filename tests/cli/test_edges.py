@@ -217,6 +217,7 @@ def test_one_exbibyte_is_still_simulated(run_cli):
     ([{"src": 0, "dst": 1, "bytes": 1e308}], "f.json:[0].bytes"),
     ([{"src": 0, "dst": 1, "bytes": 1, "start_s": 1e308}], "f.json:[0].start_s"),  # overflow warning, exit 0
     ([], "f.json"),  # an empty list ran nothing and exited 0
+    ([{"src": 3, "dst": 3, "bytes": 1}], "f.json:[0].dst"),  # to itself: no path, it "finished" at once
 ])
 def test_flows_file_values_are_bounded(run_cli, tmp_path, flows, field):
     path = tmp_path / "f.json"
