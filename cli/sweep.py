@@ -159,10 +159,14 @@ def results_command(
     expression, e.g. ``architecture == 'khop-ring' and fault_ratio >= 0.03``.
     """
     from cli.study.report import comparison, comparison_table
-    from cli.study.store import read_results
+    from cli.study.store import damaged_metadata, read_results
 
     if as_csv and as_json:
         raise FabricError("--csv", "give --csv or --json, not both")
+    if columns is not None and not rows:
+        raise FabricError("--columns", "picks the columns of --rows; add --rows (or pick columns in --sql)")
+    if wide and (as_csv or as_json):
+        raise FabricError("--wide", "widens the printed table; it does not combine with --csv or --json")
     if not directory.is_dir():
         raise FabricError("DIR", f"no such folder: {directory}")
     if sql is not None:
@@ -174,6 +178,10 @@ def results_command(
         _print_frame(sql_query(directory, sql), directory, as_csv, as_json, f"{directory}: SQL", {"sql": sql})
         return
     df = read_results(directory)
+    for problem in damaged_metadata(directory):
+        say(f"warning: {problem}; the rows are read without it")
+    if query is not None and not query.strip():
+        raise FabricError("--query", "empty; give a condition on the row columns, e.g. \"fault_ratio == 0.03\"")
     if query:
         try:
             df = df.query(query)

@@ -175,6 +175,29 @@ def read_results(out: Path):
     return df
 
 
+def damaged_metadata(out: Path) -> list[str]:
+    """What is wrong with the sweep's own files in ``out`` (the manifest, the spec copy), one line each.
+
+    The rows stand without them (each batch file is whole), so readers warn rather than refuse; but a file that
+    is there and cannot be read means the folder was damaged, and must not pass in silence.
+    """
+    import yaml
+
+    problems = []
+    for name, parse in ((MANIFEST, json.loads), (SPEC_COPY, yaml.safe_load)):
+        path = out / name
+        if not path.is_file():
+            continue
+        try:
+            doc = parse(path.read_text())
+        except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:
+            problems.append(f"{path} cannot be read ({_first_line(exc)})")
+            continue
+        if not isinstance(doc, dict):
+            problems.append(f"{path} is not a mapping")
+    return problems
+
+
 def _read_batch(path: Path, columns: list[str] | None = None):
     """One batch file as an Arrow table; a file that cannot be read is named in a FabricError."""
     import pyarrow as pa

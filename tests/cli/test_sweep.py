@@ -291,11 +291,29 @@ def test_results_command(small_results, run_cli):
     assert rc == 0 and "HBD capex per GPU" in stdout and "khop-ring k=3" in stdout
     for extra, words in [(("--query", "label ==="), "--query:"), (("--query", "nosuch > 1"), "--query:"),
                          (("--rows", "--columns", "nosuch"), "--columns: no column 'nosuch'"),
-                         (("--csv", "--json"), "not both")]:
+                         (("--csv", "--json"), "not both"),
+                         (("--query", " "), "--query: empty"),  # an empty filter was ignored
+                         (("--columns", "label"), "--columns:"),  # without --rows it was ignored
+                         (("--wide", "--csv"), "--wide:")]:
         rc, stdout, err = run_cli("results", out, *extra)
         assert rc == 2 and words in err and err.count("\n") == 1, err
     rc, _, err = run_cli("results", out / "nope")
     assert rc == 2 and "no such folder" in err
+
+
+@pytest.mark.parametrize("name, text", [("_sweep.json", "{bad"), ("_study.yaml", "a: ["), ("_sweep.json", "[1, 2]")])
+def test_a_damaged_sweep_file_is_named_not_passed_over(small_results, run_cli, tmp_path, name, text):
+    """The rows are whole without the manifest or the spec copy, so they are still read; but a damaged one is named
+    on stderr (it was read as if nothing were wrong)."""
+    import shutil
+
+    _, out, df = small_results
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    (copy / name).write_text(text)
+    rc, stdout, err = run_cli("results", copy, "--json")
+    assert rc == 0 and json.loads(stdout)["count"] == len(df)
+    assert err.startswith("warning: ") and name in err and err.count("\n") == 1, err
 
 
 def test_batch_files_appear_whole_or_not_at_all(tmp_path, monkeypatch):
