@@ -29,11 +29,15 @@ from topologies import ALIASES, ARCHITECTURES, resolve_architecture
 MAX_LOAD = 1e30
 
 
-def _from_records(records: list, n_links: int, where: str = "--link-loads") -> tuple[np.ndarray, np.ndarray]:
+def _from_records(records: list, n_links: int, where: str = "--link-loads",
+                  ends=None) -> tuple[np.ndarray, np.ndarray]:
     """Per-link arrays from ``fabric simulate --links --json`` records.
 
     The records list every link that carried bytes; the others were idle (0).
-    A circuit's load goes to both of its OCS-port fibres.
+    A circuit's load goes to both of its OCS-port fibres.  ``ends(j)`` (the two
+    device names of physical link ``j``), when given, is checked against each
+    record's ``src`` and ``dst``: a file simulated on another fabric has link ids
+    in range that name other devices.
     """
     util = np.zeros(n_links)
     nbytes = np.zeros(n_links)
@@ -53,12 +57,17 @@ def _from_records(records: list, n_links: int, where: str = "--link-loads") -> t
             if isinstance(j, bool) or not isinstance(j, int) or not 0 <= j < n_links:
                 raise FabricError(f"{f}.link", f"link id {j!r} is not a physical link of this fabric "
                                                f"(0..{n_links - 1}); was it simulated on another one?")
+        if ends is not None and rec.get("link") is not None and "src" in rec and "dst" in rec:
+            here = ends(rec["link"])
+            if {str(rec["src"]), str(rec["dst"])} != set(here):
+                raise FabricError(f"{f}.link", f"link {rec['link']} joins {here[0]} and {here[1]} in this fabric, "
+                                               f"not {rec['src']} and {rec['dst']}: was it simulated on another one?")
             util[j] = max(util[j], float(values["utilisation"]))
             nbytes[j] = max(nbytes[j], float(values["bytes_fwd"]) + float(values["bytes_rev"]))
     return util, nbytes
 
 
-def read_link_loads(path: Path, n_links: int) -> tuple[Optional[np.ndarray], Optional[np.ndarray]]:
+def read_link_loads(path: Path, n_links: int, ends=None) -> tuple[Optional[np.ndarray], Optional[np.ndarray]]:
     """Utilisation and bytes per physical link from a file.
 
     Accepted: the JSON of ``fabric simulate ... --links --json`` (its
@@ -95,7 +104,7 @@ def read_link_loads(path: Path, n_links: int) -> tuple[Optional[np.ndarray], Opt
             raise FabricError(field, f"{path.name} is a topology file, not link loads; give the output of "
                                      "`fabric simulate --links --json`")
         if isinstance(doc.get("links"), list):
-            return _from_records(doc["links"], n_links, path.name)
+            return _from_records(doc["links"], n_links, path.name, ends)
         cols = {}
         for k in ("utilisation", "bytes"):
             if k in doc:
@@ -153,7 +162,9 @@ def compose(settings: dict[str, Any], catalog: Catalog | None = None, params: li
         dp = groups.T
     util = nbytes = None
     if link_loads is not None:
-        util, nbytes = read_link_loads(link_loads, len(fab.links))
+        names = fab.device_names()
+        util, nbytes = read_link_loads(link_loads, len(fab.links),
+                                       lambda j: (str(names[fab.links.src[j]]), str(names[fab.links.dst[j]])))
     label = f"node fault ratio {ratio:g}, seed {seed}" if ratio > 0 else ""
     overlay = Overlay(faulty_nodes=faulty if ratio > 0 else None, tp_groups=groups, dp_groups=dp,
                       link_utilisation=util, link_bytes=nbytes, label=label)
@@ -202,6 +213,10 @@ def view_command(
         raise FabricError("--backend", f"{backend!r}; allowed: {', '.join(BACKENDS)}")
     if serve == (out is not None):
         raise FabricError("--out", "give --out FILE.html for a page, or --serve for the app (not both)")
+    if serve and as_json:  # the summary describes the page written; the app writes none
+        raise FabricError("--json", "describes the page of --out; the app of --serve prints its address instead")
+    if color_links_by == "load" and link_loads is None and not serve:  # every link would show idle
+        raise FabricError("--color-links-by", "load needs --link-loads FILE (`fabric simulate --links --json`)")
     budget = max_glyphs or DEFAULT_MAX_GLYPHS
     cat = load_catalog(catalog)
     settings = {"architecture": arch, "gpus": gpus, "tp": tp, "fault_ratio": node_fault_ratio, "seed": seed,

@@ -109,6 +109,7 @@ def test_link_loads_from_a_file(run_cli, tmp_path):
     (["dgx", "--level", "pod"], "level"),
     (["dgx", "--backend", "svg"], "--backend"),
     (["khop-ring", "-p", "k=0"], "-p k"),
+    (["dgx", "--color-links-by", "load"], "--color-links-by"),  # no --link-loads: every link drawn idle
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(run_cli, tmp_path, args, field):
     out = tmp_path / "view.html"
@@ -199,3 +200,23 @@ def test_serve_on_a_busy_port_is_a_one_line_error(run_cli):
         busy.listen()
         rc, _, err = run_cli("view", "dgx", "--gpus", "16", "--serve", "--port", busy.getsockname()[1])
     assert rc == 2 and err.startswith("error: --port") and err.count("\n") == 1
+
+
+def test_link_loads_of_another_fabric_are_refused(run_cli, tmp_path):
+    """A 16-GPU DGX simulation's link ids are all in range on a 72-GPU NVL-72, but they name other devices: the
+    record's src/dst are checked against the link (it was drawn as that fabric's load)."""
+    sim = tmp_path / "sim.json"
+    rc, stdout, err = run_cli("simulate", "dgx", "--gpus", "16", "--collective", "all-reduce", "--size", "1MiB",
+                              "--group-size", "16", "--links", "--json")
+    assert rc == 0, err
+    sim.write_text(stdout)
+    out = tmp_path / "v.html"
+    rc, _, err = run_cli("view", "nvl-72", "--gpus", "72", "--link-loads", sim, "--out", out)
+    assert rc == 2 and err.count("\n") == 1 and "simulated on another" in err and not out.exists()
+    rc, _, err = run_cli("view", "dgx", "--gpus", "16", "--link-loads", sim, "--out", out)
+    assert rc == 0 and out.exists(), err
+
+
+def test_serve_has_no_json_summary(run_cli):
+    rc, stdout, err = run_cli("view", "dgx", "--serve", "--json")
+    assert rc == 2 and "--json" in err and stdout == ""
