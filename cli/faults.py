@@ -156,8 +156,8 @@ def faults_command(
     if trace is not None and (node_fault_ratio is not None or ratios):
         raise FabricError("--trace", "give either --trace or fault ratios, not both")
     if trace is not None and mode is not None:
-        raise FabricError("--mode", "not used with --trace (it sets how i.i.d. faults are sampled; a trace replays its own "
-                                          "faults): drop --mode")
+        raise FabricError("--mode", "not used with --trace (it sets how i.i.d. faults are sampled; a trace "
+                                    "replays its own faults): drop --mode")
     ratio_arg = None  # one ratio, or a list for a curve (start:stop:step)
     if node_fault_ratio is not None:
         values = parse_ratios(node_fault_ratio)  # reject bad input before building anything

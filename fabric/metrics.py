@@ -116,4 +116,5 @@ def blast_summary(unusable: np.ndarray, own: np.ndarray | float) -> dict[str, fl
     if unusable.size == 0:
         return {"min": 0.0, "mean": 0.0, "max": 0.0, "own": 0.0, "stranded": 0.0, "positions": 0}
     return {"min": float(unusable.min()), "mean": float(unusable.mean()), "max": float(unusable.max()),
-            "own": float(own.mean()), "stranded": float(np.maximum(unusable - own, 0.0).mean()), "positions": int(unusable.size)}
+            "own": float(own.mean()), "stranded": float(np.maximum(unusable - own, 0.0).mean()),
+            "positions": int(unusable.size)}

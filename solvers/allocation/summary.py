@@ -8,6 +8,7 @@ comparison tables of the README, on Fabrics the caller built.
 
 from __future__ import annotations
 
+import numbers
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -66,8 +67,8 @@ def faults_summary(fabric: Fabric, tp: int, *, node_fault_ratio: float | Sequenc
         if node_fault_ratio is not None or fault_ratios:
             raise FabricError("trace", "give either --trace or fault ratios, not both")
         if mode is not None:
-            raise FabricError("mode", "not used with --trace (it sets how i.i.d. faults are sampled; a trace replays its own "
-                                          "faults): drop --mode")
+            raise FabricError("mode", "not used with a trace (it sets how i.i.d. faults are sampled; a trace "
+                                      "replays its own faults): drop it")
         tr = trace if isinstance(trace, Trace) else load_trace(str(trace), n_servers=trace_servers)
         return {**head, **evaluate_faults(fabric, tp, trace=tr, trace_mapping=trace_mapping, seed=seed,
                                           blast=blast, draw=draw)}
@@ -134,10 +135,9 @@ def blast_table(entries: Iterable[tuple[str, Fabric]], tp: int = 32) -> list[dic
     planned = []
     for label, fab in list(entries):  # check every entry's TP before any work
         pol = policy_for(fab)
-        if not isinstance(tp, bool) and isinstance(tp, int) and tp > fab.n_gpus:
-            raise FabricError("tp", f"{tp} exceeds the {fab.n_gpus:,} GPUs of {label}: at most {fab.n_gpus:,}")
-        t = min(tp, pol.max_tp) if not isinstance(tp, bool) and isinstance(tp, int) else tp
-        planned.append((label, fab, pol, pol.check_tp(t)))
+        if isinstance(tp, bool) or not isinstance(tp, numbers.Integral) or not 1 <= tp <= fab.n_gpus:
+            raise FabricError("tp", f"{tp!r} must be a whole number in 1..{fab.n_gpus:,} (the GPUs of {label})")
+        planned.append((label, fab, pol, pol.check_tp(min(int(tp), pol.max_tp))))
     rows = []
     for label, fab, pol, t in planned:
         for comp, v in blast_radius(pol, t).items():

@@ -183,7 +183,8 @@ def test_sampling_past_the_limits_is_refused_before_any_draw():
         with pytest.raises(FabricError, match="memory") as err:
             draw_faults(f, FaultModel({"node": 0.5}), 0, 10_000)
         assert err.value.field == "samples"
-        assert evaluate_faults(f, 8, node_fault_ratio=0.5, samples=9_000, blast=False)["fault_model"]["samples"] == 9_000
+        ok = evaluate_faults(f, 8, node_fault_ratio=0.5, samples=9_000, blast=False)
+        assert ok["fault_model"]["samples"] == 9_000
         with pytest.raises(FabricError, match="samples"):  # the samples limit itself
             limits.set_limits(limits.parse_limits(["samples=100"]))
             evaluate_faults(f, 8, node_fault_ratio=0.5, samples=101, blast=False)
