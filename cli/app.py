@@ -143,7 +143,9 @@ def command_options(group, name: str) -> set[str]:
 def _named_for_command(exc: FabricError, group, argv: list[str] | None) -> FabricError:
     """The error with its library parameter named as the running command's flag (:mod:`cli.flags`)."""
     args = sys.argv[1:] if argv is None else list(argv)
-    name = next((a for a in args if not a.startswith("-")), "")
+    # the first word that is a command: global options' values (`--limit memory=8GB`) come before it
+    commands = getattr(group, "commands", {})
+    name = next((a for a in args if a in commands), "")
     return on_command(exc, name, command_options(group, name))
 
 

@@ -133,7 +133,8 @@ def faults_command(
                                          "(stop included) for a curve; the top level then shows the highest R"),
     fault: list[str] = typer.Option([], "--fault", help="further i.i.d. ratio COMPONENT=R (repeatable): "
                                                         + ", ".join(COMPONENTS)),
-    mode: str = typer.Option("bernoulli", "--mode", help="bernoulli (independent) or exact (round(R n) per sample)"),
+    mode: Optional[str] = typer.Option(None, "--mode", help="bernoulli (independent, the default) or exact "
+                                                             "(round(R n) per sample); i.i.d. faults only"),
     trace: Optional[str] = typer.Option(None, "--trace", help="replay a fault trace: stepfun (shipped) or a FILE "
                                                               "in its format"),
     trace_mapping: str = typer.Option("tile", "--trace-mapping", help="trace servers -> nodes: tile or sample"),
@@ -145,7 +146,7 @@ def faults_command(
     as_json: bool = JSON_OPT,
 ) -> None:
     """GPU waste ratio under faults (i.i.d. or a production trace) and the blast radius per component."""
-    if mode not in MODES:
+    if mode is not None and mode not in MODES:
         raise FabricError("--mode", f"{mode!r} not allowed; use one of {', '.join(MODES)}")
     if trace_mapping not in MAPPINGS:
         raise FabricError("--trace-mapping", f"{trace_mapping!r} not allowed; use one of {', '.join(MAPPINGS)}")
@@ -154,6 +155,9 @@ def faults_command(
         raise FabricError("--node-fault-ratio", "give --node-fault-ratio R (or a range) or --trace stepfun|FILE")
     if trace is not None and (node_fault_ratio is not None or ratios):
         raise FabricError("--trace", "give either --trace or fault ratios, not both")
+    if trace is not None and mode is not None:
+        raise FabricError("--mode", "not used with --trace (it sets how i.i.d. faults are sampled; a trace "
+                                    "replays its own faults): drop --mode")
     ratio_arg = None  # one ratio, or a list for a curve (start:stop:step)
     if node_fault_ratio is not None:
         values = parse_ratios(node_fault_ratio)  # reject bad input before building anything
@@ -238,9 +242,11 @@ def faults_table_command(
         raise FabricError("--samples", f"{samples} must be >= 1")
     from solvers.allocation.summary import blast_table, waste_table  # lazily: start-up (issue 18)
 
+    if tp < 1 or tp > gpus:
+        raise FabricError("--tp", f"{tp} must be a whole number in 1..{gpus} (the --gpus of every architecture)")
     waste_fabrics, blast_fabrics = _table_fabrics(gpus)
+    blast = blast_table(blast_fabrics, tp)  # first: it checks the TP on every architecture before any work
     waste = waste_table(waste_fabrics, TABLE_RATIOS, samples=samples, seed=seed)
-    blast = blast_table(blast_fabrics, tp)
     if as_json:
         emit_json({"gpus": gpus, "samples": samples, "seed": seed, "waste": waste, "blast_radius": blast})
         return

@@ -43,7 +43,7 @@ class Limits:
         Monte Carlo samples of one fault study.
     memory : int
         Bytes of the largest estimated array set (devices and links x 300 B,
-        samples x nodes).
+        samples x (nodes + fault draws) x 8 B, :func:`fabric.faults.check_sampling_size`).
     """
 
     gpus: int = 1 << 20

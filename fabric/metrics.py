@@ -18,10 +18,12 @@ Definitions
     every position of that component type.  It splits into ``own`` (the
     component's own GPUs: 1 for a GPU, the node's GPUs for a node, the rack's
     for a rack, 0 for switches, ToRs, OCS, links and transceivers) and
-    ``stranded = unusable - own``: healthy GPUs that lose their group.
-    ``stranded`` is negative when the failure lands on GPUs that fragmentation
-    had already left idle (e.g. NVL-72 at TP 32 strands 8 GPUs per domain; a
-    failed tray of 4 among them costs no usable GPU).
+    ``stranded = max(unusable - own, 0)`` per position: healthy GPUs that lose
+    their group.  When the failure lands on GPUs that fragmentation had already
+    left idle (e.g. NVL-72 at TP 32 idles 8 GPUs per domain; a failed tray of 4
+    among them costs no usable GPU), ``unusable < own`` and nothing healthy is
+    stranded: 0, never negative (``unusable - own`` would count the idle
+    failed GPUs as a gain).
 
 Summaries of many samples: ``mean``; ``p50`` and ``p99`` are inverse-CDF
 quantiles (the smallest value whose cumulative weight reaches q; weights are
@@ -99,10 +101,20 @@ def waste_summary(n_gpus: int, healthy: np.ndarray, usable: np.ndarray,
 
 
 def blast_summary(unusable: np.ndarray, own: np.ndarray | float) -> dict[str, float]:
-    """min / mean / max of ``unusable`` over positions, with mean ``own`` and ``stranded`` GPUs."""
+    """min / mean / max of ``unusable`` over positions, with mean ``own`` and ``stranded`` GPUs.
+
+    ``unusable`` is usable GPUs before minus after one failure; ``own`` the
+    failed component's GPUs.  ``stranded`` (healthy GPUs the failure takes out
+    of use) is ``max(unusable - own, 0)`` per position: at most ``own`` of the
+    lost usable GPUs can be the component's own, so at least the rest are
+    healthy ones; a failure that lands on GPUs that were idle anyway (NVL-72
+    at TP 32 idles 8 of 72 GPUs) loses fewer usable GPUs than it owns and
+    strands none, never a negative number.
+    """
     unusable = np.asarray(unusable, dtype=float)
     own = np.broadcast_to(np.asarray(own, dtype=float), unusable.shape)
     if unusable.size == 0:
         return {"min": 0.0, "mean": 0.0, "max": 0.0, "own": 0.0, "stranded": 0.0, "positions": 0}
     return {"min": float(unusable.min()), "mean": float(unusable.mean()), "max": float(unusable.max()),
-            "own": float(own.mean()), "stranded": float((unusable - own).mean()), "positions": int(unusable.size)}
+            "own": float(own.mean()), "stranded": float(np.maximum(unusable - own, 0.0).mean()),
+            "positions": int(unusable.size)}

@@ -19,6 +19,7 @@ rows, so rows stay deterministic apart from :data:`cli.study.evaluator.TIMING_CO
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any, Callable
 
@@ -94,7 +95,44 @@ def point_faults(ctx: PointContext) -> FaultDraw | None:
     return ctx.memo("fault_draw", lambda: draw_faults(ctx.fabric, model, ctx.point.seed, opt["samples"]))
 
 
-@register_metric("faults", requires=("tp",), options=FAULT_OPTIONS,
+@functools.lru_cache(maxsize=32)
+def _tp_policy(architecture: str, gpus: int, given: tuple):
+    """The allocation policy of the design built at ``gpus`` (shipped catalog: prices do not shape the HBD), or None
+    when it does not build at that size (the point's own build then says why)."""
+    from solvers.allocation.policy import policy_for
+    from topologies import build
+
+    try:
+        return policy_for(build(architecture, gpus, dict(given)))
+    except FabricError:
+        return None
+
+
+def check_tp_for_design(design: dict[str, Any], workload: Any, field: str) -> None:
+    """Refuse, when the spec is read, a workload's TP size that the design's HBD refuses (exit 2, naming ``field``).
+
+    The check is the allocation's own (:meth:`solvers.allocation.base.Policy.check_tp`, the one of
+    ``fabric faults`` and the API) on the design itself up to ``PROBE_GPUS`` GPUs; above, on a probe of
+    ``PROBE_GPUS`` GPUs with the same parameters for the rules that do not depend on size (the node, cube or
+    line a TP group must divide or fill), plus TP at most the design's GPUs.
+    """
+    from cli.common import PROBE_GPUS
+
+    tp, gpus = workload.tp, int(design["gpus"])
+    if tp is None:
+        return
+    if tp > gpus:
+        raise FabricError(field, f"{tp} exceeds the {gpus:,} GPUs of {design['label']}")
+    pol = _tp_policy(design["architecture"], min(gpus, PROBE_GPUS), tuple(design["given"]))
+    if pol is None:
+        return
+    try:
+        pol.check_tp(tp) if gpus <= PROBE_GPUS else pol.check_tp_shape(tp)
+    except FabricError as exc:
+        raise FabricError(field, exc.message) from None
+
+
+@register_metric("faults", requires=("tp",), options=FAULT_OPTIONS, check=check_tp_for_design,
                  help="GPU waste ratio and blast radius at the point's TP size (the numbers of `fabric faults --json`)")
 def _faults(ctx: PointContext) -> dict[str, Any]:
     """``fabric faults --json`` for the point: its fault model, TP size and seed.

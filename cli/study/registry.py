@@ -55,6 +55,12 @@ class MetricSpec:
     fabric_only : bool
         The result depends only on the built Fabric (not on faults, seed or
         workload), so it is computed once per Fabric in a batch.
+    check : callable, optional
+        ``(design, workload, field) -> None``: raises
+        :class:`~fabric.errors.FabricError` naming ``field`` when the metric
+        cannot evaluate that workload on that design (e.g. a TP size its HBD
+        refuses); called when the spec is validated, before any work.
+        ``design`` is the spec's record (``architecture``, ``gpus``, ``given``, ``label``).
     """
 
     name: str
@@ -63,6 +69,7 @@ class MetricSpec:
     requires: tuple[str, ...] = ()
     options: dict[str, MetricOption] = field(default_factory=dict)
     fabric_only: bool = False
+    check: Callable[[dict[str, Any], Any, str], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -80,7 +87,8 @@ METRICS: dict[str, MetricSpec] = {}
 """Metric name -> :class:`MetricSpec`; fill it with :func:`register_metric`."""
 
 def register_metric(name: str, *, help: str, requires: tuple[str, ...] = (),
-                    options: dict[str, MetricOption] | None = None, fabric_only: bool = False):
+                    options: dict[str, MetricOption] | None = None, fabric_only: bool = False,
+                    check: Callable[[dict[str, Any], Any, str], None] | None = None):
     """Decorator that adds a metric function to :data:`METRICS`.
 
     Parameters
@@ -95,6 +103,8 @@ def register_metric(name: str, *, help: str, requires: tuple[str, ...] = (),
         Options a study may set for this metric.
     fabric_only : bool
         Result depends only on the Fabric; computed once per Fabric per batch.
+    check : callable, optional
+        Validates each design x workload when the spec is read (:attr:`MetricSpec.check`).
 
     Returns
     -------
@@ -116,7 +126,7 @@ def register_metric(name: str, *, help: str, requires: tuple[str, ...] = (),
     def deco(fn):
         if name in METRICS:
             raise ValueError(f"metric {name!r} is registered twice")
-        METRICS[name] = MetricSpec(name, fn, help, tuple(requires), dict(options or {}), fabric_only)
+        METRICS[name] = MetricSpec(name, fn, help, tuple(requires), dict(options or {}), fabric_only, check)
         return fn
 
     return deco

@@ -451,7 +451,8 @@ def _check_size(name: str, gpus: int, given: dict, field: str) -> None:
 
 
 def _check_requirements(designs: list[dict[str, Any]], metrics: tuple[MetricRequest, ...]) -> None:
-    """Every workload's params are options of the metrics, and a metric that needs a TP size has one."""
+    """Every workload's params are options of the metrics, a metric that needs a TP size has one, and each
+    metric's own check (:attr:`~cli.study.registry.MetricSpec.check`) passes on every design x workload."""
     for d in designs:
         for w, f in d["workloads"]:
             _check_workload_params(w, f.rsplit(".tp", 1)[0], metrics)
@@ -462,6 +463,12 @@ def _check_requirements(designs: list[dict[str, Any]], metrics: tuple[MetricRequ
                     if w.tp is None:
                         raise FabricError(f, f"metric {req.name!r} needs a TP size; give workloads: "
                                              f"[{{name: ..., tp: 8}}]")
+    for req in metrics:
+        check = METRICS[req.name].check
+        if check is not None:
+            for d in designs:
+                for w, f in d["workloads"]:
+                    check(d, w, f)
 
 
 def _catalog(value: Any, where: _Where, base: Path) -> tuple[str | None, Any, str]:

@@ -144,16 +144,32 @@ class Policy:
         return int(self.hbd.max_tp) if self.hbd.max_tp > 0 else int(self.hbd.domain_gpus)
 
     def check_tp(self, tp: int) -> int:
-        """Validate a TP size against the HBD: a multiple of ``tp_multiple_of``, at most ``max_tp``."""
-        if isinstance(tp, bool) or not isinstance(tp, (int, np.integer)) or tp < 1:
-            raise FabricError("tp", f"{tp!r} must be a whole number >= 1")
-        mult = max(int(self.hbd.tp_multiple_of), 1)
-        if tp % mult:
-            raise FabricError("tp", f"{tp} must be a multiple of {mult} for {self.fabric.architecture} "
-                                      f"({self.hbd.kind}: TP groups span whole {mult}-GPU nodes)")
+        """Validate a TP size against the HBD: the one TP check of ``fabric faults``, the API and the sweep.
+
+        Allowed: a divisor of ``tp_multiple_of`` (a group inside one node: the node's GPUs split into whole
+        groups, none left idle) or a multiple of it (whole nodes), the kind's own rules
+        (:meth:`_check_tp_kind`), and at most ``max_tp``.  The rule of :func:`workloads.parallelism` too
+        (TP divides or is a multiple of the node), so a TP size the MFU model refuses is refused here.
+        """
+        tp = self.check_tp_shape(tp)
         if tp > self.max_tp:
             raise FabricError("tp", f"{tp} exceeds the largest TP group of {self.fabric.architecture} "
                                       f"({self.hbd.kind}): max {self.max_tp}")
+        return tp
+
+    def check_tp_shape(self, tp: int) -> int:
+        """:meth:`check_tp` without the size bound ``max_tp``: the rules that do not depend on the GPU count.
+
+        What a study checks on a small probe of a large design before any work (the size bound is checked
+        when the point's own Fabric is built).
+        """
+        if isinstance(tp, bool) or not isinstance(tp, (int, np.integer)) or tp < 1:
+            raise FabricError("tp", f"{tp!r} must be a whole number >= 1")
+        mult = max(int(self.hbd.tp_multiple_of), 1)
+        if tp % mult and mult % tp:
+            raise FabricError("tp", f"{tp} must divide {mult} or be a multiple of {mult} for "
+                                      f"{self.fabric.architecture} ({self.hbd.kind}: a TP group inside a node "
+                                      f"divides its {mult} GPUs; one across nodes takes whole {mult}-GPU nodes)")
         self._check_tp_kind(int(tp))
         return int(tp)
 

@@ -12,9 +12,11 @@ of rings is the true maximum over all ring placements, interleaved ones
 included.  ``k = 1`` is a plain ring: rings live in the runs of healthy nodes
 between faults.
 
-``TP < g``: a group stays inside one node, on its intra-node full mesh (no
-OCS hop), so a healthy node holds ``floor(g / TP)`` groups, as a switch
-domain of ``g`` GPUs would; only a multi-node ring takes whole nodes.
+``TP < g`` (a divisor of ``g``, :meth:`Policy.check_tp`): a group stays
+inside one node, on its intra-node full mesh (no OCS hop), so a healthy node
+holds ``g / TP`` groups and all its GPUs are usable; only a multi-node ring
+takes whole nodes.  A TP below ``g`` that does not divide it would idle
+``g mod TP`` GPUs of every node by construction, so it is refused.
 
 A hop that cannot be lit (a dead transceiver or fibre, see ``effects``) is a
 *boundary*: rings are not continued across it (the contiguous policy; this is
@@ -68,12 +70,6 @@ class KHopPolicy(Policy):
             self.lines.append((L, node_at))
         self.closed = bool(self.hbd.closed)
         self._monotone = bool(np.all(np.diff(self.pos_of_node + self.line_of_node * (nodes.n_nodes + 1)) > 0))
-
-    def check_tp(self, tp: int) -> int:
-        """TP below a node's ``g`` GPUs is any size (intra-node mesh); above it, whole nodes up to the line."""
-        if isinstance(tp, (int, np.integer)) and not isinstance(tp, bool) and 1 <= tp < self.g:
-            return int(tp)
-        return super().check_tp(tp)
 
     def count(self, tp: int, batch: FaultBatch) -> np.ndarray:
         m = tp // self.g

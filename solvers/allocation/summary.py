@@ -8,6 +8,7 @@ comparison tables of the README, on Fabrics the caller built.
 
 from __future__ import annotations
 
+import numbers
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -23,7 +24,7 @@ from solvers.allocation.policy import policy_for
 
 
 def faults_summary(fabric: Fabric, tp: int, *, node_fault_ratio: float | Sequence[float] | None = None,
-                   fault_ratios: Mapping[str, float] | None = None, mode: str = "bernoulli",
+                   fault_ratios: Mapping[str, float] | None = None, mode: str | None = None,
                    trace: Trace | str | Path | None = None, trace_mapping: str = "tile",
                    trace_servers: int | None = None, samples: int = DEFAULT_SAMPLES, seed: int = 0,
                    blast: bool = True, draw: FaultDraw | None = None) -> dict[str, Any]:
@@ -39,7 +40,8 @@ def faults_summary(fabric: Fabric, tp: int, *, node_fault_ratio: float | Sequenc
         ratio, :func:`fault_curve`) and the top-level figures of the highest ratio.
     fault_ratios : dict, optional
         Further i.i.d. ratios per component type.
-    mode : {'bernoulli', 'exact'}
+    mode : {'bernoulli', 'exact'}, optional
+        How i.i.d. faults are sampled (default ``bernoulli``); not with a ``trace``.
     trace : Trace, str or Path, optional
         ``stepfun`` or a trace file, replayed instead of i.i.d. faults.
     trace_mapping : {'tile', 'sample'}
@@ -64,10 +66,13 @@ def faults_summary(fabric: Fabric, tp: int, *, node_fault_ratio: float | Sequenc
     if trace is not None:
         if node_fault_ratio is not None or fault_ratios:
             raise FabricError("trace", "give either --trace or fault ratios, not both")
+        if mode is not None:
+            raise FabricError("mode", "not used with a trace (it sets how i.i.d. faults are sampled; a trace "
+                                      "replays its own faults): drop it")
         tr = trace if isinstance(trace, Trace) else load_trace(str(trace), n_servers=trace_servers)
         return {**head, **evaluate_faults(fabric, tp, trace=tr, trace_mapping=trace_mapping, seed=seed,
                                           blast=blast, draw=draw)}
-    kw = dict(fault_ratios=fault_ratios, mode=mode, samples=samples, seed=seed)
+    kw = dict(fault_ratios=fault_ratios, mode=mode or "bernoulli", samples=samples, seed=seed)
     if not isinstance(node_fault_ratio, (list, tuple)):
         ratio = None if node_fault_ratio is None else float(node_fault_ratio)
         return {**head, **evaluate_faults(fabric, tp, node_fault_ratio=ratio, blast=blast, draw=draw, **kw)}
@@ -114,6 +119,9 @@ def waste_table(entries: Iterable[tuple[str, Fabric, Sequence[int]]], ratios: Se
 def blast_table(entries: Iterable[tuple[str, Fabric]], tp: int = 32) -> list[dict]:
     """Blast radius per architecture and component type at TP ``tp`` (capped at each HBD's largest TP).
 
+    Every entry's TP is checked (:meth:`Policy.check_tp`, and ``tp`` at most the entry's GPUs) before
+    any is computed, so a TP one architecture refuses fails at once.
+
     Parameters
     ----------
     entries : iterable of (label, Fabric)
@@ -124,10 +132,14 @@ def blast_table(entries: Iterable[tuple[str, Fabric]], tp: int = 32) -> list[dic
     list of dict
         ``{label, architecture, gpus, tp, component, min, mean, max, own, stranded, ...}``.
     """
-    rows = []
-    for label, fab in entries:
+    planned = []
+    for label, fab in list(entries):  # check every entry's TP before any work
         pol = policy_for(fab)
-        t = min(tp, pol.max_tp)
+        if isinstance(tp, bool) or not isinstance(tp, numbers.Integral) or not 1 <= tp <= fab.n_gpus:
+            raise FabricError("tp", f"{tp!r} must be a whole number in 1..{fab.n_gpus:,} (the GPUs of {label})")
+        planned.append((label, fab, pol, pol.check_tp(min(int(tp), pol.max_tp))))
+    rows = []
+    for label, fab, pol, t in planned:
         for comp, v in blast_radius(pol, t).items():
             rows.append({"label": label, "architecture": fab.architecture, "gpus": fab.n_gpus, "tp": t,
                          "component": comp, **v})

@@ -77,11 +77,61 @@ def test_component_faults_and_text_output(run_cli):
     (["--tp", 32, "--node-fault-ratio", 0.1, "--fault", "psu=0.1"], "--fault"),
     (["--tp", 32, "--trace", "nope.json"], "--trace"),
     (["--tp", 32, "--node-fault-ratio", 0.1, "--mode", "poisson"], "--mode"),
+    (["--tp", 3, "--node-fault-ratio", 0.1], "--tp"),  # below the 4-GPU node but not a divisor of it
+    (["--tp", 6, "--node-fault-ratio", 0.1], "--tp"),
+    (["--tp", 32, "--trace", "stepfun", "--mode", "exact"], "--mode"),  # --mode samples i.i.d. faults only
+    (["--tp", 32, "--trace", "stepfun", "--mode", "bernoulli"], "--mode"),  # given explicitly: still refused
 ])
 def test_bad_input_one_line_exit_2(run_cli, args, field):
     rc, out, err = run_cli("faults", "khop-ring", "--gpus", 512, *args)
     assert rc == 2 and out == ""
     assert err.startswith("error: ") and err.count("\n") == 1 and field in err
+
+
+def test_tp_dividing_the_node_is_allowed_and_wastes_nothing(run_cli):
+    """TP 1 and 2 divide the k-hop ring's 4-GPU node: groups stay in the node, so every GPU of a healthy node
+    is usable (closed form: waste exactly 0 in every sample)."""
+    for tp in (1, 2):
+        rc, out, err = run_cli("faults", "khop-ring", "--gpus", 64, "--tp", tp, "--node-fault-ratio", 0.05,
+                               "--samples", 50, "--json", "--no-blast")
+        assert rc == 0, err
+        assert json.loads(out)["waste_ratio"]["max"] == 0.0
+
+
+def test_samples_past_the_memory_limit_are_refused_before_sampling(run_cli):
+    """samples x (nodes + fault draws) x 8 B over the memory limit: one line naming --samples, the limit and
+    how to raise it; nothing on stdout.  Here 100,000 samples x (128 nodes + 42 draws) x 8 B = 0.13 GB > 0.1 GB."""
+    args = ("faults", "khop-ring", "--gpus", 512, "--tp", 32, "--node-fault-ratio", 0.05, "--no-blast", "--json")
+    rc, out, err = run_cli("--limit", "memory=100MB", *args, "--samples", 100_000)
+    assert rc == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("error: --samples: needs about") and "--limit memory=N" in err
+    rc, out, err = run_cli("--limit", "memory=100MB", *args, "--samples", 1000)  # 1.4 MB: runs
+    assert rc == 0, err
+
+
+def test_blast_radius_never_negative(run_cli):
+    """DGX at TP 3: a node is the 8-GPU domain and holds 2 groups (6 usable GPUs), so one node failure makes
+    exactly 6 usable GPUs unusable, of its own 8; it strands no healthy GPU: 0, not 6 - 8 = -2."""
+    rc, out, err = run_cli("faults", "dgx", "--gpus", 64, "--tp", 3, "--node-fault-ratio", 0.0, "--samples", 2,
+                           "--json")
+    assert rc == 0, err
+    node = json.loads(out)["blast_radius"]["node"]
+    assert node["min"] == node["max"] == 6 and node["own"] == 8 and node["stranded"] == 0
+    # the README table: NVL-72 at TP 32 idles 8 of 72 GPUs per domain, so a failed tray or GPU often lands
+    # on idle GPUs (mean blast radius below its own GPUs); every stranded figure is still >= 0
+    rc, out, err = run_cli("faults-table", "--gpus", 1152, "--samples", 2, "--tp", 32, "--json")
+    assert rc == 0, err
+    rows = json.loads(out)["blast_radius"]
+    assert any(r["mean"] < r["own"] for r in rows)
+    assert all(r[k] >= 0 for r in rows for k in ("min", "mean", "max", "own", "stranded"))
+
+
+@pytest.mark.parametrize("tp", [3, 6, 4096, 0])
+def test_faults_table_bad_tp_one_line_exit_2(run_cli, tp):
+    """A TP the k-hop ring refuses (3: below its 4-GPU node but no divisor), or larger than the cluster."""
+    rc, out, err = run_cli("faults-table", "--gpus", 256, "--samples", 2, "--tp", tp)
+    assert rc == 2 and out == ""
+    assert err.startswith("error: --tp: ") and err.count("\n") == 1
 
 
 def test_bad_trace_event_names_its_index(run_cli, tmp_path):

@@ -84,3 +84,29 @@ def test_orchestrator_rejects_non_node_faults(tmp_path, run_cli):
     rc, out, err = run_cli("sweep", spec, "--out", tmp_path / "out", "--workers", "1", "--json")
     row = read_results(tmp_path / "out").iloc[0]
     assert row["status"] == "failed" and "node faults only" in row["error"]
+
+
+@pytest.mark.parametrize("gpus, tp, words", [
+    (64, 3, "must divide 4 or be a multiple of 4 for khop-ring"),  # below the node, not a divisor
+    (4096, 6, "must divide 4 or be a multiple of 4 for khop-ring"),  # above PROBE_GPUS: checked on a probe
+    (64, 128, "exceeds the 64 GPUs"),
+])
+def test_faults_metric_refuses_a_tp_the_hbd_refuses_before_work(tmp_path, run_cli, gpus, tp, words):
+    """The faults metric's TP check is the allocation's own (that of `fabric faults`), run when the spec is
+    read: exit 2, one line naming the workload's tp, no output folder (was: khop rows with waste 0.25)."""
+    spec = tmp_path / "study.yaml"
+    spec.write_text(yaml.safe_dump({
+        "gpus": gpus, "architectures": [{"name": "dgx"}, {"name": "khop-ring"}],
+        "workloads": [{"name": "a", "tp": tp}], "faults": {"ratios": [0.05]}, "metrics": [{"faults": {"samples": 5}}]}))
+    rc, out, err = run_cli("sweep", spec, "--out", tmp_path / "out", "--workers", "1", "--json")
+    assert rc == 2 and out == "" and err.count("\n") == 1, err
+    assert err.startswith(f"error: {spec}:workloads[0].tp: ") and words in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_faults_metric_tp_dividing_the_node_wastes_nothing(tmp_path, run_cli):
+    """TP 2 divides the k-hop ring's 4-GPU node: allowed, and (closed form) every healthy GPU is usable."""
+    study, df = _run(tmp_path, run_cli, {
+        "gpus": 64, "architectures": [{"name": "khop-ring"}], "workloads": [{"name": "a", "tp": 2}],
+        "faults": {"ratios": [0.05]}, "metrics": [{"faults": {"samples": 20, "blast": False}}]})
+    assert df["faults_waste_ratio_max"].tolist() == [0.0]

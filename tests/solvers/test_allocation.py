@@ -96,7 +96,7 @@ ARCHS = [
     ("khop-ring", 240, {"k": 2, "trx_per_gpu": 4}, 8),
     ("khop-ring", 120, {"k": 2, "gpus_per_node": 2}, 6),
     ("khop-ring", 240, {"k": 2}, 2),  # inside a node's mesh
-    ("khop-ring", 240, {"k": 3}, 3),  # one group of 3 per 4-GPU node
+    ("khop-ring", 240, {"k": 3}, 1),  # every GPU its own group
     ("torus", 0, {"dims": "16x8"}, 8),
     ("torus", 0, {"dims": "8x6"}, 16),
     ("torus", 0, {"dims": "8x4x4"}, 64),
@@ -145,6 +145,8 @@ def test_allocate_single_fault_sets_by_component():
 # ------------------------------------------------------------------------------------------ TP checks
 @pytest.mark.parametrize("name, gpus, params, tp, match", [
     ("khop-ring", 256, {}, 6, "multiple of 4"),
+    ("khop-ring", 256, {}, 3, "must divide 4"),  # below the node but idles 1 of its 4 GPUs by construction
+    ("khop-ring", 256, {"gpus_per_node": 8}, 6, "must divide 8"),
     ("nvl", 144, {"size": 72}, 73, "max 72"),
     ("dgx", 64, {}, 16, "max 8"),
     ("tpuv4", 4096, {}, 96, "whole cubes"),
@@ -164,6 +166,30 @@ def test_bad_ratio_and_samples_are_rejected():
             evaluate_faults(f, 8, node_fault_ratio=r, samples=2)
     with pytest.raises(FabricError, match="samples"):
         evaluate_faults(f, 8, node_fault_ratio=0.1, samples=0)
+
+
+def test_sampling_past_the_limits_is_refused_before_any_draw():
+    """The memory limit covers samples x (nodes + fault draws) x 8 B (fabric.limits), for the API, the CLI and
+    a sweep's shared draw alike: DGX 64 GPUs = 8 nodes; ratio 0.5 draws ceil(4 + 8 sqrt(2) + 16) = 32 positions
+    per sample, so 10,000 samples need 10,000 x 40 x 8 B = 3.2 MB."""
+    from fabric import limits
+    from fabric.faultset import draw_faults
+
+    f = fab("dgx", 64)
+    token = limits.set_limits(limits.parse_limits(["memory=3MB"]))
+    try:
+        with pytest.raises(FabricError, match=r"needs about .* \(10,000 samples x \(8 nodes \+ 32 fault draws"):
+            evaluate_faults(f, 8, node_fault_ratio=0.5, samples=10_000, blast=False)
+        with pytest.raises(FabricError, match="memory") as err:
+            draw_faults(f, FaultModel({"node": 0.5}), 0, 10_000)
+        assert err.value.field == "samples"
+        ok = evaluate_faults(f, 8, node_fault_ratio=0.5, samples=9_000, blast=False)
+        assert ok["fault_model"]["samples"] == 9_000
+        with pytest.raises(FabricError, match="samples"):  # the samples limit itself
+            limits.set_limits(limits.parse_limits(["samples=100"]))
+            evaluate_faults(f, 8, node_fault_ratio=0.5, samples=101, blast=False)
+    finally:
+        limits.reset(token)
 
 
 # ------------------------------------------------------------------------------------------ torus policy
@@ -191,7 +217,8 @@ def test_blast_radius_per_architecture():
     # k >= 2 skips a single faulty node, so the line stays one segment: with 1,154 nodes (144 rings of 8
     # plus 2 spare nodes) a node fault costs no usable GPU; with exactly 1,152 nodes it breaks one ring
     kh = blast_radius(policy_for(fab("khop-ring", 4616, k=2)), 32)
-    assert kh["node"]["max"] == 0 and kh["node"]["own"] == 4 and kh["node"]["stranded"] == -4
+    # the failed node was a spare (idle): it strands no healthy GPU (0, not unusable - own = 0 - 4 = -4)
+    assert kh["node"]["max"] == 0 and kh["node"]["own"] == 4 and kh["node"]["stranded"] == 0
     kh = blast_radius(policy_for(fab("khop-ring", 4608, k=2)), 32)
     assert kh["node"]["min"] == kh["node"]["max"] == 32 and kh["gpu"]["own"] == 1
     k1 = blast_radius(policy_for(fab("khop-ring", 4616, k=1)), 32)

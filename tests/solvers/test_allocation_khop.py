@@ -164,3 +164,18 @@ def test_groups_inside_a_node_light_no_ring():
         [n for n in range(16) if n != 3 for _ in range(2)]
     assert all(np.unique(node[g]).size == 1 for g in alloc.groups)
     assert np.array_equal(lit.configuration.active_candidates, fab.configuration.active_candidates)
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4])
+def test_tp_dividing_the_node_wastes_nothing(tp):
+    """TP a divisor of g = 4: every GPU of every healthy node is usable, so (closed form) usable GPUs = g x
+    healthy nodes in every sample, waste exactly 0, and one node failure costs exactly its own 4 GPUs (blast
+    radius 4, stranded 0): exact because node-local groups never depend on another node."""
+    from solvers.allocation import evaluate_faults
+
+    fab = build("khop-ring", 256, {"k": 2})
+    res = evaluate_faults(fab, tp, node_fault_ratio=0.1, samples=40, seed=3)
+    assert res["waste_ratio"]["max"] == 0.0
+    assert res["usable_gpus"]["mean"] == res["healthy_gpus"]["mean"] < 256
+    node = res["blast_radius"]["node"]
+    assert node["min"] == node["max"] == node["own"] == 4 and node["stranded"] == 0
