@@ -398,7 +398,7 @@ def _split_by_unit(groups: np.ndarray, unit: np.ndarray):
 def simulator_backend() -> CommBackend | None:
     """The flow simulator (:func:`fabric.sim.simulate_collectives`) as a backend, or None if unavailable."""
     try:
-        from fabric.sim import Collective, CollectiveName, Protocol, simulate_collectives
+        from fabric.sim import Collective, CollectiveName, Protocol, simulator
     except ImportError:
         return None
 
@@ -413,12 +413,12 @@ def simulator_backend() -> CommBackend | None:
             name = CollectiveName.parse(ph.kind)
             # one NCCL protocol per call keeps the time affine in size (what the cache's fit needs); the
             # cache fits every protocol and takes the fastest, as NCCL's tuner does (CommCache.time)
-            colls = [Collective(name, tuple(row.tolist()), ph.nbytes, ph.algorithm, protocol=Protocol(protocol))
-                     for row in idx]
+            c0 = Collective(name, tuple(idx[0].tolist()), ph.nbytes, ph.algorithm, protocol=Protocol(protocol))
+            # every row at once, as one batch of collectives that differ only in their ranks (what
+            # simulate_collectives makes of one Collective per row, without building tens of thousands of them);
             # inter-node steps go through the GPU's own NIC: the simulator's routes never pass a GPU between
             # its NVLink and its NIC (fabric.sim.routing)
-            res = simulate_collectives(fabric, colls)
-            total += max(c.time_s for c in res.collectives)
+            total += float(simulator(fabric).batch_times(c0, idx).max())
         return total
 
     sim_time.name = "sim"  # type: ignore[attr-defined]

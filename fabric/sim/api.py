@@ -294,6 +294,46 @@ class Simulator:
                 algos[k], protos[k], chans[k] = best.algorithm, best.protocol, best.channels
         return self._collect(colls, runs, finish, n_flows, algos, protos, chans)
 
+    def batch_times(self, c0: Collective, ranks: np.ndarray, *, ecmp: str = "ideal", seed: int = 0,
+                    method: str = "auto") -> np.ndarray:
+        """Completion time (s) of each of many collectives like ``c0`` that differ only in their ranks, run at once.
+
+        The same as :meth:`collectives` on one :class:`Collective` per row of
+        ``ranks`` (one batch: the groups contend), without building them: the
+        step model asks for tens of thousands of send/recv pairs at a time,
+        whose objects, checks and per-collective results cost more than the
+        simulation.
+
+        Parameters
+        ----------
+        c0 : Collective
+            Everything but the ranks (its own ranks give the group size).
+        ranks : ndarray of int, shape (G, len(c0.ranks))
+            GPU indices of every group.
+
+        Returns
+        -------
+        ndarray, shape (G,)
+        """
+        c0.validate_params()
+        _check_ecmp(ecmp)
+        ranks = np.asarray(ranks)
+        if ranks.ndim != 2 or ranks.shape[1] != len(c0.ranks) or ranks.dtype.kind not in "iu":
+            raise FabricError("ranks", f"must be GPU indices of shape (groups, {len(c0.ranks)}), got {ranks.shape}")
+        ranks = ranks.astype(np.int64)
+        check_ranks(ranks, self.fabric.gpu_ids.size)
+        devices = self.fabric.gpu_ids[ranks]
+        members = np.arange(ranks.shape[0])
+        if c0.ideal:
+            run = self._ideal_step_run(c0, devices, members, members.size, ecmp, seed) if method != "event" else None
+            if run is None:
+                table = collective_flows(c0, devices, self.fabric.group("domain"), tags=members)
+                run = self._run_table(table, members.size, ecmp, seed, method)
+        else:
+            run = self._nccl_batch(c0, devices, members, ecmp, seed, method)
+        start = float(c0.start_s)
+        return np.maximum(run.finish_of_tag[members], start) - start
+
     def _collect(self, colls, runs, finish, n_flows, algos, protos, chans) -> CollectivesResult:
         out = []
         for k, c in enumerate(colls):
