@@ -521,7 +521,9 @@ class Gateways:
     can pass ``x`` or the component), and ideal ECMP sends the whole flow
     down the one arc at ``T`` and at ``x``: route(s, d) = route(s, T) +
     ``T -> x -> d``, latency plus the two arcs'.  The GPUs under one ToR
-    then share one search instead of one each.
+    then share one search instead of one each.  The two arcs' fractions and
+    the latency are computed as the walk toward ``d`` computes them, so the
+    routes are bit for bit those of the search toward ``d`` (tested).
 
     Attributes
     ----------
@@ -605,11 +607,21 @@ def _gateway_walk(g: ArcGraph, cs: np.ndarray, cd: np.ndarray, seed: int, err_sr
     ptr, arcs, frac, lat = _core_walk(g, cs, walk_d, "ideal", seed, None, None, err_src, err_dst, err_row, tables)
     rows = np.flatnonzero(use)
     counts = np.diff(ptr)
-    p = np.concatenate([np.repeat(np.arange(cs.size), counts), rows, rows])
-    a = np.concatenate([arcs, gw.arc_in[cd[rows]], gw.arc_last[cd[rows]]])
-    f = np.concatenate([frac, np.ones(2 * rows.size)])
+    row_of = np.repeat(np.arange(cs.size), counts)
+    # the share reaching T (1 up to rounding), then carried over the single next hop at T and at x as the walk
+    # computes it (share x weight / total weight), so the fractions are the bits the walk toward d gives
+    into = use[row_of] & (g.dst[arcs] == walk_d[row_of])
+    at_t = np.bincount(row_of[into], weights=frac[into], minlength=cs.size)[rows]
+    a_in, a_last = gw.arc_in[cd[rows]], gw.arc_last[cd[rows]]
+    f_in = at_t * g.weight[a_in] / g.weight[a_in]
+    f_last = f_in * g.weight[a_last] / g.weight[a_last]
+    p = np.concatenate([row_of, rows, rows])
+    a = np.concatenate([arcs, a_in, a_last])
+    f = np.concatenate([frac, f_in, f_last])
     lat = lat.copy()
-    lat[rows] += g.latency[gw.arc_in[cd[rows]]] + g.latency[gw.arc_last[cd[rows]]]
+    # hop by hop, in the order the walk toward d itself adds them (same rounding, same bits)
+    lat[rows] += g.latency[gw.arc_in[cd[rows]]]
+    lat[rows] += g.latency[gw.arc_last[cd[rows]]]
     order = np.argsort(p, kind="stable")
     indptr = np.concatenate([[0], np.cumsum(np.bincount(p, minlength=cs.size))]).astype(np.int64)
     return indptr, a[order], f[order], lat
