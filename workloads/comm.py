@@ -42,6 +42,7 @@ fastest at the size asked, which is how NCCL's tuner picks the protocol.
 from __future__ import annotations
 
 import hashlib
+import re
 import weakref
 from dataclasses import dataclass
 from functools import lru_cache
@@ -397,7 +398,7 @@ def _split_by_unit(groups: np.ndarray, unit: np.ndarray):
 def simulator_backend() -> CommBackend | None:
     """The flow simulator (:func:`fabric.sim.simulate_collectives`) as a backend, or None if unavailable."""
     try:
-        from fabric.sim import Collective, CollectiveName, Protocol, simulate_collectives
+        from fabric.sim import Collective, CollectiveName, Protocol, simulator
     except ImportError:
         return None
 
@@ -412,12 +413,12 @@ def simulator_backend() -> CommBackend | None:
             name = CollectiveName.parse(ph.kind)
             # one NCCL protocol per call keeps the time affine in size (what the cache's fit needs); the
             # cache fits every protocol and takes the fastest, as NCCL's tuner does (CommCache.time)
-            colls = [Collective(name, tuple(row.tolist()), ph.nbytes, ph.algorithm, protocol=Protocol(protocol))
-                     for row in idx]
+            c0 = Collective(name, tuple(idx[0].tolist()), ph.nbytes, ph.algorithm, protocol=Protocol(protocol))
+            # every row at once, as one batch of collectives that differ only in their ranks (what
+            # simulate_collectives makes of one Collective per row, without building tens of thousands of them);
             # inter-node steps go through the GPU's own NIC: the simulator's routes never pass a GPU between
             # its NVLink and its NIC (fabric.sim.routing)
-            res = simulate_collectives(fabric, colls)
-            total += max(c.time_s for c in res.collectives)
+            total += float(simulator(fabric).batch_times(c0, idx).max())
         return total
 
     sim_time.name = "sim"  # type: ignore[attr-defined]
@@ -494,6 +495,12 @@ def save_fits(path) -> int:
 def load_fits(path, *, as_current: bool = False) -> int:
     """Add the fits of a JSON file written by :func:`save_fits`; returns how many.
 
+    Every entry is checked before any is added (a bad file adds nothing): the
+    key is ``digest/backend/kind/GxN/layout[/protocol]`` with a known kind,
+    the value two finite numbers ``[intercept_s, slope_s_per_byte]`` >= 0
+    (what :meth:`CommCache.time` stores: both clipped at 0) whose time at the
+    larger fit size is at most :data:`MAX_FIT_SECONDS`.
+
     Parameters
     ----------
     as_current : bool
@@ -501,18 +508,67 @@ def load_fits(path, *, as_current: bool = False) -> int:
         made by the current one (reference data in tests; a benchmark checks
         them against the live simulator).  Otherwise they are loaded under
         their own version and never match a lookup of the current simulator.
+
+    Raises
+    ------
+    FabricError
+        ``comm_cache``: the file is not JSON, not an object, or an entry is
+        malformed or out of range (named, with what is allowed).
     """
     import json
     from pathlib import Path
 
-    raw = json.loads(Path(path).read_text())
+    name = Path(path).name
+    try:
+        raw = json.loads(Path(path).read_text())
+    except (ValueError, RecursionError):  # not UTF-8 or not JSON (ValueError covers both)
+        raise FabricError("comm_cache", f"{name} is not JSON; it must be a cache written by fabric mfu") from None
+    if not isinstance(raw, dict):
+        raise FabricError("comm_cache", f"{name} must hold a JSON object of fits, got {type(raw).__name__}")
+    fits = {k: _checked_fit(name, k, v) for k, v in raw.items()}
     current = backend_version(simulator_backend()) if as_current and simulator_backend() else None
-    for k, v in raw.items():
+    for k, fit in fits.items():
         parts = k.split("/")
-        if current and len(parts) > 1 and parts[1].startswith("sim"):
+        if current and parts[1].startswith("sim"):
             parts[1] = current
-        _FITS["/".join(parts)] = (float(v[0]), float(v[1]))
+        _FITS["/".join(parts)] = fit
     return len(raw)
+
+
+# A cached fit whose collective takes longer than this (s) at the larger fit size is refused: about 30 years, the
+# bound of the CLI's duration flags (cli.validate.MAX_SECONDS), far beyond any real collective, far from overflow.
+MAX_FIT_SECONDS = 1e9
+_FIT_KEY = re.compile(r"[0-9a-f]+/[^/]+/(?P<kind>[a-z_]+)/[1-9][0-9]*x[1-9][0-9]*/[0-9a-f]+(/[a-z0-9]+)?")
+
+
+def _checked_fit(name: str, key, value) -> tuple[float, float]:
+    """One cache entry as ``(intercept_s, slope_s_per_byte)``, or a FabricError naming it."""
+    shown = repr(key) if len(repr(key)) <= 160 else repr(key)[:150] + "...'"
+    m = _FIT_KEY.fullmatch(key) if isinstance(key, str) else None
+    if m is None or m.group("kind") not in KINDS:
+        raise FabricError("comm_cache", f"{name}: key {shown} is not digest/backend/kind/GxN/layout[/protocol] "
+                                        f"with kind one of {', '.join(KINDS)}")
+    ok = (isinstance(value, list) and len(value) == 2
+          and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value))
+    if ok:
+        a, b = float(value[0]), float(value[1])
+        ok = bool(np.isfinite(a) and np.isfinite(b) and a >= 0 and b >= 0)
+    if not ok:
+        raise FabricError("comm_cache", f"{name}: entry {shown}: {_json_text(value)} must be [intercept_s, "
+                                        f"slope_s_per_byte], two finite numbers >= 0")
+    if a + b * FIT_SIZES[1] > MAX_FIT_SECONDS:
+        raise FabricError("comm_cache", f"{name}: entry {shown}: {_json_text(value)} gives "
+                                        f"{a + b * FIT_SIZES[1]:.3g} s for {FIT_SIZES[1] / 2**20:g} MiB; at most "
+                                        f"{MAX_FIT_SECONDS:g} s allowed")
+    return a, b
+
+
+def _json_text(value) -> str:
+    """``value`` as short JSON for a message (a long one cut)."""
+    import json
+
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def hbd_components(fabric: Fabric) -> np.ndarray:

@@ -23,7 +23,7 @@ from fabric.sim.engine import Problem, Schedule, schedule
 from fabric.sim.flows import Flow, FlowTable, table_from_flows
 from fabric.sim.graph import ArcGraph, build_arc_graph, endpoint_devices
 from fabric.sim.hierarchical import hierarchical_flow_count, hierarchical_step, time_hierarchical
-from fabric.sim.lumping import LUMP_MIN_FLOWS, Lumped, lump
+from fabric.sim.lumping import LUMP_MIN_FLOWS, Lumped, _compact, lump
 from fabric.sim.maxmin import max_min_rates_csr
 from fabric.sim.nccl import NCCL_PROTOCOLS, candidates, channel_count, nccl_model, nvls_factor, nvls_tree_factor, \
     sharp_factor, time_nvls, time_nvls_tree, time_ring, time_sharp, time_tree, with_protocol
@@ -149,10 +149,11 @@ class Simulator:
         pair_of, ps, pd = flows.pairs()
         g, rt = self._route_table(ecmp, seed, np.concatenate([ps, pd]))
         ids = self._ids(g, rt, ps, pd, field)
-        uroutes, local = np.unique(ids, return_inverse=True)
+        # ids and arcs are bounded ints: unique by counting, not by sorting (millions of arc entries at 64k GPUs)
+        uroutes, local = _compact(ids, len(rt))
         R = rt.matrix()[uroutes]
         # keep only the arcs these routes use
-        arcs, col = np.unique(R.indices, return_inverse=True)
+        arcs, col = _compact(R.indices, g.n_arcs)
         R = type(R)((R.data, col, R.indptr), shape=(R.shape[0], arcs.size))
         prob = Problem(R, g.capacity[arcs], rt.latency[uroutes], local[pair_of].astype(np.int64), flows.size,
                        flows.start, flows.count, flows.dep_ptr, flows.dep_idx, flows.latency)
@@ -292,6 +293,46 @@ class Simulator:
             for k in members:
                 algos[k], protos[k], chans[k] = best.algorithm, best.protocol, best.channels
         return self._collect(colls, runs, finish, n_flows, algos, protos, chans)
+
+    def batch_times(self, c0: Collective, ranks: np.ndarray, *, ecmp: str = "ideal", seed: int = 0,
+                    method: str = "auto") -> np.ndarray:
+        """Completion time (s) of each of many collectives like ``c0`` that differ only in their ranks, run at once.
+
+        The same as :meth:`collectives` on one :class:`Collective` per row of
+        ``ranks`` (one batch: the groups contend), without building them: the
+        step model asks for tens of thousands of send/recv pairs at a time,
+        whose objects, checks and per-collective results cost more than the
+        simulation.
+
+        Parameters
+        ----------
+        c0 : Collective
+            Everything but the ranks (its own ranks give the group size).
+        ranks : ndarray of int, shape (G, len(c0.ranks))
+            GPU indices of every group.
+
+        Returns
+        -------
+        ndarray, shape (G,)
+        """
+        c0.validate_params()
+        _check_ecmp(ecmp)
+        ranks = np.asarray(ranks)
+        if ranks.ndim != 2 or ranks.shape[1] != len(c0.ranks) or ranks.dtype.kind not in "iu":
+            raise FabricError("ranks", f"must be GPU indices of shape (groups, {len(c0.ranks)}), got {ranks.shape}")
+        ranks = ranks.astype(np.int64)
+        check_ranks(ranks, self.fabric.gpu_ids.size)
+        devices = self.fabric.gpu_ids[ranks]
+        members = np.arange(ranks.shape[0])
+        if c0.ideal:
+            run = self._ideal_step_run(c0, devices, members, members.size, ecmp, seed) if method != "event" else None
+            if run is None:
+                table = collective_flows(c0, devices, self.fabric.group("domain"), tags=members)
+                run = self._run_table(table, members.size, ecmp, seed, method)
+        else:
+            run = self._nccl_batch(c0, devices, members, ecmp, seed, method)
+        start = float(c0.start_s)
+        return np.maximum(run.finish_of_tag[members], start) - start
 
     def _collect(self, colls, runs, finish, n_flows, algos, protos, chans) -> CollectivesResult:
         out = []

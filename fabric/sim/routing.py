@@ -27,6 +27,8 @@ every source down it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -299,6 +301,9 @@ def _two_hops(g: ArcGraph, lev: np.ndarray, level: int, nq: np.ndarray, nv: np.n
     hit2 = lev[q1[r2], g.dst[a2]] == level
     if gpu is not None:  # a GPU w forwards only from HBD arc to HBD arc
         hit2 &= ~gpu[w1[r2]] | (g.hbd_arc[a1[r2]] & g.hbd_arc[a2])
+        # and a GPU on level L (> 0: not the destination) is entered only by an HBD arc: without this a ToR source
+        # reached an NVL-72 GPU through another rack GPU's NIC and NVLink (tor -> nic128 -> gpu128 -> gpu113)
+        hit2 &= ~gpu[g.dst[a2]] | g.hbd_arc[a2]
     w_ok = np.zeros(w1.size, dtype=bool)
     w_ok[r2[hit2]] = True
     w_ok &= lev[q1, w1] < 0
@@ -469,14 +474,14 @@ def compute_routes(graph: ArcGraph, src: np.ndarray, dst: np.ndarray, mode: str,
     if need_core.size:
         if mode == "ideal" and np.array_equal(rs, src) and np.array_equal(rd, dst):
             # no pendant trees involved: the pairs are the (distinct) core pairs
-            cptr, carc, cfrac, clat = _core_walk(g, src[need_core], dst[need_core], mode, seed, None, None,
-                                                 src[need_core], dst[need_core], np.arange(need_core.size), tables)
+            cptr, carc, cfrac, clat = _gateway_walk(g, src[need_core], dst[need_core], seed, src[need_core],
+                                                    dst[need_core], np.arange(need_core.size), tables)
             rows = np.arange(need_core.size)
         elif mode == "ideal":
             # the core route depends only on the two roots: route each root pair once
             ck, cinv = np.unique(rs[need_core] * g.n_nodes + rd[need_core], return_inverse=True)
-            cptr, carc, cfrac, clat = _core_walk(g, ck // g.n_nodes, ck % g.n_nodes, mode, seed, None, None,
-                                                 src[need_core], dst[need_core], cinv, tables)
+            cptr, carc, cfrac, clat = _gateway_walk(g, ck // g.n_nodes, ck % g.n_nodes, seed, src[need_core],
+                                                    dst[need_core], cinv, tables)
             rows = cinv
         else:
             # hashing depends on the end devices, so every pair walks on its own
@@ -499,6 +504,127 @@ def compute_routes(graph: ArcGraph, src: np.ndarray, dst: np.ndarray, mode: str,
     indptr = np.concatenate([[0], np.cumsum(np.bincount(p, minlength=P))]).astype(np.int64)
     return indptr, a.astype(np.int64), f, lat
 
+
+
+@dataclass(frozen=True)
+class Gateways:
+    """Per core node: the switch every route from outside its HBD component enters it through, if one exists.
+
+    A GPU ``d`` whose only non-HBD link goes to a node ``x`` (its NIC) that
+    links to nothing but ``d`` and one other node ``T`` (the ToR): a route
+    from outside ``d``'s HBD component enters the component by a non-HBD arc
+    into one of its nodes, and a GPU entered by a non-HBD arc is the
+    destination (GPUs forward only from HBD arc to HBD arc), so when every
+    node of the component with a non-HBD arc is a GPU, every such route ends
+    ``T -> x -> d``.  Its shortest-path DAG above ``T`` is the DAG toward
+    ``T`` (the last two hops are forced, and no path toward ``T`` from outside
+    can pass ``x`` or the component), and ideal ECMP sends the whole flow
+    down the one arc at ``T`` and at ``x``: route(s, d) = route(s, T) +
+    ``T -> x -> d``, latency plus the two arcs'.  The GPUs under one ToR
+    then share one search instead of one each.  The two arcs' fractions and
+    the latency are computed as the walk toward ``d`` computes them, so the
+    routes are bit for bit those of the search toward ``d`` (tested).
+
+    Attributes
+    ----------
+    via : ndarray of int
+        ``T`` per node, -1 where the rule does not apply.
+    nic, arc_in, arc_last : ndarray of int
+        ``x``, the arc ``T -> x`` and the arc ``x -> d`` per node (-1 where ``via`` is).
+    component : ndarray of int
+        HBD component of every node (connected over HBD arcs).
+    """
+
+    via: np.ndarray
+    nic: np.ndarray
+    arc_in: np.ndarray
+    arc_last: np.ndarray
+    component: np.ndarray
+
+
+_GATEWAYS: dict[int, tuple] = {}
+
+
+def gateways(g: ArcGraph) -> Gateways:
+    """The :class:`Gateways` of ``g`` (computed once per graph object)."""
+    import weakref
+
+    hit = _GATEWAYS.get(id(g))
+    if hit is not None and hit[0]() is g:
+        return hit[1]
+    n = g.n_nodes
+    via = np.full(n, -1, dtype=np.int64)
+    nic, arc_in, arc_last = via.copy(), via.copy(), via.copy()
+    comp = np.arange(n, dtype=np.int64)
+    if g.gpu_node is not None and g.hbd_arc is not None and g.gpu_node.any():
+        from scipy.sparse.csgraph import connected_components
+
+        inner = g.core_out_arc
+        a_src = g.src[inner]
+        hbd = g.hbd_arc[inner]
+        adj = sp.coo_matrix((np.ones(int(hbd.sum())), (a_src[hbd], g.dst[inner][hbd])), shape=(n, n))
+        comp = connected_components(adj, directed=False)[1].astype(np.int64)
+        non_hbd = np.bincount(a_src[~hbd], minlength=n)          # non-HBD arcs leaving each node (core)
+        degree = np.diff(g.core_out_ptr)
+        # components where a non-GPU node has a non-HBD arc can be entered other than at the destination
+        open_comp = np.zeros(n, dtype=bool)
+        open_comp[comp[(non_hbd > 0) & ~g.gpu_node & g.in_core]] = True
+        # a GPU's single non-HBD arc d -> x, with x not a GPU and of degree 2
+        one = np.flatnonzero(g.gpu_node & g.in_core & (non_hbd == 1) & ~open_comp[comp])
+        arcs_one = inner[~hbd]
+        first = np.full(n, -1, dtype=np.int64)
+        first[a_src[~hbd][::-1]] = arcs_one[::-1]               # a node's (first) non-HBD core arc
+        d_x = first[one]
+        x = g.dst[d_x]
+        ok = ~g.gpu_node[x] & (degree[x] == 2)
+        one, d_x, x = one[ok], d_x[ok], x[ok]
+        # x's two arcs: one back to d, the other to T
+        arcs_x = g.core_out_arc[g.core_out_ptr[x][:, None] + np.arange(2)]
+        back = g.dst[arcs_x] == one[:, None]
+        ok = back.sum(axis=1) == 1
+        one, x, arcs_x, back = one[ok], x[ok], arcs_x[ok], back[ok]
+        to_d = arcs_x[back]
+        to_t = arcs_x[~back]
+        via[one] = g.dst[to_t]
+        nic[one] = x
+        arc_in[one] = g.rev_arc[to_t]
+        arc_last[one] = to_d
+    out = Gateways(via, nic, arc_in, arc_last, comp)
+    _GATEWAYS[id(g)] = (weakref.ref(g), out)
+    return out
+
+
+def _gateway_walk(g: ArcGraph, cs: np.ndarray, cd: np.ndarray, seed: int, err_src: np.ndarray,
+                  err_dst: np.ndarray, err_row: np.ndarray, tables: SearchTables | None = None):
+    """:func:`_core_walk` under ideal ECMP, with the routes into a GPU behind a gateway (:class:`Gateways`)
+    walked to its ToR and extended by the two forced arcs: one search per ToR instead of one per GPU."""
+    gw = gateways(g)
+    T = gw.via[cd]
+    use = (T >= 0) & (gw.component[cs] != gw.component[cd]) & (cs != gw.nic[cd]) & (cs != T)
+    if not use.any():
+        return _core_walk(g, cs, cd, "ideal", seed, None, None, err_src, err_dst, err_row, tables)
+    walk_d = np.where(use, T, cd)
+    ptr, arcs, frac, lat = _core_walk(g, cs, walk_d, "ideal", seed, None, None, err_src, err_dst, err_row, tables)
+    rows = np.flatnonzero(use)
+    counts = np.diff(ptr)
+    row_of = np.repeat(np.arange(cs.size), counts)
+    # the share reaching T (1 up to rounding), then carried over the single next hop at T and at x as the walk
+    # computes it (share x weight / total weight), so the fractions are the bits the walk toward d gives
+    into = use[row_of] & (g.dst[arcs] == walk_d[row_of])
+    at_t = np.bincount(row_of[into], weights=frac[into], minlength=cs.size)[rows]
+    a_in, a_last = gw.arc_in[cd[rows]], gw.arc_last[cd[rows]]
+    f_in = at_t * g.weight[a_in] / g.weight[a_in]
+    f_last = f_in * g.weight[a_last] / g.weight[a_last]
+    p = np.concatenate([row_of, rows, rows])
+    a = np.concatenate([arcs, a_in, a_last])
+    f = np.concatenate([frac, f_in, f_last])
+    lat = lat.copy()
+    # hop by hop, in the order the walk toward d itself adds them (same rounding, same bits)
+    lat[rows] += g.latency[gw.arc_in[cd[rows]]]
+    lat[rows] += g.latency[gw.arc_last[cd[rows]]]
+    order = np.argsort(p, kind="stable")
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(p, minlength=cs.size))]).astype(np.int64)
+    return indptr, a[order], f[order], lat
 
 
 def _tree_parts(g: ArcGraph, src: np.ndarray, dst: np.ndarray):

@@ -45,3 +45,21 @@ def test_bench_goodput_year(label, arch, params, config, policy):
           f"{100 * d['goodput_ratio']:.2f} %, wall {wall:.1f} s, CPU {cpu:.1f} s (limit {LIMIT_S:.0f} s)")
     assert d["span_days"] > 340
     assert cpu < LIMIT_S
+
+
+@pytest.mark.bench
+@pytest.mark.parametrize("arch, gpus", [("khop-ring", 16384), ("dgx", 8192), ("dgx", 16384), ("dgx", 65536)])
+def test_bench_goodput_command_at_scale(arch, gpus):
+    """`fabric goodput ARCH --gpus N --model llama3-70b` end to end (search with `--comm sim`, the year, the
+    re-placements), as a user runs it.  Before routes into a GPU behind its NIC were searched once per ToR
+    (fabric.sim.routing.Gateways) and the step model's send/recv pairs were timed as one batch without a
+    Collective each (Simulator.batch_times), khop-ring 16,384 and dgx 65,536 took > 120 s, dgx 8,192 5-7 s.
+    Limit on CPU time; wall time printed too."""
+    from cli.app import main
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    rc = main(["goodput", arch, "--gpus", str(gpus), "--model", "llama3-70b", "--json", "--no-series"])
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    print(f"\nfabric goodput {arch} --gpus {gpus} --model llama3-70b (sim): wall {wall:.1f} s, CPU {cpu:.1f} s "
+          f"(limit {LIMIT_S:.0f} s)")
+    assert rc == 0 and cpu < LIMIT_S

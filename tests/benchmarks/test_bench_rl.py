@@ -61,3 +61,22 @@ def test_bench_circuit_ilp(pods, core, pattern):
     print(f"\ncircuit ILP {pods} pods, core_ratio {core}, {pattern} demand: {elapsed:.2f} s, {r.status} (gap {gap}), "
           f"predicted {r.time_s * 1e3:.2f} ms")
     assert r.status in ("optimal", "feasible", "infeasible")
+
+
+@pytest.mark.bench
+@pytest.mark.parametrize("gpus, table", [(8192, False), (16384, False), (8192, True)])
+def test_bench_rl_command_at_scale(gpus, table):
+    """`fabric rl --gpus N --model llama3-70b` with the default `--comm sim`, static and rfabric, end to end.
+
+    16,384 GPUs took 76 s (8,192: 1.6 s) before routes into a GPU behind its NIC were searched once per ToR
+    (fabric.sim.routing.Gateways): the weight sync's 8,192 flows each ran a breadth-first search of their own.
+    ``--table`` (every static and rfabric variant) at 8,192 GPUs took > 60 s.  Limit on CPU time (the machine is
+    shared); wall time printed too."""
+    from cli.app import main
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    rc = main(["rl", "--gpus", str(gpus), "--model", "llama3-70b", "--json"] + (["--table"] if table else []))
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    print(f"\nfabric rl --gpus {gpus} --model llama3-70b{' --table' if table else ''} (sim): wall {wall:.1f} s, "
+          f"CPU {cpu:.1f} s (limit 30 s)")
+    assert rc == 0 and cpu < 30.0

@@ -278,6 +278,15 @@ def test_goodput_recovery_times_are_bounded(run_cli, item):
     one_error(rc, err, "--recovery " + item.split("=")[0])
 
 
+@pytest.mark.parametrize("item", ["checkpoint_interval=0", "checkpoint_interval=0s", "checkpoint_interval=0.0min"])
+def test_goodput_checkpoint_interval_must_be_positive(run_cli, item):
+    """checkpoint_interval=0 was accepted (exit 0) with goodput 28 %, above 1 s or 5 s: no stall was charged."""
+    rc, out, err = run_cli("goodput", "dgx", "--gpus", "64", "--model", "llama3-8b", "--comm", "analytic",
+                           "--recovery", item)
+    line = one_error(rc, err, "--recovery checkpoint_interval", "> 0")
+    assert out == "" and "Traceback" not in line
+
+
 # ------------------------------------------------------------------------------------------ topology files
 def _topology(tmp_path, mutate) -> str:
     doc = {"graph": {"hbd": {"kind": "switch_domain", "gpus_per_node": 2, "domain_gpus": 2},

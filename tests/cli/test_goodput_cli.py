@@ -51,6 +51,7 @@ def test_human_output(run_cli):
     (("--policy", "greedy"), "--policy"),
     (("--recovery", "warmup=3s"), "--recovery"),
     (("--recovery", "restart=-3s"), "--recovery restart"),
+    (("--recovery", "checkpoint_interval=0"), "--recovery checkpoint_interval"),  # was exit 0: free checkpoints
     (("--trace", "/nonexistent.json"), "--trace"),
     (("--trace-mapping", "zigzag"), "--trace-mapping"),
     (("--seed", -1), "--seed"),

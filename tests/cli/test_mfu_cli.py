@@ -130,3 +130,48 @@ def test_memory_switches_are_raised_only_when_left_open(capsys):
     assert auto["mfu"] == by_hand["mfu"] and auto["memory_gb_per_gpu"] == by_hand["memory_gb_per_gpu"]
     rc, out, err = run(capsys, *args, "--zero", 1)
     assert rc == 2 and out == "" and "does not fit" in err and err.count("\n") == 1
+
+
+# A well-formed cache key (digest/backend/kind/GxN/layout/protocol, as CommCache.time writes it).
+KEY = "d3ec24dcf33cd0590c6515a2f112d199/sim-9a5ee0518223e22d/all_reduce/8x8/7f58f6fecd0e09fadd8edd10/simple"
+
+
+@pytest.mark.parametrize("doc, named", [
+    ('{"%s": [-1, -1]}' % KEY, "[-1, -1] must be"),             # was read: step time -239999992.957 s, exit 0
+    ('{"%s": [1e9, 1e9]}' % KEY, "at most 1e+09 s"),             # was read: absurd step times, exit 0
+    ('{"%s": [1000000001, 0]}' % KEY, "at most 1e+09 s"),
+    ('{"%s": [NaN, 0]}' % KEY, "two finite numbers >= 0"),
+    ('{"%s": [0, Infinity]}' % KEY, "two finite numbers >= 0"),
+    ('{"%s": [true, 0]}' % KEY, "two finite numbers >= 0"),
+    ('{"%s": [1e-5]}' % KEY, "two finite numbers >= 0"),
+    ('{"%s": "1e-5 2e-12"}' % KEY, "two finite numbers >= 0"),
+    ('{"x/y": [0, 0]}', "key 'x/y' is not digest/backend/kind/GxN/layout"),
+    ('{"%s": [0, 0]}' % KEY.replace("all_reduce", "broadcast"), "kind one of all_reduce"),
+    ('[[0, 0]]', "must hold a JSON object"),
+    ('{"a": ', "is not JSON"),
+])
+def test_comm_cache_entries_are_checked_when_read(capsys, tmp_path, doc, named):
+    """Each entry of --comm-cache is [intercept_s, slope_s_per_byte], finite, >= 0, and its collective at the
+    larger fit size (256 MiB) takes at most 1e9 s; a bad one is named, exit 2, and the file is left as it was."""
+    path = tmp_path / "cc.json"
+    path.write_text(doc)
+    rc, out, err = run(capsys, "mfu", "dgx", "--gpus", 64, "--model", "llama3-8b", "--comm", "analytic",
+                       "--comm-cache", path)
+    assert rc == 2 and out == "" and "Traceback" not in err
+    assert err.startswith("error: --comm-cache: cc.json") and named in err and err.count("\n") == 1
+    assert path.read_text() == doc  # not rewritten
+
+
+def test_comm_cache_round_trip_gives_the_same_step(capsys, tmp_path):
+    """A cache written by one run is accepted by the next, which gives the same step time (fits reused exactly)."""
+    from workloads import comm
+
+    path = tmp_path / "cc.json"
+    args = ("mfu", "dgx", "--gpus", 64, "--model", "llama3-8b", "--comm", "analytic", "--comm-cache", path, "--json")
+    rc, out, err = run(capsys, *args)
+    assert rc == 0, err
+    first = json.loads(out)
+    comm.clear_cache()
+    rc, out, err = run(capsys, *args)
+    assert rc == 0, err
+    assert json.loads(out)["step_time_s"] == first["step_time_s"] and json.loads(path.read_text())

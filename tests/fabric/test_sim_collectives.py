@@ -198,3 +198,25 @@ def test_link_report():
         assert r["bytes_fwd"] == pytest.approx(3 * S / 4) and r["bytes_rev"] == pytest.approx(3 * S / 4)
         assert r["utilisation"] == pytest.approx(1.0)  # every link is busy the whole time
     assert res.sim.bottlenecks(2) == recs[:2]
+
+
+@pytest.mark.parametrize("name, groups, protocol", [
+    ("send_recv", [(0, 9), (1, 17), (2, 26), (3, 40)], "simple"),
+    ("send_recv", [(0, 9), (1, 17), (2, 26), (3, 40)], "ll"),
+    ("all_reduce", [tuple(range(0, 64, 8)), tuple(range(1, 64, 8))], "ll128"),
+    ("all_gather", [tuple(range(0, 64, 8)), tuple(range(1, 64, 8))], "none"),
+])
+def test_batch_times_equal_one_collective_per_group(name, groups, protocol):
+    """Simulator.batch_times (what the step model calls, without building a Collective per group) gives exactly
+    the times of Simulator.collectives on one Collective per group; bad ranks are one error naming ranks."""
+    from topologies import build
+
+    fab = build("dgx", gpus=64)
+    colls = [Collective(name, g, 2.0**24, protocol=protocol) for g in groups]
+    want = [c.time_s for c in Simulator(fab).collectives(colls).collectives]
+    got = Simulator(fab).batch_times(colls[0], np.array(groups))
+    assert got.tolist() == want
+    with pytest.raises(FabricError, match="^ranks: "):
+        Simulator(fab).batch_times(colls[0], np.array(groups)[:, :1])
+    with pytest.raises(FabricError, match="^ranks: "):
+        Simulator(fab).batch_times(colls[0], np.array(groups) + 64)

@@ -252,3 +252,40 @@ def test_gpus_forward_only_from_hbd_link_to_hbd_link(monkeypatch):
         sparse = Simulator(fab).collectives(colls, ecmp=ecmp, seed=5)
         assert sparse.collectives[0].time_s == pytest.approx(dense.collectives[0].time_s, rel=1e-12)
         assert np.array_equal(sparse.sim.loads.bytes_fwd, dense.sim.loads.bytes_fwd)
+
+
+@pytest.mark.parametrize("arch, n, params", [("dgx", 256, {}), ("nvl-72", 144, {}), ("khop-ring", 64, {"k": 2}),
+                                             ("dgx", 512, {"tiers": "3", "k": 16})])
+def test_routes_through_a_gateway_equal_the_searched_routes(monkeypatch, arch, n, params):
+    """A GPU whose only non-HBD link is to a NIC hanging off one ToR is entered from outside its HBD domain only as
+    ToR -> NIC -> GPU (routing.Gateways), so those routes are searched toward the ToR, one search per ToR instead of
+    one per GPU (what made `fabric rl --gpus 16384` take 70 s).  Exact: every route (arcs, fractions, latency)
+    equals the search toward the GPU itself, for pairs in one node, under one ToR, across ToRs and pods, GPU to
+    ToR and ToR to GPU, and so do the link loads of a permutation of flows."""
+    from topologies import build
+
+    from fabric.sim import routing
+
+    fab = build(arch, gpus=n, params=params)
+    gpus = fab.gpu_ids
+    tors = np.flatnonzero(fab.devices.kind == DeviceKind.TOR)
+    rng = np.random.default_rng(3)
+    src = np.concatenate([gpus, gpus[:32], rng.choice(tors, 16), rng.choice(gpus, 16)])
+    dst = np.concatenate([np.roll(gpus, -1), np.roll(gpus, -37)[:32], rng.choice(gpus, 16), rng.choice(tors, 16)])
+    keep = src != dst
+    src, dst = src[keep], dst[keep]
+    perm = rng.permutation(gpus)
+    g = Simulator(fab).graph("ideal")
+    assert (routing.gateways(g).via[g.node_of_device[dst]] >= 0).sum() > len(dst) // 2  # it applies to most pairs
+
+    def no_gateways(g):
+        return routing.Gateways(*(np.full(g.n_nodes, -1),) * 4, np.arange(g.n_nodes))
+
+    out = []
+    for gw in (routing.gateways, no_gateways):
+        monkeypatch.setattr(routing, "gateways", gw)
+        sim = Simulator(fab)
+        out.append(([sim.route(int(s), int(d)) for s, d in zip(src, dst)],
+                    sim.run(FlowTable.build(gpus, perm, 2.0**24)).loads.bytes_fwd))
+    assert out[0][0] == out[1][0]
+    assert np.array_equal(out[0][1], out[1][1])

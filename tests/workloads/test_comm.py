@@ -118,3 +118,29 @@ def test_bad_kind_and_shape(dgx64):
         analytic_comm_time(dgx64, "gossip", np.zeros((1, 2), dtype=int), 1.0)
     with pytest.raises(FabricError, match="pairs"):
         analytic_comm_time(dgx64, "send_recv", np.zeros((1, 3), dtype=int), 1.0)
+
+
+def test_saved_fits_load_back_and_a_bad_entry_adds_none(dgx64, tmp_path):
+    """save_fits / load_fits round-trip the fits exactly; a file with one bad entry among good ones is refused
+    whole (FabricError naming comm_cache and the entry), and none of its entries is added."""
+    import json
+
+    from workloads import comm
+
+    comm.clear_cache()
+    pl = RankPlacement(dgx64, Parallelism(tp=8, dp=8, global_batch=8))
+    c = CommCache(dgx64, analytic_comm_time)
+    t = c.time("all_reduce", pl.dp_groups, 77e6)
+    path = tmp_path / "cc.json"
+    assert comm.save_fits(path) == 1
+    good = path.read_text()
+    comm.clear_cache()
+    assert comm.load_fits(path) == 1 and CommCache(dgx64, analytic_comm_time).time("all_reduce", pl.dp_groups,
+                                                                                   77e6) == t
+    comm.clear_cache()
+    key = next(iter(json.loads(good)))
+    bad = good.rstrip().rstrip("}") + ', "%s": [-1, -1]}' % key.replace("all_reduce", "all_gather")
+    path.write_text(bad)
+    with pytest.raises(FabricError, match=r"^comm_cache: cc\.json: entry .*all_gather.*\[-1, -1\] must be"):
+        comm.load_fits(path)
+    assert comm._FITS == {}

@@ -43,8 +43,9 @@ Lost work at an interruption: with ``tau`` seconds trained since the job's
 last (re)start, whose checkpoint is known, the loss is ``tau`` if ``tau < C``,
 else ``C / 2``: the fault's phase relative to the periodic checkpoints is
 independent of the trace, so its expectation is used rather than an aliasing
-artefact of one phase (and the loss never falls as C rises).  ``C = 0`` is
-the ideal of a checkpoint at every step: nothing is recomputed, no stall.
+artefact of one phase (and the loss never falls as C rises).  ``C > 0``
+(:class:`~workloads.goodput.params.Recovery` refuses 0: checkpoints that
+cost no stall); ``C -> 0`` with ``w = 0`` is the ideal of nothing recomputed.
 
 Accounting, in GPU-seconds of the job's nominal ``G = dp x gpr`` GPUs over
 the span T: ``useful + sum(lost by cause) = G x T`` exactly.  ``useful`` is
@@ -138,7 +139,7 @@ class _Job:
             raise ComputeError("goodput", f"the healthy job ({shape.dp} replicas) must have a throughput > 0, got {healthy!r}")
         self.eff0 = healthy / self.g_full  # tokens/s per GPU of the healthy job
         C, w = rec.checkpoint_interval_s, rec.checkpoint_stall_s
-        self.train_share = 1.0 if C == 0 else C / (C + w)
+        self.train_share = C / (C + w)  # C > 0 (Recovery)
         self.state, self.dp_run, self.run_rate = WAITING, 0, 0.0
         self.job_nodes = np.zeros(tl.nodes.n_nodes, dtype=bool)
         self.segments: list[tuple[str, float]] = []  # recovery steps left: (cause, seconds)
@@ -197,8 +198,6 @@ class _Job:
     def lost_training(self) -> float:
         """Training seconds lost at an interruption (module docstring)."""
         C = self.rec.checkpoint_interval_s
-        if C == 0:
-            return 0.0
         return self.trained if self.trained < C else C / 2
 
     def on_event(self, i: int) -> None:

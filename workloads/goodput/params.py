@@ -76,8 +76,9 @@ class Recovery:
     Attributes
     ----------
     checkpoint_interval_s : float
-        Training time between checkpoints; 0 means a checkpoint at every
-        step, so no work is ever recomputed.
+        Training time between checkpoints, > 0 (a checkpoint at every step
+        is an interval of one step time, and stalls ``checkpoint_stall_s``
+        each time; 0 would be checkpoints that cost nothing).
     checkpoint_stall_s : float
         Training stopped per checkpoint.
     restart_s : float
@@ -97,8 +98,13 @@ class Recovery:
     def __post_init__(self):
         for f in ("checkpoint_interval_s", "checkpoint_stall_s", "restart_s", "replace_s"):
             v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or v == float("inf"):
-                raise FabricError("recovery", f"{f.removesuffix('_s')}={v!r} must be a finite time >= 0")
+            name = f.removesuffix("_s")
+            positive = f in POSITIVE_FIELDS
+            if (isinstance(v, bool) or not isinstance(v, (int, float)) or not (v > 0 if positive else v >= 0)
+                    or v == float("inf")):
+                # keyed by the field, so that the CLI names `--recovery checkpoint_interval`
+                raise FabricError(f"recovery[{name}]", f"{name}={v!r} must be a finite time "
+                                                       f"{'> 0' if positive else '>= 0'}")
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in asdict(self).items() if k != "sources"}
@@ -107,6 +113,10 @@ class Recovery:
 
 
 RECOVERY_FIELDS = ("checkpoint_interval", "checkpoint_stall", "restart", "replace")
+# Durations that must be > 0: an interval of 0 would checkpoint continuously at no stall (the job's model charges
+# a stall per interval, so 0 made checkpoints free and goodput higher than at any interval > 0).  The others may
+# be 0: an ideal asynchronous checkpoint, an instant restart or re-placement cost nothing and gain nothing.
+POSITIVE_FIELDS = ("checkpoint_interval_s",)
 
 
 def replace_time(hbd_kind: str, catalog: Catalog) -> tuple[float, str]:
