@@ -41,7 +41,7 @@ def size(params: dict, gpus: int | None, catalog: Catalog) -> Size:
     n_nodes = math.ceil((gpus or 1024) / GPUS_PER_NODE)
     G = n_nodes * GPUS_PER_NODE
     devices, links = dcn_size(catalog, params, G, catalog.value(gpu_item, "nic_bandwidth"))
-    return servers_size(G, GPUS_PER_NODE, devices + n_nodes * n_chips, links + G * n_chips, ("gpus", *DCN_DRIVERS))
+    return servers_size(G, devices + n_nodes * n_chips, links + G * n_chips, ("gpus", *DCN_DRIVERS))
 
 
 def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:

@@ -40,7 +40,7 @@ def size(params: dict, gpus: int | None, catalog: Catalog) -> Size:
     hosts = gpus if gpus is not None else full_hosts(k, tiers, params["oversubscription"],
                                                      params["agg_oversubscription"])
     devices, links = clos_size(hosts, k, {**params, "tiers": params["tiers"] if gpus is not None else str(tiers)})
-    return servers_size(hosts, 1, devices, links, ("gpus", *DCN_DRIVERS))
+    return servers_size(hosts, devices, links, ("gpus", *DCN_DRIVERS))
 
 
 def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:

@@ -101,7 +101,7 @@ def size(params: dict, gpus: int | None, catalog: Catalog) -> Size:
     radix = dcn["k"] or default_radix(catalog, dcn["switch"], catalog.value(params["gpu"], "nic_bandwidth"))
     npt = params["nodes_per_tor"] or max(1, split_ports(radix, dcn["oversubscription"])[0] // g)
     devices, links = clos_size(n * g, radix, dcn, endpoints_per_tor=npt * g)
-    return servers_size(n * g, g, devices, hbd_links + links,
+    return servers_size(n * g, devices, hbd_links + links,
                         ("k", "gpus", "gpus_per_node", "trx_per_gpu", "nodes_per_tor", "dcn_k", *DCN_DRIVERS[1:]))
 
 

@@ -47,7 +47,7 @@ def size(params: dict, gpus: int | None, catalog: Catalog) -> Size:
     G = params["size"] * math.ceil((gpus or params["size"]) / params["size"])
     chips, links = (G * 3 / 4, 36 * G) if params["size"] == 576 else (G / 4, (9 if params["size"] == 36 else 18) * G)
     devices, dcn_links = dcn_size(catalog, params, G, catalog.value(params["gpu"], "nic_bandwidth"))
-    return servers_size(G, GPUS_PER_TRAY, chips + devices, links + dcn_links, ("gpus", *DCN_DRIVERS))
+    return servers_size(G, chips + devices, links + dcn_links, ("gpus", *DCN_DRIVERS))
 
 
 def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:

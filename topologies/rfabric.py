@@ -49,7 +49,7 @@ def size(params: dict, gpus: int | None, catalog: Catalog) -> Size:
     G = dgx.GPUS_PER_NODE * math.ceil((gpus or 1024) / dgx.GPUS_PER_NODE)
     devices, links = dcn_size(catalog, {**params, "tiers": "3"}, G, catalog.value(gpu_item, "nic_bandwidth"),
                               ocs_core=True, ocs_ports=catalog.value(params["ocs"], "ports"))
-    return servers_size(G, dgx.GPUS_PER_NODE, devices + G // dgx.GPUS_PER_NODE * n_chips, links + G * n_chips,
+    return servers_size(G, devices + G // dgx.GPUS_PER_NODE * n_chips, links + G * n_chips,
                         ("gpus", *DCN_DRIVERS))
 
 

@@ -37,9 +37,6 @@ class Size:
     links: float
     drivers: tuple[str, ...] = ()
 
-    def plus(self, devices: float, links: float) -> "Size":
-        return Size(self.gpus, self.devices + devices, self.links + links, self.drivers)
-
 
 def clos_size(endpoints: float, k: int, params: dict, endpoints_per_tor: float | None = None,
               ocs_core: bool = False, ocs_ports: float = 136.0) -> tuple[float, float]:
@@ -92,8 +89,17 @@ def dcn_size(catalog, params: dict, endpoints: float, port_bandwidth: float, **c
     return clos_size(endpoints, k, params, **clos_kw)
 
 
-def servers_size(gpus: float, per_node: int, hbd_devices: float, hbd_links: float, drivers: Iterable[str]) -> Size:
-    """GPUs with one NIC each (a PCIe link per pair) plus the HBD's own switches and links."""
+def servers_size(gpus: float, hbd_devices: float, hbd_links: float, drivers: Iterable[str]) -> Size:
+    """GPUs with one NIC each (a PCIe link per pair) plus the HBD's and the DCN's devices and links.
+
+    Parameters
+    ----------
+    gpus : float
+    hbd_devices, hbd_links : float
+        Everything else the family builds (switch chips, the Clos, ...) and its links.
+    drivers : iterable of str
+        See :class:`Size`.
+    """
     return Size(gpus, 2 * gpus + hbd_devices, gpus + hbd_links, tuple(drivers))
 
 
