@@ -32,6 +32,11 @@ def build_fabric(arch: Optional[str], gpus: Optional[int], params: list[str], ca
     if topology is not None:
         if arch is not None:
             raise FabricError("--topology", "give either ARCH or --topology, not both")
+        # the file fixes the GPUs and the wiring: silently ignoring these would report another fabric than asked
+        if gpus is not None:
+            raise FabricError("--gpus", "not used with --topology (the file sets the GPUs); leave it out")
+        if params:
+            raise FabricError("-p", "not used with --topology (the file is the fabric); leave it out")
         return load_topology(topology, catalog)
     if arch is None:
         raise FabricError("ARCH", "missing; give an architecture (see `fabric list`) or --topology FILE")
@@ -157,10 +162,19 @@ def parse_dp(text: str) -> int | None:
 
 
 def parse_versus(text: str) -> tuple[str, dict[str, str]]:
-    """``--versus nvl:size=72,gpu=gb200`` -> (``nvl``, {size: 72, ...})."""
+    """``--versus nvl:size=72,gpu=gb200`` -> (``nvl``, {size: 72, ...}).
 
-    name, _, rest = text.partition(":")
-    return name.strip(), parse_assignments([p for p in rest.split(",") if p.strip()])
+    A colon promises parameters: ``nvl:`` (nothing after it) and empty items
+    (``nvl:size=72,,gpu=x``) are refused rather than read as "no parameters".
+    """
+    name, colon, rest = text.partition(":")
+    if not colon:
+        return name.strip(), {}
+    items = [p.strip() for p in rest.split(",")]
+    if not rest.strip() or not all(items):
+        raise FabricError("--versus", f"{text!r}: empty parameter list or item after ':'; "
+                                      "give ARCH or ARCH:name=value,... (comma-separated, no blanks)")
+    return name.strip(), parse_assignments(items)
 
 
 def build_versus(text: str, gpus: int, catalog: Catalog) -> tuple[Fabric, dict[str, str]]:

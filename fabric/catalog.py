@@ -41,6 +41,17 @@ def _parse_factor(value, field: str) -> float:
     return float(value)
 
 
+#: The fields a component may have besides ``category`` and ``description``: those the shipped catalog
+#: defines and the code reads.  A field outside this list is a misspelling (``pricee_usd``) that would
+#: otherwise be ignored while the shipped value it meant to override stays in force.
+FIELDS = (
+    "price_usd", "power_w", "bandwidth", "hbd_bandwidth", "nic_bandwidth", "hbm_bandwidth", "hbm_bytes",
+    "peak_bf16_flops", "peak_fp8_flops", "latency", "reconfiguration_time", "ports", "chips",
+    "one_node_bandwidth", "two_nodes_bandwidth", "more_nodes_bandwidth", "simple_latency", "ll_latency",
+    "ll128_latency", "simple_factor", "ll_factor", "ll128_factor", "network_factor", "nvlink_factor",
+    "nvls_factor", "pcie_factor", "sharp_factor",
+)
+
 #: The catalog format this version reads (the ``schema:`` key of a catalog file).
 SCHEMA = 1
 #: Largest value of any catalog field: far above any price, power, rate or size, far below float overflow
@@ -145,6 +156,8 @@ def _parse_entry(item: str, raw: Any, where: str, base: Component | None) -> Com
         if name in ("category", "description"):
             continue
         fname = f"{where}:{item}.{name}"
+        if name not in FIELDS:
+            raise FabricError(fname, f"unknown component field; allowed: category, description, {', '.join(FIELDS)}")
         if not isinstance(q, dict) or set(q) != {"value", "source"}:
             raise FabricError(fname, "must be {value: ..., source: ...}")
         source = q["source"]
@@ -157,11 +170,16 @@ def _parse_entry(item: str, raw: Any, where: str, base: Component | None) -> Com
         values[name] = parser(q["value"], f"{fname}.value")
         if not values[name] <= MAX_VALUE:  # a sum over a BOM of 1e308-dollar parts overflows to inf
             raise FabricError(f"{fname}.value", f"{q['value']!r} must be at most {MAX_VALUE:g}")
-        if (name.endswith("bandwidth") or name.endswith("_flops")) and not values[name] > 0:
-            # a rate of zero would divide every time computed from it
+        if _must_be_positive(name) and not values[name] > 0:
+            # a rate, a memory size or a port count of zero divides what is computed from it (0 B of HBM
+            # fits no model, an OCS of 0 ports holds no circuit); prices, power and latencies may be 0
             raise FabricError(f"{fname}.value", f"{q['value']!r} must be > 0")
         sources[name] = source.strip()
     return Component(item, category, str(description), values, sources)
+
+
+def _must_be_positive(name: str) -> bool:
+    return name.endswith(("bandwidth", "_flops", "_bytes")) or name in ("ports", "chips")
 
 
 def _parse_document(doc: Any, where: str, base: dict[str, Component] | None) -> dict[str, Component]:
@@ -192,7 +210,7 @@ def shipped_catalog_path():
     return resources.files("fabric") / "data" / "catalog.yaml"
 
 
-def load_catalog(path: str | Path | None = None) -> Catalog:
+def load_catalog(path: str | Path | None = None, flag: str = "--catalog") -> Catalog:
     """Load the shipped catalog, merged with a user's file if given.
 
     Parameters
@@ -200,6 +218,8 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
     path : str or Path, optional
         A YAML file in the catalog format; its entries override the shipped ones
         field by field.
+    flag : str
+        The input that gave ``path``, named in errors before the file (empty: the file alone).
 
     Raises
     ------
@@ -218,4 +238,5 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
 
     p = Path(path)
     doc = load_yaml(p, "catalog")
-    return Catalog(_parse_document(doc, p.name, _SHIPPED), origin=str(p))
+    # errors name the flag as well as the file: "--catalog mine.yaml:gpu_h100.hbm_bytes.value: ..."
+    return Catalog(_parse_document(doc, f"{flag} {p.name}".strip(), _SHIPPED), origin=str(p))

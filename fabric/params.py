@@ -7,6 +7,7 @@ allowed.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -68,6 +69,9 @@ class Param:
             value = float(raw)
         elif not isinstance(raw, self.type) or (self.type is int and isinstance(raw, bool)):
             raise FabricError(field, f"{raw!r} is not a {self.type.__name__}{where}")
+        if self.type is float and not math.isfinite(value):
+            # inf and nan pass every ``v >= lo`` check written for finite numbers (nan fails none of ``v <= hi``)
+            raise FabricError(field, f"{raw!r} must be a finite number{where}")
         if self.choices and value not in self.choices:
             raise FabricError(field, f"{value!r} not allowed{where}; use one of {', '.join(map(str, self.choices))}")
         if self.check is not None:

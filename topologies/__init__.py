@@ -16,6 +16,7 @@ from fabric.errors import FabricError
 from fabric.model import Fabric
 from topologies.clos import split_ports  # noqa: F401  (the port split the RL comparison reads)
 from topologies.params import Param, resolve
+from topologies.size import Size, check_size  # noqa: F401  (Size: the type of Architecture.size)
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,11 @@ class Architecture:
     @property
     def params(self) -> list[Param]:
         return list(self._mod().PARAMS)
+
+    @property
+    def size(self) -> Callable[[dict, int | None, Catalog], "Size"]:
+        """Closed-form size of a build from its resolved parameters (see :mod:`topologies.size`)."""
+        return self._mod().size
 
     @property
     def builder(self) -> Callable[[dict, int | None, Catalog], Fabric]:
@@ -118,6 +124,9 @@ def build(name: str, gpus: int | None = None, params: dict[str, Any] | None = No
     resolved = resolve(arch.name, arch.params, given)
     catalog = catalog or load_catalog()
     _check_catalog_ids(arch, resolved, catalog)
+    # before any array exists: a parameter that asks for billions of devices is refused at once, naming it
+    check_size(lambda ps, n: arch.size(ps, n, catalog), resolved, {p.name: p.default for p in arch.params}, given,
+               None if gpus is None else int(gpus))
     return arch.builder(resolved, None if gpus is None else int(gpus), catalog)
 
 

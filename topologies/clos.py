@@ -48,8 +48,9 @@ def dcn_params(default_k: int | None = None) -> list[Param]:
               check=even_at_least(4)),
         Param("tiers", str, "auto", "DCN tiers: 2 (leaf-spine), 3 (fat-tree) or auto (fewest that fit)",
               choices=("auto", "2", "3")),
-        Param("oversubscription", float, 1.0, "ToR downlink:uplink bandwidth ratio", check=at_least(1.0)),
-        Param("agg_oversubscription", float, 1.0, "aggregation downlink:uplink ratio (3 tiers)",
+        Param("oversubscription", float, 1.0, "ToR downlink:uplink bandwidth ratio, 1 to k-1 (one uplink)",
+              check=at_least(1.0)),
+        Param("agg_oversubscription", float, 1.0, "aggregation downlink:uplink ratio (3 tiers), 1 to k-1",
               check=at_least(1.0)),
         Param("rail_optimized", bool, False, "NIC r of every server in a group shares rail-r ToRs"),
         Param("switch", str, "switch_51t2", "catalog id of the packet switch"),
@@ -73,6 +74,29 @@ def default_radix(catalog: Catalog, switch: str, port_bandwidth: float) -> int:
     total = catalog.value(switch, "bandwidth")
     k = int(total // port_bandwidth)
     return max(4, k - (k % 2))
+
+
+#: The DCN parameters that set the size of the Clos (blamed by the resource check, see topologies.size).
+DCN_DRIVERS = ("k", "oversubscription", "agg_oversubscription", "tiers")
+
+
+def check_ratios(k: int, params: dict) -> None:
+    """Refuse an oversubscription above ``k - 1``: a radix-``k`` switch cannot have fewer than one uplink.
+
+    Larger ratios used to be clamped silently to ``k - 1`` (a ratio of 1e300 built the same fabric as 127).
+
+    Parameters
+    ----------
+    k : int
+        Switch radix in ports.
+    params : dict
+        Resolved DCN parameters (``oversubscription``, ``agg_oversubscription``).
+    """
+    for name in ("oversubscription", "agg_oversubscription"):
+        ratio = params.get(name)
+        if ratio is not None and not 1.0 <= ratio <= k - 1:
+            raise FabricError(f"params[{name}]", f"{ratio:g} must be between 1 and k-1 = {k - 1} "
+                                                 f"(radix {k}: at least one uplink)")
 
 
 def split_ports(k: int, ratio: float) -> tuple[int, int]:
@@ -159,6 +183,7 @@ def attach_clos(b: FabricBuilder, endpoints: np.ndarray, catalog: Catalog, *, po
     # each tier reading the counts of the one below; split, every step would pass the same dozen arrays
     k = params["k"] or default_radix(catalog, switch, port_bandwidth)
     b.params[radix_param] = k  # report the derived radix with the other parameters
+    check_ratios(k, params)
     d, u = split_ports(k, params["oversubscription"])
     ept = endpoints_per_tor or d
     if ept > d:
@@ -175,7 +200,7 @@ def attach_clos(b: FabricBuilder, endpoints: np.ndarray, catalog: Catalog, *, po
     latency = catalog.value("network_latency", "latency")
     trx = catalog.find_by_bandwidth("transceiver", port_bandwidth)
 
-    tor_of_ep = np.repeat(np.arange(T, dtype=np.int64), ept)[:E]
+    tor_of_ep = np.arange(E, dtype=np.int64) // ept  # not a repeat of T x ept: ept may be a huge radix
     empty = np.zeros(0, dtype=np.int64)
     circuits = np.zeros((0, 2), dtype=np.int64)
 

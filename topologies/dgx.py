@@ -13,9 +13,10 @@ import numpy as np
 
 from fabric.catalog import Catalog
 from fabric.model import DeviceKind, Fabric, FabricBuilder, HBDKind, HBDSpec
-from topologies.clos import dcn_params
+from topologies.clos import DCN_DRIVERS, dcn_params
 from topologies.params import Param
 from topologies.servers import add_gpu_nodes, add_nic_per_gpu, attach_gpus_to_clos
+from topologies.size import Size, dcn_size, servers_size
 
 GPUS_PER_NODE = 8
 # GPU -> (catalog id, NVSwitch chip item, chips per node). Chip counts: H100 4 (P: DGX BasePOD, FIGURES);
@@ -32,6 +33,15 @@ PARAMS = [
     Param("nodes_per_rack", int, 4, "DGX nodes per rack (assumed)", check=lambda v: None if v >= 1 else "must be >= 1"),
     *dcn_params(),
 ]
+
+
+def size(params: dict, gpus: int | None, catalog: Catalog) -> Size:
+    """Closed-form size (see :func:`build`), checked before anything is allocated."""
+    gpu_item, _, n_chips = VARIANTS[params["gpu"]]
+    n_nodes = math.ceil((gpus or 1024) / GPUS_PER_NODE)
+    G = n_nodes * GPUS_PER_NODE
+    devices, links = dcn_size(catalog, params, G, catalog.value(gpu_item, "nic_bandwidth"))
+    return servers_size(G, devices + n_nodes * n_chips, links + G * n_chips, ("gpus", *DCN_DRIVERS))
 
 
 def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:

@@ -12,9 +12,10 @@ import numpy as np
 
 from fabric.catalog import Catalog
 from fabric.model import Fabric, FabricBuilder, HBDKind, HBDSpec
-from topologies.clos import dcn_params, split_ports
+from topologies.clos import DCN_DRIVERS, check_ratios, dcn_params, split_ports
 from topologies.params import Param
 from topologies.servers import add_gpu_nodes, add_nic_per_gpu, attach_gpus_to_clos
+from topologies.size import Size, clos_size, servers_size
 
 PARAMS = [
     Param("gpu", str, "gpu_h100", "catalog id of the host GPU"),
@@ -29,6 +30,17 @@ def full_hosts(k: int, tiers: int, oversubscription: float = 1.0, agg_oversubscr
         return k * d
     da, _ = split_ports(k, agg_oversubscription)
     return k * da * d
+
+
+def size(params: dict, gpus: int | None, catalog: Catalog) -> Size:
+    """Closed-form size: hosts (``gpus``, else :func:`full_hosts`) with a NIC each, on the Clos."""
+    k = params["k"]
+    check_ratios(k, params)
+    tiers = 3 if params["tiers"] == "auto" else int(params["tiers"])
+    hosts = gpus if gpus is not None else full_hosts(k, tiers, params["oversubscription"],
+                                                     params["agg_oversubscription"])
+    devices, links = clos_size(hosts, k, {**params, "tiers": params["tiers"] if gpus is not None else str(tiers)})
+    return servers_size(hosts, devices, links, ("gpus", *DCN_DRIVERS))
 
 
 def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:

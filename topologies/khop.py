@@ -35,9 +35,10 @@ from fabric.catalog import Catalog
 from fabric.errors import FabricError
 from fabric.model import Fabric, FabricBuilder, HBDKind, HBDSpec
 from fabric.rings import candidate_index, ring_configuration  # noqa: F401  (the k-hop ring's lighting)
-from topologies.clos import dcn_params, default_radix, split_ports
+from topologies.clos import DCN_DRIVERS, dcn_params, default_radix, split_ports
 from topologies.params import Param, at_least, even_at_least, positive
 from topologies.servers import add_gpu_nodes, add_nic_per_gpu, attach_gpus_to_clos
+from topologies.size import Size, clos_size, servers_size
 
 PARAMS = [
     Param("k", int, 2, "reach of each OCS transceiver: paths to nodes i+1..i+k (k=1 is a plain ring)",
@@ -58,10 +59,50 @@ PARAMS = [
 
 
 def candidate_count(n_nodes: int, k: int, gpus_per_node: int, lanes: int, closed: bool) -> int:
-    """Closed form for the number of optical candidate links (see module docstring)."""
+    """Closed form for the number of optical candidate links (see module docstring).
+
+    On a line ``sum_{d=1..m} (N - d) = m N - m (m + 1) / 2`` with ``m = min(k, N - 1)``
+    (reaches beyond the line's end have no path), in O(1) for any ``k``.
+    """
     if closed:
         return gpus_per_node * lanes * min(k, n_nodes - 1) * n_nodes if n_nodes > 1 else 0
-    return gpus_per_node * lanes * sum(max(n_nodes - d, 0) for d in range(1, k + 1))
+    m = max(min(k, n_nodes - 1), 0)
+    return gpus_per_node * lanes * (m * n_nodes - m * (m + 1) // 2)
+
+
+def check_reach(k: int, n_nodes: int, closed: bool) -> None:
+    """Refuse a reach ``k`` past the last node: a transceiver has a path to each of the next ``k`` nodes.
+
+    Parameters
+    ----------
+    k : int
+        Optical reach in nodes.
+    n_nodes : int
+        Nodes on the line (or ring).
+    closed : bool
+        A ring of nodes.
+    """
+    if closed and n_nodes < 2:
+        raise FabricError("params[closed]", f"a closed ring needs at least 2 nodes ({n_nodes} built); use closed=false")
+    top = max(n_nodes - 1, 1)  # a single node on a line has no optical path; k=1 (a plain ring) is still accepted
+    if k > top:
+        raise FabricError("params[k]", f"k={k} must be at most nodes-1 = {top} ({n_nodes} node(s) on a "
+                                       f"{'ring' if closed else 'line'}); allowed: 1..{top}")
+
+
+def size(params: dict, gpus: int | None, catalog: Catalog) -> Size:
+    """Closed-form size (see :func:`build`), checked before anything is allocated."""
+    k, g = params["k"], params["gpus_per_node"]
+    n = math.ceil((gpus or 64 * g) / g)
+    check_reach(k, n, params["closed"])
+    lanes = params["trx_per_gpu"] // 2
+    hbd_links = n * g * (g - 1) // 2 + candidate_count(n, k, g, lanes, params["closed"])
+    dcn = _dcn_view(params)
+    radix = dcn["k"] or default_radix(catalog, dcn["switch"], catalog.value(params["gpu"], "nic_bandwidth"))
+    npt = params["nodes_per_tor"] or max(1, split_ports(radix, dcn["oversubscription"])[0] // g)
+    devices, links = clos_size(n * g, radix, dcn, endpoints_per_tor=npt * g)
+    return servers_size(n * g, devices, hbd_links + links,
+                        ("k", "gpus", "gpus_per_node", "trx_per_gpu", "nodes_per_tor", "dcn_k", *DCN_DRIVERS[1:]))
 
 
 def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
@@ -102,8 +143,7 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
         raise FabricError("params[trx]", f"{trx_item!r} is not an ocs_transceiver in the catalog")
     gpus = gpus or 64 * g
     N = math.ceil(gpus / g)
-    if params["closed"] and k >= N:
-        raise FabricError("params[k]", f"k={k} must be below the node count {N} on a closed ring")
+    check_reach(k, N, params["closed"])
     b = FabricBuilder("khop-ring", params, catalog.category)
     if N * g != gpus:
         b.note(f"rounded {gpus} GPUs up to {N} whole {g}-GPU nodes")
@@ -122,7 +162,7 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
     lat_opt = catalog.value("optical_hbd_latency", "latency")
     n_cand = 0
     for lane in range(lanes):
-        for d in range(1, k + 1):
+        for d in range(1, min(k, N - 1) + 1):  # a reach past the last node has no path
             i = np.arange(N) if params["closed"] else np.arange(max(N - d, 0))
             if i.size == 0:
                 continue

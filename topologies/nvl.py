@@ -25,9 +25,10 @@ import numpy as np
 
 from fabric.catalog import Catalog
 from fabric.model import DeviceKind, Fabric, FabricBuilder, HBDKind, HBDSpec
-from topologies.clos import dcn_params
+from topologies.clos import DCN_DRIVERS, dcn_params
 from topologies.params import Param
 from topologies.servers import add_gpu_nodes, add_nic_per_gpu, attach_gpus_to_clos
+from topologies.size import Size, dcn_size, servers_size
 
 GPUS_PER_TRAY = 4
 LINKS_PER_GPU = 18
@@ -38,6 +39,15 @@ PARAMS = [
     Param("gpu", str, "gpu_gb200", "catalog id of the GPU"),
     *dcn_params(),
 ]
+
+
+def size(params: dict, gpus: int | None, catalog: Catalog) -> Size:
+    """Closed-form size (see :func:`build`): per GPU 1/4 chip and 9 (NVL-36) or 18 links; NVL-576 adds its
+    second tier (1/2 L1 chip and 18 L1-L2 links per GPU), then a NIC per GPU and the Clos."""
+    G = params["size"] * math.ceil((gpus or params["size"]) / params["size"])
+    chips, links = (G * 3 / 4, 36 * G) if params["size"] == 576 else (G / 4, (9 if params["size"] == 36 else 18) * G)
+    devices, dcn_links = dcn_size(catalog, params, G, catalog.value(params["gpu"], "nic_bandwidth"))
+    return servers_size(G, chips + devices, links + dcn_links, ("gpus", *DCN_DRIVERS))
 
 
 def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:

@@ -28,13 +28,20 @@ def even_at_least(lo: int) -> Callable[[Any], str | None]:
 
 
 def parse_assignments(pairs: Sequence[str]) -> dict[str, str]:
-    """Split ``["k=8", "tiers=3"]`` into a dict; reject malformed items."""
+    """Split ``["k=8", "tiers=3"]`` into a dict; reject malformed items and a name given twice.
+
+    A repeated name is refused rather than "last wins": ``-p k=128 -p k=64`` is
+    more likely a mistake than a deliberate override.
+    """
     out: dict[str, str] = {}
     for item in pairs:
         name, sep, value = item.partition("=")
-        if not sep or not name.strip():
+        name = name.strip()
+        if not sep or not name:
             raise FabricError("params", f"{item!r} must look like name=value")
-        out[name.strip()] = value.strip()
+        if name in out:
+            raise FabricError(f"params[{name}]", f"given twice ({out[name]!r} and {value.strip()!r}); give it once")
+        out[name] = value.strip()
     return out
 
 

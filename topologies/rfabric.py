@@ -25,10 +25,11 @@ from fabric.catalog import Catalog
 from fabric.errors import FabricError
 from fabric.model import Configuration, DeviceKind, Fabric, FabricBuilder, HBDKind, HBDSpec
 from topologies import dgx
-from topologies.clos import (dcn_params, default_configuration, default_radix, even_spine_count, pods_of_tors_and_aggs,
+from topologies.clos import (DCN_DRIVERS, check_ratios, dcn_params, default_configuration, default_radix, even_spine_count, pods_of_tors_and_aggs,
                              split_ports)
 from topologies.params import Param
 from topologies.servers import add_gpu_nodes, add_nic_per_gpu, attach_gpus_to_clos, propagate_tor
+from topologies.size import Size, dcn_size, servers_size
 
 PARAMS = [
     Param("gpu", str, "h800", "GPU of the 8-GPU nodes", choices=tuple(dgx.VARIANTS)),
@@ -40,6 +41,16 @@ PARAMS = [
           check=lambda v: None if 0.0 <= v <= 1.0 else "must be in [0, 1]"),
     *[p for p in dcn_params() if p.name != "tiers"],
 ]
+
+
+def size(params: dict, gpus: int | None, catalog: Catalog) -> Size:
+    """Closed-form size (see :func:`build`): the DCN counted with every agg-core link through an OCS."""
+    gpu_item, _, n_chips = dgx.VARIANTS[params["gpu"]]
+    G = dgx.GPUS_PER_NODE * math.ceil((gpus or 1024) / dgx.GPUS_PER_NODE)
+    devices, links = dcn_size(catalog, {**params, "tiers": "3"}, G, catalog.value(gpu_item, "nic_bandwidth"),
+                              ocs_core=True, ocs_ports=catalog.value(params["ocs"], "ports"))
+    return servers_size(G, devices + G // dgx.GPUS_PER_NODE * n_chips, links + G * n_chips,
+                        ("gpus", *DCN_DRIVERS))
 
 
 def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
@@ -127,12 +138,13 @@ def _attach_ocs_pods(b: FabricBuilder, nics: np.ndarray, catalog: Catalog, bw: f
     b.params["tiers"] = "3"
     latency = catalog.value("network_latency", "latency")
     trx = catalog.find_by_bandwidth("transceiver", bw)
+    check_ratios(k, params)
     d, u = split_ports(k, params["oversubscription"])
     da, ua = split_ports(k, params["agg_oversubscription"])
     E = int(nics.size)
     T = max(1, math.ceil(E / d))
     P = math.ceil(T / da)
-    tor_of_ep = np.repeat(np.arange(T, dtype=np.int64), d)[:E]
+    tor_of_ep = np.arange(E, dtype=np.int64) // d  # not a repeat of T x d: d may be a huge radix
     a = u
     tors, aggs, pod_of_tor = pods_of_tors_and_aggs(b, nics, tor_of_ep, T, P, da, a, bw, latency)
     T = tors.size

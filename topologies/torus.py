@@ -19,9 +19,10 @@ from fabric.catalog import Catalog
 from fabric.errors import FabricError
 from fabric.model import Fabric, FabricBuilder, HBDKind, HBDSpec
 from fabric.units import parse_bandwidth
-from topologies.clos import dcn_params
+from topologies.clos import DCN_DRIVERS, dcn_params
 from topologies.params import Param, positive
 from topologies.servers import add_gpu_nodes, add_nic_per_gpu, attach_gpus_to_clos
+from topologies.size import Size, dcn_size, servers_size
 
 PARAMS = [
     Param("dims", str, None, "torus shape in GPUs, e.g. 32x32 or 16x16x16 (default: near-square 2D for --gpus)"),
@@ -48,6 +49,15 @@ def auto_dims(gpus: int, per_host: int) -> tuple[int, int]:
     """Near-square 2D shape with at least ``gpus`` GPUs, first dimension a multiple of ``per_host``."""
     x = per_host * max(1, math.ceil(math.sqrt(gpus) / per_host))
     return x, max(2, math.ceil(gpus / x))
+
+
+def size(params: dict, gpus: int | None, catalog: Catalog) -> Size:
+    """Closed-form size (see :func:`build`): ``G len(dims)`` torus links at most, a NIC per GPU, the Clos."""
+    per_host = params["gpus_per_host"]
+    dims = parse_dims(params["dims"]) if params["dims"] else auto_dims(gpus or 1024, per_host)
+    G = math.prod(dims)  # Python ints: a shape of 100000 x 100000 must not overflow int64 silently
+    devices, links = dcn_size(catalog, params, G, catalog.value(params["gpu"], "nic_bandwidth"))
+    return servers_size(G, devices, links + G * len(dims), ("dims", "gpus", *DCN_DRIVERS))
 
 
 def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:

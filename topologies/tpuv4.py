@@ -25,9 +25,10 @@ import numpy as np
 
 from fabric.catalog import Catalog
 from fabric.model import Configuration, DeviceKind, Fabric, FabricBuilder, HBDKind, HBDSpec
-from topologies.clos import attach_clos, dcn_params
+from topologies.clos import DCN_DRIVERS, attach_clos, dcn_params
 from topologies.params import Param, positive
 from topologies.servers import propagate_tor
+from topologies.size import Size, dcn_size
 
 CUBE = 4
 CHIPS_PER_CUBE = CUBE ** 3
@@ -56,6 +57,16 @@ def cube_grid(n: int) -> tuple[int, int, int]:
             if max(cand) - min(cand) < max(best) - min(best):
                 best = cand
     return best
+
+
+def size(params: dict, gpus: int | None, catalog: Catalog) -> Size:
+    """Closed-form size (see :func:`build`): chips, hosts' NICs, OCS, ICI and face links, the Clos of hosts."""
+    n_cubes = params["cubes"] or (math.ceil(gpus / CHIPS_PER_CUBE) if gpus else MAX_CUBES_PER_POD)
+    G, hosts = n_cubes * CHIPS_PER_CUBE, n_cubes * CHIPS_PER_CUBE // CHIPS_PER_HOST
+    host_bw = CHIPS_PER_HOST * catalog.value(params["chip"], "nic_bandwidth")
+    devices, links = dcn_size(catalog, params, hosts, host_bw)
+    ocs = 48 * math.ceil(n_cubes / MAX_CUBES_PER_POD)
+    return Size(G, G + hosts + ocs + devices, (144 + 96) * n_cubes + G + links, ("cubes", "gpus", *DCN_DRIVERS))
 
 
 def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:

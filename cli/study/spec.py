@@ -477,7 +477,7 @@ def _catalog(value: Any, where: _Where, base: Path) -> tuple[str | None, Any, st
         return None, load_catalog(), "shipped:" + hashlib.sha256(shipped_catalog_path().read_bytes()).hexdigest()
     path = _file(value, where("catalog"), base)
     try:
-        catalog = load_catalog(path)
+        catalog = load_catalog(path, flag="")  # the spec's own field is named below, not --catalog
     except FabricError as exc:
         raise FabricError(where("catalog"), str(exc)) from None
     return str(path.resolve()), catalog, _sha256(path)

@@ -119,6 +119,10 @@ def _catalog(tmp_path, doc) -> str:
 @pytest.mark.parametrize("doc,field", [
     ({"schema": 1, "components": {"gpu_h100": {"price_usd": {"value": 1e308, "source": "assumed"}}}},
      "cat.yaml:gpu_h100.price_usd.value"),  # was capex null (inf) with exit 0
+    ({"schema": 1, "components": {"gpu_h100": {"pricee_usd": {"value": 1, "source": "assumed"}}}},
+     "--catalog cat.yaml:gpu_h100.pricee_usd"),  # a misspelt field was ignored: the shipped price stayed
+    ({"schema": 1, "components": {"gpu_h100": {"hbm_bytes": {"value": "0GB", "source": "assumed"}}}},
+     "--catalog cat.yaml:gpu_h100.hbm_bytes.value"),
     ({"schema": 2, "components": {}}, "cat.yaml:schema"),  # a format this version does not read
     ({"schema": 1, "components": []}, "cat.yaml:components"),  # an empty list was taken for "no entries"
 ])
@@ -171,8 +175,47 @@ def test_an_empty_event_list_with_a_horizon_is_a_fault_free_trace():
     assert tr.n_servers == 4
 
 
+# ---------------------------------------------------------------------------------- -p architecture parameters
+@pytest.mark.parametrize("argv,names", [
+    (["dgx", "--gpus", "64", "-p", "oversubscription=inf"], ["-p oversubscription", "finite"]),  # was a traceback
+    (["dgx", "--gpus", "64", "-p", "oversubscription=1e400"], ["-p oversubscription", "finite"]),
+    (["fat-tree", "-p", "oversubscription=nan"], ["-p oversubscription", "finite"]),
+    (["dgx", "--gpus", "64", "-p", "agg_oversubscription=inf"], ["-p agg_oversubscription"]),  # was exit 0
+    (["dgx", "--gpus", "64", "-p", "oversubscription=1e300"], ["-p oversubscription", "k-1 = 127"]),
+    (["khop-ring", "--gpus", "64", "-p", "k=17"], ["-p k", "nodes-1 = 15"]),  # was accepted silently
+    (["khop-ring", "--gpus", "64", "-p", "k=1000000000"], ["-p k", "1..15"]),  # hung over 60 s
+    (["tpuv4", "-p", "cubes=1000000000"], ["-p cubes", "--limit gpus="]),  # 20 s, then "out of memory"
+    (["torus", "-p", "dims=100000x100000"], ["-p dims", "--limit gpus="]),
+    (["rfabric", "--gpus", "64", "-p", "k=1000000000"], ["-p k", "--limit devices="]),  # 20 s before its error
+    (["dgx", "--gpus", "64", "-p", "k=128", "-p", "k=64"], ["-p k", "twice"]),  # the last one won, exit 0
+])
+@pytest.mark.parametrize("command", ["build", "cost"])
+def test_architecture_parameters_are_checked(run_cli, argv, names, command):
+    rc, out, err = run_cli(command, *argv, "--json")
+    one_error(rc, err, *names)
+    assert out == ""
+
+
+@pytest.mark.parametrize("extra,flag", [(["-p", "k=4"], "-p"), (["-p", "k=4", "-p", "foo=1"], "-p"),
+                                        (["--gpus", "16"], "--gpus")])
+@pytest.mark.parametrize("command", ["build", "cost"])
+def test_topology_file_refuses_architecture_flags(run_cli, tmp_path, extra, flag, command):
+    """With --topology the file is the fabric: -p and --gpus were ignored (exit 0 on another fabric than asked)."""
+    rc, out, err = run_cli(command, "--topology", _topology(tmp_path, lambda d: None), *extra, "--json")
+    one_error(rc, err, flag, "not used with --topology")
+    assert out == ""
+
+
+def test_topology_file_alone_still_builds(run_cli, tmp_path):
+    rc, out, err = run_cli("build", "--topology", _topology(tmp_path, lambda d: None), "--json")
+    assert rc == 0, err
+    assert json.loads(out)["gpus"] == 2
+
+
 # --------------------------------------------------------------------------------------------- --versus
 @pytest.mark.parametrize("versus,named", [("", "--versus"), (":gpu=h100", "--versus"), ("bogus", "--versus"),
+                                          ("nvl:", "--versus"), ("nvl:size=72,,gpu=gpu_gb200", "--versus"),
+                                          ("dgx:k=64,k=128", "--versus k"),
                                           ("dgx:gpu", "--versus"), ("dgx:bogus=1", "--versus bogus"),
                                           ("nvl:size=0", "--versus size"), ("dgx:gpu=bogus", "--versus gpu")])
 @pytest.mark.parametrize("command", [["cost", "nvl", "--gpus", "72"],

@@ -159,7 +159,8 @@ def test_a_point_whose_fabric_cannot_be_built_fails_alone(tmp_path, run_cli):
     assert rc == 0 and (summary["done"], summary["failed"]) == (2, 2)
     df = read_results(tmp_path / "out")
     assert df[df["gpus"] == 256]["status"].tolist() == ["ok", "ok"]
-    assert set(df[df["gpus"] == 8]["error"]) == {"topology: params[k]: k=3 must be below the node count 2 on a closed ring"}
+    assert set(df[df["gpus"] == 8]["error"]) == {"topology: params[k]: k=3 must be at most nodes-1 = 1 "
+                                                     "(2 node(s) on a ring); allowed: 1..1"}
 
 
 def test_process_pool_rows_equal_in_process_rows(small_results, tmp_path, run_cli):

@@ -52,6 +52,13 @@ def test_user_catalog_overrides_field_by_field(tmp_path):
     ("nonsense: 1", "nonsense"),
     ("components: {x: {category: gpu, price_usd: {value: 'lots', source: assumed}}}", "price_usd.value"),
     ("[1, 2", "catalog"),
+    # a misspelt field ends like a known one (``_usd``) and was parsed, stored and never read
+    ("components: {gpu_h100: {pricee_usd: {value: 1, source: assumed}}}", "--catalog bad.yaml:gpu_h100.pricee_usd"),
+    # quantities that divide or bound what is computed from them: 0 was accepted
+    ("components: {gpu_h100: {hbm_bytes: {value: 0GB, source: assumed}}}",
+     "--catalog bad.yaml:gpu_h100.hbm_bytes.value"),
+    ("components: {ocs_palomar: {ports: {value: 0, source: assumed}}}", "--catalog bad.yaml:ocs_palomar.ports.value"),
+    ("components: {nvlink_switch_tray: {chips: {value: 0, source: assumed}}}", "nvlink_switch_tray.chips.value"),
 ])
 def test_malformed_catalog_names_the_field(tmp_path, body, field):
     p = tmp_path / "bad.yaml"
@@ -59,6 +66,20 @@ def test_malformed_catalog_names_the_field(tmp_path, body, field):
     with pytest.raises(FabricError) as exc:
         load_catalog(p)
     assert field in str(exc.value)
+
+
+def test_unknown_component_field_lists_the_allowed_ones(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("components: {gpu_h100: {pricee_usd: {value: 1, source: assumed}}}")
+    with pytest.raises(FabricError, match="allowed: category, description, price_usd, power_w"):
+        load_catalog(p)
+
+
+def test_zero_price_and_power_are_still_allowed(tmp_path):
+    """A free part (a donated cable, power counted elsewhere) is a legitimate input."""
+    p = tmp_path / "free.yaml"
+    p.write_text("components: {fiber: {price_usd: {value: 0, source: assumed}, power_w: {value: 0, source: assumed}}}")
+    assert load_catalog(p).value("fiber", "price_usd") == 0.0
 
 
 def test_cost_is_count_times_price(catalog):

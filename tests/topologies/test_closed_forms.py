@@ -118,11 +118,82 @@ def test_rounding_is_reported():
     ("khop-ring", {"trx_per_gpu": 3}, None, "params[trx_per_gpu]"),
     ("torus", {"dims": "3xq"}, None, "params[dims]"),
     ("fat-tree", {"k": 4, "tiers": "2"}, 1000, "gpus"),
+    # non-finite floats: inf and nan made split_ports round NaN (a ValueError traceback) or passed the >= 1 check
+    ("dgx", {"oversubscription": "inf"}, 64, "params[oversubscription]"),
+    ("fat-tree", {"oversubscription": "1e400"}, None, "params[oversubscription]"),
+    ("dgx", {"agg_oversubscription": float("inf")}, 64, "params[agg_oversubscription]"),
+    # above k-1 there is no uplink left: 1e300 was clamped silently to 127:1 (exit 0)
+    ("dgx", {"oversubscription": 1e300}, 64, "params[oversubscription]"),
+    ("fat-tree", {"k": 8, "oversubscription": 8.0}, None, "params[oversubscription]"),
+    ("fat-tree", {"k": 8, "tiers": "3", "agg_oversubscription": 7.5}, None, "params[agg_oversubscription]"),
+    # the optical reach ends at the last node: 16 nodes of 4 GPUs allow k <= 15 (k=17 and 100000 were accepted)
+    ("khop-ring", {"k": 16}, 64, "params[k]"),
+    ("khop-ring", {"k": 100000}, 64, "params[k]"),
+    ("khop-ring", {"k": 1, "closed": True}, 4, "params[closed]"),
 ])
 def test_bad_input(name, params, gpus, field):
     with pytest.raises(FabricError) as exc:
         build(name, gpus, params)
     assert exc.value.field == field
+
+
+@pytest.mark.parametrize("name, params", [("fat-tree", {"k": 8, "oversubscription": 7.0}),
+                                          ("khop-ring", {"k": 15}), ("khop-ring", {"k": 15, "closed": True})])
+def test_the_bounds_themselves_are_built(name, params):
+    """k-1 = 7 is one uplink per ToR; k = nodes-1 = 15 reaches the last node (candidates: brute force)."""
+    f = build(name, 64, params)
+    if name == "khop-ring":
+        closed = params.get("closed", False)
+        pairs = {(i, (i + d) % 16) for i in range(16) for d in range(1, 16) if closed or i + d < 16}
+        assert f.counts()["optical_candidate_links"] == 4 * len(pairs) == candidate_count(16, 15, 4, 1, closed)
+    else:
+        assert f.params["oversubscription"] == 7.0
+
+
+@pytest.mark.parametrize("name, module, params, gpus, field, limit", [
+    ("tpuv4", "tpuv4", {"cubes": 10 ** 9}, None, "params[cubes]", "gpus"),  # was 20 s, then MemoryError
+    ("torus", "torus", {"dims": "100000x100000"}, None, "params[dims]", "gpus"),
+    ("rfabric", "rfabric", {"k": 10 ** 9}, 64, "params[k]", "devices"),  # was 20 s in a 5e8-long repeat
+    ("khop-ring", "khop", {"k": 200_000}, 10 ** 6, "params[k]", "links"),  # 1.2e11 candidate links
+    ("khop-ring", "khop", {}, 2 * 10 ** 6, "gpus", "gpus"),
+    ("dgx", "dgx", {"k": 64}, 2 * 10 ** 6, "gpus", "gpus"),  # k=64 fits 1,024 GPUs: --gpus made it large
+    ("nvl-72", "nvl", {}, 10 ** 9, "gpus", "gpus"),
+    ("fat-tree", "fattree", {"k": 4000}, None, "params[k]", "gpus"),  # the full k^3/4-host tree
+])
+def test_oversized_requests_are_refused_before_building(monkeypatch, name, module, params, gpus, field, limit):
+    """The closed-form size is checked first: the builder (which allocates) is never called."""
+    import importlib
+
+    def builder_called(*_args):
+        raise AssertionError("the builder ran before the size check")
+
+    monkeypatch.setattr(importlib.import_module(f"topologies.{module}"), "build", builder_called)
+    with pytest.raises(FabricError) as exc:
+        build(name, gpus, params)
+    assert exc.value.field == field
+    assert f"{limit}=N" in exc.value.message and "--limit" in exc.value.message
+
+
+@pytest.mark.parametrize("name, gpus, params", [
+    ("dgx", 64, {}), ("dgx", 1024, {"k": 16}), ("dgx", 4096, {"k": 32, "oversubscription": 3.0}),
+    ("nvl", 144, {}), ("nvl", 1152, {"size": 576}), ("nvl", 576, {"size": 36}),
+    ("tpuv4", None, {}), ("tpuv4", 128, {}), ("tpuv4", None, {"cubes": 70}),
+    ("khop-ring", 64, {"k": 2}), ("khop-ring", 256, {"k": 3, "closed": True}),
+    ("khop-ring", 512, {"k": 2, "nodes_per_tor": 16}), ("torus", 64, {"dims": "8x8"}), ("torus", 1000, {}),
+    ("fat-tree", None, {}), ("fat-tree", 100, {"k": 8}), ("fat-tree", None, {"k": 16, "tiers": "2"}),
+    ("rfabric", 64, {}), ("rfabric", 1024, {"k": 16}),
+])
+def test_size_estimate_matches_the_build(catalog, name, gpus, params):
+    """The closed-form size against the built fabric (brute force): GPUs and links exact; devices within 1 %
+    (spines and cores are estimated by the lower bound ceil(lower x uplinks / k) of even_spine_count)."""
+    from topologies import resolve_architecture
+    from topologies.params import resolve
+
+    arch, preset = resolve_architecture(name)
+    size = arch.size(resolve(arch.name, arch.params, {**preset, **params}), gpus, catalog)
+    fab = build(name, gpus, params, catalog)
+    assert (size.gpus, size.links) == (fab.n_gpus, len(fab.links))
+    assert 0.99 * fab.n_devices <= size.devices <= fab.n_devices
 
 
 def test_rail_optimized_tors_hold_one_rail():
