@@ -77,6 +77,9 @@ def goodput_command(
     from fabric.trace import MAPPINGS
     from workloads.goodput.job import JOB_POLICIES
 
+    if no_series and not as_json:  # the printed summary has no series to leave out
+        raise FabricError("--no-series", "leaves the daily series out of --json; add --json")
+
     if policy not in JOB_POLICIES:
         raise FabricError("--policy", f"{policy!r} not allowed; use one of {', '.join(JOB_POLICIES)}")
     if trace_mapping not in MAPPINGS:

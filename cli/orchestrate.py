@@ -154,7 +154,8 @@ def table_command(
     samples: int = typer.Option(2, "--samples", help="fault sets per ratio"),
     seed: int = typer.Option(0, "--seed", help="first fault-sampling seed (sample i uses seed + i)"),
     trace: Optional[str] = typer.Option("stepfun", "--trace", help="trace to replay too ('' for none)"),
-    trace_points: int = typer.Option(8, "--trace-points", help="fault sets drawn from the trace at random times"),
+    trace_points: Optional[int] = typer.Option(None, "--trace-points",
+                                               help="fault sets drawn from the trace at random times (default: 8)"),
     time_limit: float = typer.Option(60.0, "--time-limit", help="ILP time limit per solve, seconds"),
     as_json: bool = JSON_OPT,
 ) -> None:
@@ -165,6 +166,9 @@ def table_command(
         raise FabricError("--step", f"{step} must be in (0, --max-ratio = {max_ratio}]")
     if load is not None and not 0 < load <= 1:
         raise FabricError("--load", f"{load} must be in (0, 1]")
+    if trace_points is not None and not trace:
+        raise FabricError("--trace-points", "draws from --trace; it is not used with --trace ''")
+    trace_points = TRACE_POINTS if trace_points is None else trace_points
     n = max_ratio / step  # inf for a subnormal step: compared before int() can overflow
     if n > MAX_TABLE_POINTS + 0.5:
         raise FabricError("--step", f"{step:g} gives {n + 1:,.0f} fault ratios up to {max_ratio:g}; "
@@ -182,6 +186,8 @@ def table_command(
         console().print(table_markdown(rows), markup=False)
 
 
+#: Fault sets orchestrate-table draws from its trace unless --trace-points says otherwise.
+TRACE_POINTS = 8
 #: Most fault-ratio steps of orchestrate-table: each one solves samples x architectures ILPs.
 MAX_TABLE_POINTS = 1000
 

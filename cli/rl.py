@@ -49,8 +49,9 @@ def rl_command(
     param: list[str] = typer.Option([], "-p", "--param", help="name=value: an RL parameter (samples, train_fraction, "
                                     "gen_tp, sync, ...) or a fabric parameter (k, gpu, core_ratio, ...); repeatable"),
     model: str = typer.Option(..., "--model", help="model preset (e.g. llama3-8b, llama3-70b) or a .yaml/.json file"),
-    fabric: str = typer.Option("both", "--fabric", help="static | rfabric | both"),
-    oversubscription: float = typer.Option(1.0, "--oversubscription", help="ToR downlink:uplink ratio (>= 1)"),
+    fabric: Optional[str] = typer.Option(None, "--fabric", help="static | rfabric | both (default: both)"),
+    oversubscription: Optional[float] = typer.Option(None, "--oversubscription",
+                                                     help="ToR downlink:uplink ratio (>= 1; default: 1)"),
     reconfig_time: Optional[str] = typer.Option(None, "--reconfig-time", help="OCS reconfiguration time, e.g. 1.2ms "
                                                 "or 200ms (default: the catalog's, Palomar 1.2 ms median)"),
     do_async: bool = typer.Option(False, "--async", help="one-step asynchronous pipeline (StreamRL style)"),
@@ -69,6 +70,9 @@ def rl_command(
         raise FabricError("--comm", f"{comm!r} not allowed; use sim or analytic")
     if gpus <= 0:
         raise FabricError("--gpus", f"{gpus} must be a whole number > 0")
+    _check_unused(table, fabric, oversubscription, reconfig_time)
+    fabric = fabric or "both"
+    oversubscription = 1.0 if oversubscription is None else oversubscription
     rt = parse_time(reconfig_time, "--reconfig-time") if reconfig_time is not None else None
     cat = load_catalog(catalog)
     params = parse_assignments(param)
@@ -89,6 +93,19 @@ def rl_command(
         emit_json(data)
         return
     _print(data)
+
+
+def _check_unused(table: bool, fabric: str | None, oversubscription: float | None,
+                  reconfig_time: str | None) -> None:
+    """Refuse an option the run would ignore: the table fixes its own fabrics, ratios and OCS times."""
+    if table:
+        for flag, given in (("--fabric", fabric), ("--oversubscription", oversubscription),
+                            ("--reconfig-time", reconfig_time)):
+            if given is not None:
+                raise FabricError(flag, "not used with --table (it compares static 1:1/2:1/4:1 with rfabric over "
+                                        "a range of reconfiguration times itself)")
+    if fabric == "static" and reconfig_time is not None:
+        raise FabricError("--reconfig-time", "not used with --fabric static (a static fat-tree never reconfigures)")
 
 
 def _print(data: dict) -> None:

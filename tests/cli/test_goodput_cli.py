@@ -133,3 +133,9 @@ def test_a_searched_tp_below_a_khop_node_is_replayed_inside_nodes(run_cli):
                            "--tp", 4, "--json")
     assert rc == 0, err
     assert json.loads(out)["goodput_ratio"] == d["goodput_ratio"]
+
+
+def test_no_series_without_json_is_refused(run_cli):
+    """--no-series trims the JSON; on the printed summary it did nothing, silently."""
+    rc, out, err = run_cli(*ARGS, "--no-series")
+    assert rc == 2 and out == "" and "--no-series" in err and len(err.strip().splitlines()) == 1

@@ -135,3 +135,9 @@ def test_zero_bytes_is_optimal_at_zero_not_a_crash(run_cli, extra):
                                 "--json")[1])
     assert d["status"] == "optimal" and d["cross_tor_bytes"] == 0 and d["gap"] == 0
     assert d["instances"] == greedy["instances"] > 0
+
+
+def test_table_trace_points_without_a_trace_is_refused(run_cli):
+    """--trace '' draws no trace point; --trace-points was ignored."""
+    rc, out, err = run_cli("orchestrate-table", "--gpus", "128", "--trace", "", "--trace-points", "5", "--json")
+    assert rc == 2 and out == "" and err.count("\n") == 1 and "--trace-points" in err

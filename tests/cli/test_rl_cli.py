@@ -74,6 +74,11 @@ def test_table(capsys):
     (["--model", "llama3-8b", "-p", "gen_tp=3"], "gen_tp"),
     (["--model", "llama3-8b", "-p", "core_ratio=2"], "core_ratio"),
     (["--gpus", "128"], "--model"),
+    # given, then ignored: the table fixes its own fabrics, ratios and OCS times; a static fabric never reconfigures
+    (["--model", "llama3-8b", "--table", "--fabric", "static"], "--fabric"),
+    (["--model", "llama3-8b", "--table", "--oversubscription", "2"], "--oversubscription"),
+    (["--model", "llama3-8b", "--table", "--reconfig-time", "5ms"], "--reconfig-time"),
+    (["--model", "llama3-8b", "--fabric", "static", "--reconfig-time", "5ms"], "--reconfig-time"),
 ])
 def test_bad_input_is_one_line_exit_2(capsys, argv, field):
     rc, out, err = run(capsys, "rl", "--gpus", 256, *SMALL, *argv)
