@@ -63,14 +63,15 @@ def orchestrate_command(
     trace_time: Optional[float] = typer.Option(None, "--trace-time",
                                                help="trace day to read (default: the most nodes down)"),
     solver: str = typer.Option("ilp", "--solver", help="ilp, greedy or fault-unaware"),
-    time_limit: float = typer.Option(
-        60.0, "--time-limit",
+    time_limit: Optional[float] = typer.Option(
+        None, "--time-limit",
         help="seconds for the whole ILP orchestration after the fabric is built and the faults drawn: reading the "
              "line, model build (reported as build_seconds), hand-over and solve (solve_seconds); the answer comes "
              "within the limit plus about 1 s (extraction, accounting, the solver's reaction time; a few seconds "
              "more on the largest models, whose presolve checks the limit between passes); a budget spent before "
-             "the solver finds anything returns the greedy warm start with the trivial bound 0"),
-    gap: float = typer.Option(0.0, "--gap", help="stop the ILP at this relative gap (0: prove optimality)"),
+             "the solver finds anything returns the greedy warm start with the trivial bound 0 (default: 60)"),
+    gap: Optional[float] = typer.Option(None, "--gap",
+                                        help="stop the ILP at this relative gap (0, the default: prove optimality)"),
     mip_solver: str = typer.Option("auto", "--mip-solver", help="auto (HiGHS, else CBC), highs or cbc"),
     tor_map: Optional[str] = typer.Option(None, "--tor-map", help="k-hop: ToR of each line position (list or file)"),
     dp_bytes: Optional[str] = typer.Option(None, "--dp-bytes",
@@ -81,7 +82,11 @@ def orchestrate_command(
 ) -> None:
     """Place TP rings and DP groups on a faulty fabric: most GPUs in complete groups, least cross-ToR traffic."""
     from solvers.orchestrator import orchestrate_summary  # lazily: it imports PuLP
+    from solvers.orchestrator.api import DEFAULT_TIME_LIMIT
 
+    _check_unused(solver, time_limit, gap, mip_solver, pp, pp_bytes)
+    time_limit = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
+    gap = 0.0 if gap is None else gap
     if not time_limit > 0:
         raise FabricError("--time-limit", f"{time_limit} must be > 0 seconds")
     if not 0 <= gap < 1:
@@ -105,6 +110,17 @@ def orchestrate_command(
     if data["status"] == "infeasible":  # the answer is on stdout; the reason, once, on stderr
         sys.stderr.write(f"error: infeasible: {data.get('notes') or 'no placement meets the request'}\n")
         raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def _check_unused(solver: str, time_limit, gap, mip_solver: str, pp: int, pp_bytes) -> None:
+    """Refuse an option the run would ignore: the baselines solve nothing, PP 1 sends no PP bytes."""
+    if solver in ("greedy", "fault-unaware"):
+        for flag, given in (("--time-limit", time_limit), ("--gap", gap),
+                            ("--mip-solver", None if mip_solver == "auto" else mip_solver)):
+            if given is not None:
+                raise FabricError(flag, f"sets the ILP; --solver {solver} solves none (drop it, or use --solver ilp)")
+    if pp_bytes is not None and pp == 1:
+        raise FabricError("--pp-bytes", "prices the sends between pipeline stages; with --pp 1 there are none")
 
 
 def _print_summary(d: dict) -> None:

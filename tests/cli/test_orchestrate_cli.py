@@ -101,6 +101,9 @@ def test_infeasible_request_exits_1_with_the_status(run_cli):
     (["--tp", "8", "--dp", "2", "--dp-bytes", "12 parsecs"], "--dp-bytes"),
     (["--tp", "8", "--dp", "2", "--trace", "nope.json"], "--trace"),
     (["--tp", "8", "--dp", "2", "--trace-time", "5"], "--trace-time"),  # without --trace it was ignored
+    (["--tp", "8", "--dp", "2", "--solver", "greedy", "--time-limit", "5"], "--time-limit"),  # ignored too
+    (["--tp", "8", "--dp", "2", "--solver", "greedy", "--gap", "0.1"], "--gap"),
+    (["--tp", "8", "--dp", "2", "--pp-bytes", "1GB"], "--pp-bytes"),  # PP 1 sends no PP bytes
 ])
 def test_bad_input_is_one_line_and_exit_2(run_cli, args, field):
     rc, out, err = run_cli("orchestrate", *KHOP, *args, "--json")
