@@ -146,10 +146,9 @@ class Policy:
     def check_tp(self, tp: int) -> int:
         """Validate a TP size against the HBD: the one TP check of ``fabric faults``, the API and the sweep.
 
-        Allowed: a divisor of ``tp_multiple_of`` (a group inside one node: the node's GPUs split into whole
-        groups, none left idle) or a multiple of it (whole nodes), the kind's own rules
-        (:meth:`_check_tp_kind`), and at most ``max_tp``.  The rule of :func:`workloads.parallelism` too
-        (TP divides or is a multiple of the node), so a TP size the MFU model refuses is refused here.
+        Allowed: a divisor of ``tp_multiple_of`` or a multiple of it (whole nodes), unless the kind says
+        otherwise (:meth:`check_tp_shape`: a k-hop node's full mesh takes any size below the node), the kind's
+        own rules (:meth:`_check_tp_kind`), and at most ``max_tp``.
         """
         tp = self.check_tp_shape(tp)
         if tp > self.max_tp:

@@ -12,11 +12,11 @@ of rings is the true maximum over all ring placements, interleaved ones
 included.  ``k = 1`` is a plain ring: rings live in the runs of healthy nodes
 between faults.
 
-``TP < g`` (a divisor of ``g``, :meth:`Policy.check_tp`): a group stays
-inside one node, on its intra-node full mesh (no OCS hop), so a healthy node
-holds ``g / TP`` groups and all its GPUs are usable; only a multi-node ring
-takes whole nodes.  A TP below ``g`` that does not divide it would idle
-``g mod TP`` GPUs of every node by construction, so it is refused.
+``TP < g``: a group stays inside one node, on its intra-node full mesh (no
+OCS hop), so a healthy node holds ``floor(g / TP)`` groups, as a switch
+domain of ``g`` GPUs would (a DGX takes TP 3 too); a size that does not
+divide ``g`` idles ``g mod TP`` GPUs of every node, which the waste ratio
+shows.  Only a multi-node ring takes whole nodes.
 
 A hop that cannot be lit (a dead transceiver or fibre, see ``effects``) is a
 *boundary*: rings are not continued across it (the contiguous policy; this is
@@ -70,6 +70,16 @@ class KHopPolicy(Policy):
             self.lines.append((L, node_at))
         self.closed = bool(self.hbd.closed)
         self._monotone = bool(np.all(np.diff(self.pos_of_node + self.line_of_node * (nodes.n_nodes + 1)) > 0))
+
+    def check_tp_shape(self, tp: int) -> int:
+        """Below a node's ``g`` GPUs any size (the intra-node full mesh, module docstring); above, whole nodes.
+
+        The physical rule, as a switch domain's; the MFU model is stricter (Megatron's rank layout wants TP to
+        divide the node), and says so itself (:mod:`workloads.parallelism`).
+        """
+        if isinstance(tp, (int, np.integer)) and not isinstance(tp, bool) and 1 <= tp < self.g:
+            return int(tp)
+        return super().check_tp_shape(tp)
 
     def count(self, tp: int, batch: FaultBatch) -> np.ndarray:
         m = tp // self.g

@@ -77,7 +77,7 @@ def test_component_faults_and_text_output(run_cli):
     (["--tp", 32, "--node-fault-ratio", 0.1, "--fault", "psu=0.1"], "--fault"),
     (["--tp", 32, "--trace", "nope.json"], "--trace"),
     (["--tp", 32, "--node-fault-ratio", 0.1, "--mode", "poisson"], "--mode"),
-    (["--tp", 3, "--node-fault-ratio", 0.1], "--tp"),  # below the 4-GPU node but not a divisor of it
+    (["--tp", 5, "--node-fault-ratio", 0.1], "--tp"),  # above the 4-GPU node but not whole nodes
     (["--tp", 6, "--node-fault-ratio", 0.1], "--tp"),
     (["--tp", 32, "--trace", "stepfun", "--mode", "exact"], "--mode"),  # --mode samples i.i.d. faults only
     (["--tp", 32, "--trace", "stepfun", "--mode", "bernoulli"], "--mode"),  # given explicitly: still refused
@@ -96,6 +96,16 @@ def test_tp_dividing_the_node_is_allowed_and_wastes_nothing(run_cli):
                                "--samples", 50, "--json", "--no-blast")
         assert rc == 0, err
         assert json.loads(out)["waste_ratio"]["max"] == 0.0
+
+
+def test_tp_below_the_node_not_dividing_it_idles_its_remainder(run_cli):
+    """TP 3 on a 4-GPU k-hop node: one group per healthy node on its full mesh, one GPU idle (as TP 3 on a DGX
+    idles 2 of 8).  Closed form: waste exactly 1/4 of the healthy GPUs, whatever the faults."""
+    rc, out, err = run_cli("faults", "khop-ring", "--gpus", 64, "--tp", 3, "--node-fault-ratio", 0.05,
+                           "--samples", 50, "--json", "--no-blast")
+    assert rc == 0, err
+    w = json.loads(out)["waste_ratio"]
+    assert w["min"] == pytest.approx(0.25) and w["max"] == pytest.approx(0.25)
 
 
 def test_samples_past_the_memory_limit_are_refused_before_sampling(run_cli):
@@ -126,9 +136,9 @@ def test_blast_radius_never_negative(run_cli):
     assert all(r[k] >= 0 for r in rows for k in ("min", "mean", "max", "own", "stranded"))
 
 
-@pytest.mark.parametrize("tp", [3, 6, 4096, 0])
+@pytest.mark.parametrize("tp", [5, 6, 4096, 0])
 def test_faults_table_bad_tp_one_line_exit_2(run_cli, tp):
-    """A TP the k-hop ring refuses (3: below its 4-GPU node but no divisor), or larger than the cluster."""
+    """A TP the k-hop ring refuses (5, 6: above its 4-GPU node but not whole nodes), or larger than the cluster."""
     rc, out, err = run_cli("faults-table", "--gpus", 256, "--samples", 2, "--tp", tp)
     assert rc == 2 and out == ""
     assert err.startswith("error: --tp: ") and err.count("\n") == 1

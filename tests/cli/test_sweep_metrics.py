@@ -87,7 +87,7 @@ def test_orchestrator_rejects_non_node_faults(tmp_path, run_cli):
 
 
 @pytest.mark.parametrize("gpus, tp, words", [
-    (64, 3, "must divide 4 or be a multiple of 4 for khop-ring"),  # below the node, not a divisor
+    (64, 5, "must divide 4 or be a multiple of 4 for khop-ring"),  # above the node, not whole nodes
     (4096, 6, "must divide 4 or be a multiple of 4 for khop-ring"),  # above PROBE_GPUS: checked on a probe
     (64, 128, "exceeds the 64 GPUs"),
 ])

@@ -145,8 +145,8 @@ def test_allocate_single_fault_sets_by_component():
 # ------------------------------------------------------------------------------------------ TP checks
 @pytest.mark.parametrize("name, gpus, params, tp, match", [
     ("khop-ring", 256, {}, 6, "multiple of 4"),
-    ("khop-ring", 256, {}, 3, "must divide 4"),  # below the node but idles 1 of its 4 GPUs by construction
-    ("khop-ring", 256, {"gpus_per_node": 8}, 6, "must divide 8"),
+    ("khop-ring", 256, {}, 5, "must divide 4 or be a multiple of 4"),  # above the node: whole nodes only
+    ("khop-ring", 256, {"gpus_per_node": 8}, 12, "must divide 8 or be a multiple of 8"),
     ("nvl", 144, {"size": 72}, 73, "max 72"),
     ("dgx", 64, {}, 16, "max 8"),
     ("tpuv4", 4096, {}, 96, "whole cubes"),
