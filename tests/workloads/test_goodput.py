@@ -205,6 +205,8 @@ def _recoveries(cost, lo, hi):
     from dataclasses import replace
 
     base = Recovery(checkpoint_interval_s=3600.0, checkpoint_stall_s=0.0, restart_s=600.0, replace_s=120.0)
+    if cost == "checkpoint_interval_s":  # an interval must be > 0 (0 is refused); 1 ns stands for "free"
+        lo, hi = max(lo, 1e-9), max(hi, 1e-9)
     return replace(base, **{cost: lo}), replace(base, **{cost: hi})
 
 
