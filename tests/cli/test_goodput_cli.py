@@ -139,3 +139,19 @@ def test_no_series_without_json_is_refused(run_cli):
     """--no-series trims the JSON; on the printed summary it did nothing, silently."""
     rc, out, err = run_cli(*ARGS, "--no-series")
     assert rc == 2 and out == "" and "--no-series" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_fixed_job_without_spares_says_why_its_goodput_is_low(run_cli):
+    """A fixed job on every GPU runs only while the whole cluster is healthy: the ratio shows it, the note says
+    why and what to try; a job that leaves spares gets no such note."""
+    base = ("goodput", "dgx", "--gpus", 64, "--model", "llama3-8b", "--comm", "analytic", "--tp", 8, "--pp", 1,
+            "--cp", 1, "--no-series", "--json")
+    rc, out, err = run_cli(*base, "--dp", 8)
+    assert rc == 0, err
+    full = json.loads(out)
+    assert any("leaving no spare" in n for n in full["notes"])
+    rc, out, err = run_cli(*base, "--dp", 4)
+    assert rc == 0, err
+    spare = json.loads(out)
+    assert not any("leaving no spare" in n for n in spare["notes"])
+    assert spare["goodput_ratio"] >= full["goodput_ratio"]

@@ -88,4 +88,9 @@ def goodput_summary(fabric, model: Any, *, trace: Any = "stepfun", catalog: Cata
             "fault_model": {"trace": tl.trace_name, "mapping": trace_mapping, "seed": int(seed),
                             "intervals": tl.n_intervals}}
     out["re_placements"] = {**rates.placement_summary(), "days_on_slower_placement": led.slow_s / 86400.0}
+    if policy == "fixed" and par.world >= fabric.n_gpus:
+        # the healthy job's best configuration is sized for throughput, not for faults: with no spare GPU a fixed
+        # job runs only while the whole cluster is healthy (on a tiled trace, rarely), which the ratio shows
+        notes.append(f"the job uses all {fabric.n_gpus:,} GPUs, leaving no spare: the fixed policy waits until "
+                     "every one is healthy again; try --policy elastic, or a smaller --dp (or --gpus) for spares")
     return {**head, **out, "shapes": {str(k): v for k, v in rates.evaluated().items()}, "notes": notes}
