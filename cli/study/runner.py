@@ -232,6 +232,7 @@ def run_study(study: Study, out: Path, workers: int | None = None, scheduler: st
             next_no = 0
             if resume:
                 present, next_no = present_point_ids(out, warn=say)
+                _warn_foreign_rows(study, out, present)
         except BaseException:
             lock.discard_if_unused()
             raise
@@ -240,6 +241,19 @@ def run_study(study: Study, out: Path, workers: int | None = None, scheduler: st
         except FabricError:  # e.g. the Dask scheduler cannot be reached: leave no empty folder behind
             lock.discard_if_unused()
             raise
+
+
+def _warn_foreign_rows(study: Study, out: Path, present: set[str]) -> None:
+    """Say so when ``--resume`` meets rows of points this spec no longer has (its grid changed since).
+
+    Same metrics and catalog (the fingerprint matched), so the rows are comparable and stay; but the folder now
+    answers more than this spec asks, which must not pass in silence.
+    """
+    ours = {p.point_id for p in study.points}
+    foreign = len(present - ours)
+    if foreign:
+        say(f"warning: {out} holds {foreign:,} point(s) that this spec does not have (its grid changed since they "
+            f"were run); they stay in the folder and in `fabric results`, --overwrite starts again")
 
 
 def _run_locked(study: Study, out: Path, runner, overwrite: bool, fingerprint: str, present: set[str],

@@ -187,10 +187,16 @@ def test_resume_runs_only_the_missing_points(tmp_path, run_cli):
     assert not list(out.glob("*/.*.tmp"))
     # a longer spec resumes into the same folder: only the new seeds run
     spec = write_spec(tmp_path, {**doc, "seeds": [0, 1, 2, 3, 4]})
-    rc, third, _ = sweep(run_cli, spec, out, "--workers", "1", "--resume")
+    rc, third, err3 = sweep(run_cli, spec, out, "--workers", "1", "--resume")
     assert (third["skipped"], third["done"]) == (8, 2)
     ids = read_results(out)["point_id"]
     assert ids.is_unique and set(ids) == {p.point_id for p in load_study(spec).points}
+    assert "does not have" not in err3
+    # a shorter spec: the folder holds points it no longer has; they stay, and the resume says so (it was silent)
+    spec = write_spec(tmp_path, {**doc, "seeds": [0, 1]})
+    rc, fourth, err4 = sweep(run_cli, spec, out, "--workers", "1", "--resume")
+    assert rc == 0 and (fourth["skipped"], fourth["done"]) == (4, 0)
+    assert "warning: " in err4 and "6 point(s) that this spec does not have" in err4
 
 
 def test_an_existing_folder_needs_resume_or_overwrite(tmp_path, run_cli):
