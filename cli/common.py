@@ -40,38 +40,28 @@ def build_fabric(arch: Optional[str], gpus: Optional[int], params: list[str], ca
         return load_topology(topology, catalog)
     if arch is None:
         raise FabricError("ARCH", "missing; give an architecture (see `fabric list`) or --topology FILE")
-    given = parse_assignments(params)
-    check_fabric_estimate(arch, gpus, given, catalog, "--gpus")
-    return build(arch, gpus, given, catalog)
+    # the build refuses an oversized request from its closed-form size before allocating (topologies.size)
+    return build(arch, gpus, parse_assignments(params), catalog)
 
 
-#: GPUs of the small fabric built to estimate a large one (about 0.1 s).
+#: GPUs of the small fabric a study builds to check a large design's TP rules (cli.study.metrics).
 PROBE_GPUS = 1024
 
 
 def check_fabric_estimate(arch: str, gpus: Optional[int], params: dict, catalog: Catalog, field: str) -> None:
-    """Refuse, before building, a fabric whose devices, links or memory would pass the limits.
+    """Refuse, without building, a fabric whose GPU count makes it pass the limits, naming ``field``.
 
-    The estimate builds the same architecture and parameters at ``PROBE_GPUS``
-    and scales its devices and links per GPU to ``gpus``: every family grows
-    linearly in GPUs at fixed parameters (nodes, their NICs and links, and the
-    Clos above them), so this is exact to within the rounding to whole units.
-    The builder checks the same limits as it goes, for what this misses.
+    The closed-form size of :func:`topologies.check_build`.  Only a size that ``gpus`` drives is refused
+    here; any other problem of the parameters (or a size they drive) is left to the point's own build,
+    which says why.
     """
-    from fabric import limits
-    from topologies import build
+    from topologies import check_build
 
-    if gpus is None or gpus <= PROBE_GPUS:
-        return
-    limits.check("gpus", gpus, field)
     try:
-        probe = build(arch, PROBE_GPUS, params, catalog)
-    except FabricError:
-        return  # the parameters do not fit a small fabric (a fixed size): the real build says why
-    scale = gpus / max(probe.n_gpus, 1)
-    limits.check_fabric_size(probe.n_devices * scale, len(probe.links) * scale, field,
-                             f"{probe.n_devices / probe.n_gpus:.2f} devices and {len(probe.links) / probe.n_gpus:.2f} "
-                             f"links per GPU at {probe.n_gpus} GPUs, scaled to {gpus}")
+        check_build(arch, gpus, params, catalog)
+    except FabricError as exc:
+        if exc.field == "gpus":
+            raise FabricError(field, exc.message) from None
 
 
 def parse_int_list(text: str, field: str, bad: str, *, ranges: bool = False, empty: str | None = None,

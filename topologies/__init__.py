@@ -117,6 +117,23 @@ def build(name: str, gpus: int | None = None, params: dict[str, Any] | None = No
     >>> f.counts()["switch_chips"]
     18
     """
+    arch, resolved, catalog = check_build(name, gpus, params, catalog)
+    return arch.builder(resolved, None if gpus is None else int(gpus), catalog)
+
+
+def check_build(name: str, gpus: int | None = None, params: dict[str, Any] | None = None,
+                catalog: Catalog | None = None) -> tuple[Architecture, dict[str, Any], Catalog]:
+    """Everything :func:`build` refuses before it allocates anything, without building.
+
+    The name, ``gpus``, the parameters, the catalog ids they name, and the closed-form size
+    (:mod:`topologies.size`) against the resource limits; microseconds, so callers that only need to
+    know whether a build would be refused for its size call this instead of building a probe.
+
+    Returns
+    -------
+    (Architecture, dict, Catalog)
+        The architecture, its resolved parameters and the catalog, as :func:`build` then uses them.
+    """
     arch, preset = resolve_architecture(name)
     if gpus is not None and (isinstance(gpus, bool) or int(gpus) != gpus or gpus <= 0):
         raise FabricError("gpus", f"{gpus!r} must be a whole number > 0")
@@ -127,7 +144,7 @@ def build(name: str, gpus: int | None = None, params: dict[str, Any] | None = No
     # before any array exists: a parameter that asks for billions of devices is refused at once, naming it
     check_size(lambda ps, n: arch.size(ps, n, catalog), resolved, {p.name: p.default for p in arch.params}, given,
                None if gpus is None else int(gpus))
-    return arch.builder(resolved, None if gpus is None else int(gpus), catalog)
+    return arch, resolved, catalog
 
 
 def build_summary(fab: Fabric) -> dict:
