@@ -167,6 +167,8 @@ def results_command(
         raise FabricError("--columns", "picks the columns of --rows; add --rows (or pick columns in --sql)")
     if wide and (as_csv or as_json):
         raise FabricError("--wide", "widens the printed table; it does not combine with --csv or --json")
+    if query is not None and not query.strip():  # before reading the folder, as the other flags
+        raise FabricError("--query", "empty; give a condition on the row columns, e.g. \"fault_ratio == 0.03\"")
     if not directory.is_dir():
         raise FabricError("DIR", f"no such folder: {directory}")
     if sql is not None:
@@ -180,8 +182,6 @@ def results_command(
     df = read_results(directory)
     for problem in damaged_metadata(directory):
         say(f"warning: {problem}; the rows are read without it")
-    if query is not None and not query.strip():
-        raise FabricError("--query", "empty; give a condition on the row columns, e.g. \"fault_ratio == 0.03\"")
     if query:
         try:
             df = df.query(query)
