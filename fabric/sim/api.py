@@ -23,7 +23,7 @@ from fabric.sim.engine import Problem, Schedule, schedule
 from fabric.sim.flows import Flow, FlowTable, table_from_flows
 from fabric.sim.graph import ArcGraph, build_arc_graph, endpoint_devices
 from fabric.sim.hierarchical import hierarchical_flow_count, hierarchical_step, time_hierarchical
-from fabric.sim.lumping import LUMP_MIN_FLOWS, Lumped, _compact, lump
+from fabric.sim.lumping import LUMP_MIN_FLOWS, Lumped, lump, unique_ints
 from fabric.sim.maxmin import max_min_rates_csr
 from fabric.sim.nccl import NCCL_PROTOCOLS, candidates, channel_count, nccl_model, nvls_factor, nvls_tree_factor, \
     sharp_factor, time_nvls, time_nvls_tree, time_ring, time_sharp, time_tree, with_protocol
@@ -150,10 +150,10 @@ class Simulator:
         g, rt = self._route_table(ecmp, seed, np.concatenate([ps, pd]))
         ids = self._ids(g, rt, ps, pd, field)
         # ids and arcs are bounded ints: unique by counting, not by sorting (millions of arc entries at 64k GPUs)
-        uroutes, local = _compact(ids, len(rt))
+        uroutes, local = unique_ints(ids, len(rt))
         R = rt.matrix()[uroutes]
         # keep only the arcs these routes use
-        arcs, col = _compact(R.indices, g.n_arcs)
+        arcs, col = unique_ints(R.indices, g.n_arcs)
         R = type(R)((R.data, col, R.indptr), shape=(R.shape[0], arcs.size))
         prob = Problem(R, g.capacity[arcs], rt.latency[uroutes], local[pair_of].astype(np.int64), flows.size,
                        flows.start, flows.count, flows.dep_ptr, flows.dep_idx, flows.latency)

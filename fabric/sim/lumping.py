@@ -104,7 +104,7 @@ def lump(g: ArcGraph, rt: RouteTable, flows: FlowTable, src_nodes: np.ndarray,
     n = len(flows)
     if n == 0 or int(flows.dep_ptr[-1]) > 0 or np.any(src_nodes == dst_nodes):
         return None
-    ends, end_inv = _compact(np.concatenate([src_nodes, dst_nodes]), g.n_nodes)
+    ends, end_inv = unique_ints(np.concatenate([src_nodes, dst_nodes]), g.n_nodes)
     group_of_end, n_groups, levels = _endpoint_groups(g, ends)
     if n_groups == ends.size:
         return None  # no two endpoints alike: nothing to gain
@@ -183,12 +183,12 @@ def _flow_classes(flows: FlowTable, gs: np.ndarray, gd: np.ndarray, n_groups: in
             continue  # a constant column (often a broadcast view) splits nothing
         _, inv = np.unique(col, return_inverse=True)
         # compact after every column, so that the mixed-radix key stays below n^2
-        key = _compact(key * (int(inv.max()) + 1) + inv.ravel())[1]
-    ukey, cls = _compact(key)
+        key = unique_ints(key * (int(inv.max()) + 1) + inv.ravel())[1]
+    ukey, cls = unique_ints(key)
     return cls, int(ukey.size)
 
 
-def _compact(x: np.ndarray, bound: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def unique_ints(x: np.ndarray, bound: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(x, return_inverse=True)`` for non-negative ints: by counting when the values are below a
     small bound (node ids, group pairs), by sorting otherwise."""
     top = int(x.max()) + 1 if bound is None and x.size else (bound or 0)
