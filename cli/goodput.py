@@ -49,6 +49,9 @@ def goodput_command(
     trace_servers: Optional[int] = typer.Option(None, "--trace-servers", help="servers a trace FILE covers"),
     policy: str = typer.Option("fixed", "--policy", help="fixed (wait for repair / use spares) or elastic (DP "
                                                          "shrinks and regrows)"),
+    sizing: str = typer.Option("throughput", "--sizing", help="job size: throughput (the healthy job's fastest "
+                                                              "configuration) or goodput (its DP size with the most "
+                                                              "effective tokens/s over the trace, the rest spares)"),
     recovery: list[str] = typer.Option([], "--recovery", help="recovery cost NAME=TIME (repeatable): "
                                                               "checkpoint_interval, checkpoint_stall, restart, "
                                                               "replace (e.g. restart=5min)"),
@@ -82,6 +85,12 @@ def goodput_command(
 
     if policy not in JOB_POLICIES:
         raise FabricError("--policy", f"{policy!r} not allowed; use one of {', '.join(JOB_POLICIES)}")
+    from workloads.goodput.sizing import SIZINGS
+
+    if sizing not in SIZINGS:
+        raise FabricError("--sizing", f"{sizing!r} not allowed; use one of {', '.join(SIZINGS)}")
+    if sizing == "goodput" and dp is not None:
+        raise FabricError("--sizing", "goodput chooses the DP size; drop --dp, or use --sizing throughput")
     if trace_mapping not in MAPPINGS:
         raise FabricError("--trace-mapping", f"{trace_mapping!r} not allowed; use one of {', '.join(MAPPINGS)}")
     if seed < 0:
@@ -102,7 +111,7 @@ def goodput_command(
     data = goodput_summary(fab, model, trace=trace, catalog=cat, policy=policy, recovery=rec, seed=seed,
                            trace_mapping=trace_mapping, trace_servers=trace_servers, search=do_search,
                            global_batch=global_batch, comm=comm, series=not no_series,
-                           placement_timing=placement_timing,
+                           placement_timing=placement_timing, sizing=sizing,
                            **{k: v for k, v in fixed.items() if v is not None})
     if as_json:
         emit_json(data)

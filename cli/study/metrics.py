@@ -281,8 +281,14 @@ def _rl(ctx: PointContext) -> dict[str, Any]:
     return _scalar_tree(data, drop=("architecture", "params", "gpus"))
 
 
+def _check_goodput_options(options: dict[str, Any], field: str) -> None:
+    """``sizing: goodput`` chooses the DP size, so a pinned ``dp`` contradicts it (as ``--sizing goodput --dp``)."""
+    if options.get("sizing") == "goodput" and options.get("dp"):
+        raise FabricError(f"{field}.sizing", "goodput chooses the DP size; drop dp, or use sizing throughput")
+
+
 @register_metric(
-    "goodput",
+    "goodput", options_check=_check_goodput_options,
     help="training goodput over the point's fault trace: effective tokens/s, goodput ratio, GPU-hours lost by "
          "cause, tokens/s per $M and per MW (the numbers of `fabric goodput --json`; trace points only, "
          "other fault models get empty columns)",
@@ -295,6 +301,9 @@ def _rl(ctx: PointContext) -> dict[str, Any]:
         "dp": MetricOption(int, 0, "data-parallel size (0: free / as many as fit)", _unset_or_positive),
         "comm": MetricOption(str, "sim", "collective timing: sim or analytic", _choice("sim", "analytic")),
         "policy": MetricOption(str, "fixed", "fixed (wait / use spares) or elastic DP", _choice("fixed", "elastic")),
+        "sizing": MetricOption(str, "throughput", "job size: throughput (the fastest configuration) or goodput (its "
+                                                  "DP size with the most effective tokens/s over the trace)",
+                               _choice("throughput", "goodput")),
         "trace_mapping": MetricOption(str, "tile", "trace servers -> nodes: tile or sample", _choice("tile", "sample")),
     })
 def _goodput(ctx: PointContext) -> dict[str, Any]:
@@ -307,7 +316,8 @@ def _goodput(ctx: PointContext) -> dict[str, Any]:
     mfu = _healthy_job(ctx)
     data = goodput_summary(ctx.fabric, opt["model"], trace=p.fault.path, catalog=ctx.catalog, policy=opt["policy"],
                            seed=p.seed, trace_mapping=opt["trace_mapping"], comm=opt["comm"], series=False,
-                           mfu_data=mfu)
+                           mfu_data=mfu, sizing=opt["sizing"], global_batch=opt["global_batch"] or None,
+                           **({"dp": opt["dp"]} if opt["dp"] else {}))
     return {k: data[k] for k in SCALAR_KEYS}
 
 

@@ -61,6 +61,10 @@ class MetricSpec:
         cannot evaluate that workload on that design (e.g. a TP size its HBD
         refuses); called when the spec is validated, before any work.
         ``design`` is the spec's record (``architecture``, ``gpus``, ``given``, ``label``).
+    options_check : callable, optional
+        ``(options, field) -> None``: raises :class:`~fabric.errors.FabricError`
+        naming ``field.option`` when a combination of the metric's options is
+        refused (each option alone passed its own check); called when the spec is read.
     """
 
     name: str
@@ -70,6 +74,7 @@ class MetricSpec:
     options: dict[str, MetricOption] = field(default_factory=dict)
     fabric_only: bool = False
     check: Callable[[dict[str, Any], Any, str], None] | None = None
+    options_check: Callable[[dict[str, Any], str], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -88,7 +93,8 @@ METRICS: dict[str, MetricSpec] = {}
 
 def register_metric(name: str, *, help: str, requires: tuple[str, ...] = (),
                     options: dict[str, MetricOption] | None = None, fabric_only: bool = False,
-                    check: Callable[[dict[str, Any], Any, str], None] | None = None):
+                    check: Callable[[dict[str, Any], Any, str], None] | None = None,
+                    options_check: Callable[[dict[str, Any], str], None] | None = None):
     """Decorator that adds a metric function to :data:`METRICS`.
 
     Parameters
@@ -105,6 +111,8 @@ def register_metric(name: str, *, help: str, requires: tuple[str, ...] = (),
         Result depends only on the Fabric; computed once per Fabric per batch.
     check : callable, optional
         Validates each design x workload when the spec is read (:attr:`MetricSpec.check`).
+    options_check : callable, optional
+        Validates a combination of options when the spec is read (:attr:`MetricSpec.options_check`).
 
     Returns
     -------
@@ -126,7 +134,8 @@ def register_metric(name: str, *, help: str, requires: tuple[str, ...] = (),
     def deco(fn):
         if name in METRICS:
             raise ValueError(f"metric {name!r} is registered twice")
-        METRICS[name] = MetricSpec(name, fn, help, tuple(requires), dict(options or {}), fabric_only, check)
+        METRICS[name] = MetricSpec(name, fn, help, tuple(requires), dict(options or {}), fabric_only, check,
+                                   options_check)
         return fn
 
     return deco

@@ -218,6 +218,8 @@ def _metrics(value: Any, where: _Where) -> tuple[MetricRequest, ...]:
                 from fabric import limits
 
                 limits.check("samples", options[key], f"{f}.{name}.{key}")
+        if spec.options_check is not None:
+            spec.options_check(options, f"{f}.{name}")
         out.append(MetricRequest(name, tuple(sorted(options.items()))))
     return tuple(out)
 

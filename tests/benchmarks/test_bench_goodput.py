@@ -63,3 +63,26 @@ def test_bench_goodput_command_at_scale(arch, gpus):
     print(f"\nfabric goodput {arch} --gpus {gpus} --model llama3-70b (sim): wall {wall:.1f} s, CPU {cpu:.1f} s "
           f"(limit {LIMIT_S:.0f} s)")
     assert rc == 0 and cpu < LIMIT_S
+
+
+@pytest.mark.bench
+@pytest.mark.parametrize("arch, gpus, params", [("dgx", 2048, {}), ("tpuv4", 4608, {}), ("dgx", 4608, {"gpu": "h100"}),
+                                                ("khop-ring", 16384, {})])
+def test_bench_goodput_sizing(arch, gpus, params):
+    """`--sizing goodput` on top of the year: the sizes are timed by the analytic step model and replayed with a
+    placement-blind rate until the bound stops the search (workloads/goodput/sizing.py).  The healthy job's
+    search is not timed (its own benchmark); the sized year is, as a user gets it.  Limit on CPU time."""
+    from workloads.mfu import mfu_summary
+
+    fab = build(arch, gpus, params)
+    mfu = mfu_summary(fab, "llama3-70b", comm="sim")
+    t0, c0 = time.perf_counter(), time.process_time()
+    d = goodput_summary(fab, "llama3-70b", trace="stepfun", comm="sim", series=False, mfu_data=mfu,
+                        sizing="goodput")
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    s = d["sizing"]
+    print(f"\n{arch} {gpus:,} GPUs sized for goodput: dp {s['dp']} of {s['healthy_dp']} ({s['spare_gpus']:,} GPUs "
+          f"spare), {s['sizes_replayed']} of {s['sizes_considered']} sizes replayed, goodput "
+          f"{100 * d['goodput_ratio']:.2f} %, {d['effective_tokens_per_s']:,.0f} tokens/s; wall {wall:.1f} s, "
+          f"CPU {cpu:.1f} s (limit {LIMIT_S:.0f} s)")
+    assert s["dp"] <= s["healthy_dp"] and cpu < LIMIT_S

@@ -28,7 +28,8 @@ def goodput_summary(fabric, model: Any, *, trace: Any = "stepfun", catalog: Cata
                     trace_mapping: str = "tile", trace_servers: int | None = None, search: bool = True,
                     global_batch: Optional[int] = None, comm: str = "sim", confirm: int = 3,
                     runtime: str = "megatron-core", series: bool = True,
-                    mfu_data: dict | None = None, placement_timing: str | None = None, **fixed: Any) -> dict:
+                    mfu_data: dict | None = None, placement_timing: str | None = None, sizing: str = "throughput",
+                    **fixed: Any) -> dict:
     """The JSON object of `fabric goodput` for a built Fabric (also the sweep metric).
 
     Parameters
@@ -51,6 +52,12 @@ def goodput_summary(fabric, model: Any, *, trace: Any = "stepfun", catalog: Cata
     placement_timing : {'delta', 'exact'}, optional
         How a re-placement's step time is found (:mod:`workloads.goodput.model`);
         default ``delta`` with the simulator, ``exact`` otherwise.
+    sizing : {'throughput', 'goodput'}
+        ``throughput``: the job is the healthy job's fastest configuration;
+        ``goodput``: the same with the DP size (and global batch, unless
+        given) that gets the most effective tokens/s over the trace, the rest
+        of the cluster its spares (:mod:`workloads.goodput.sizing`; not with
+        a pinned ``dp``).
     """
     from workloads.mfu import backend_named, mfu_summary, runtime_named
     from fabric.cost import cost_of
@@ -64,8 +71,14 @@ def goodput_summary(fabric, model: Any, *, trace: Any = "stepfun", catalog: Cata
 
     cat = catalog or load_catalog()
     rec = with_overrides(default_recovery(fabric.hbd.kind, cat), recovery or {})
+    from workloads.goodput.sizing import SIZINGS
+
     if policy not in JOB_POLICIES:
         raise FabricError("policy", f"{policy!r} not allowed; use one of {', '.join(JOB_POLICIES)}")
+    if sizing not in SIZINGS:
+        raise FabricError("sizing", f"{sizing!r} not allowed; use one of {', '.join(SIZINGS)}")
+    if sizing == "goodput" and fixed.get("dp") is not None:
+        raise FabricError("sizing", "goodput chooses the DP size; drop the pinned dp, or use sizing throughput")
     d = mfu_data or mfu_summary(fabric, model, catalog=cat, search=search, global_batch=global_batch, comm=comm,
                                 confirm=confirm, runtime=runtime, **fixed)
     par = Parallelism(**d["parallelism"])
@@ -75,6 +88,10 @@ def goodput_summary(fabric, model: Any, *, trace: Any = "stepfun", catalog: Cata
     if spec.seq_len != d["model_spec"]["seq_len"]:
         spec = spec.with_seq_len(d["model_spec"]["seq_len"])
     sm = StepModel(fabric, spec, catalog=cat, runtime=runtime_named(runtime, False), backend=backend_named(comm))
+    sized = None
+    if sizing == "goodput":
+        sized = _size(sm, tl, par, rec, policy, batch_pinned=global_batch is not None)
+        par = sized.parallelism
     healthy = sm.evaluate(par)
     rates = ShapeRates(sm, healthy, placement_timing)
     shape = JobShape(par.tp, par.pp * par.cp, par.dp)
@@ -83,14 +100,39 @@ def goodput_summary(fabric, model: Any, *, trace: Any = "stepfun", catalog: Cata
     out = summarise(tl, shape, led, healthy_tokens_per_s=healthy.tokens_per_s, flops_per_token=rates.flops_per_token,
                     capex_usd=cost.capex_usd, power_w=cost.power_w, recovery=rec, policy=policy, series=series)
     head = {"architecture": fabric.architecture, "params": fabric.params, "gpus": fabric.n_gpus, "model": d["model"],
-            "config": d["config"], "healthy_mfu": healthy.mfu, "healthy_step_time_s": healthy.step_time_s,
+            "config": d["config"] if sized is None else par.label(), "fastest_config": d["config"],
+            "sizing": "throughput" if sized is None else sized.to_dict(par.tp * par.pp * par.cp, fabric.n_gpus),
+            "healthy_mfu": healthy.mfu, "healthy_step_time_s": healthy.step_time_s,
             "comm_backend": d["comm_backend"], "hbd_kind": fabric.hbd.kind,
             "fault_model": {"trace": tl.trace_name, "mapping": trace_mapping, "seed": int(seed),
                             "intervals": tl.n_intervals}}
     out["re_placements"] = {**rates.placement_summary(), "days_on_slower_placement": led.slow_s / 86400.0}
-    if policy == "fixed" and par.world >= fabric.n_gpus:
+    if sized is not None:
+        notes.append(f"sized for goodput: {par.dp} of the {sized.healthy_dp} replicas the fastest configuration "
+                     f"takes ({d['config']}), global batch {par.global_batch}, {fabric.n_gpus - par.world:,} GPUs "
+                     f"spare; {sized.replayed} of {len(sized.candidates)} sizes replayed")
+    elif policy == "fixed" and par.world >= fabric.n_gpus:
         # the healthy job's best configuration is sized for throughput, not for faults: with no spare GPU a fixed
         # job runs only while the whole cluster is healthy (on a tiled trace, rarely), which the ratio shows
         notes.append(f"the job uses all {fabric.n_gpus:,} GPUs, leaving no spare: the fixed policy waits until "
-                     "every one is healthy again; try --policy elastic, or a smaller --dp (or --gpus) for spares")
+                     "every one is healthy again; try --sizing goodput (spares chosen for the trace), --policy "
+                     "elastic, or a smaller --dp")
     return {**head, **out, "shapes": {str(k): v for k, v in rates.evaluated().items()}, "notes": notes}
+
+
+def _size(sm, tl, par, rec, policy: str, *, batch_pinned: bool):
+    """:func:`workloads.goodput.sizing.size_for_goodput` with the analytic step model of ``sm``'s job."""
+    from workloads.comm import analytic_comm_time
+    from workloads.goodput.sizing import size_for_goodput
+    from workloads.step import StepModel
+
+    screen = sm if sm.backend_name == "analytic" else StepModel(
+        sm.fabric, sm.model, catalog=sm.catalog, runtime=sm.runtime, gemm=sm.gemm, backend=analytic_comm_time,
+        gpu=sm.gpu, flops_convention=sm.flops_convention)
+    screen.tp_beyond_hbd = sm.tp_beyond_hbd
+
+    def rate_of(p):
+        r = screen.evaluate(p)
+        return r.tokens_per_s if r.fits else None
+
+    return size_for_goodput(tl, par, rate_of, rec, policy, batch_pinned=batch_pinned)
