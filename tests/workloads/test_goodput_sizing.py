@@ -109,9 +109,9 @@ def test_goodput_summary_sizes_and_says_so(nvl144):
     kw = dict(trace=tr, search=False, comm="analytic", tp=8, pp=1, global_batch=72, series=False)
     plain = goodput_summary(nvl144, "llama3-8b", **kw)
     sized = goodput_summary(nvl144, "llama3-8b", sizing="goodput", **kw)
-    assert plain["sizing"] == "throughput" and plain["config"] == plain["fastest_config"]
+    assert plain["sizing"] == {"rule": "throughput"} and plain["config"] == plain["fastest_config"]
     s = sized["sizing"]
-    assert s["healthy_dp"] == plain["dp"] == 18 and s["dp"] == sized["dp"] < 18
+    assert s["rule"] == "goodput" and s["healthy_dp"] == plain["dp"] == 18 and s["dp"] == sized["dp"] < 18
     assert s["global_batch"] == 72 and s["spare_gpus"] == 144 - sized["job_gpus"]  # the batch was given: kept
     assert sized["effective_tokens_per_s"] > plain["effective_tokens_per_s"]
     assert any(n.startswith("sized for goodput") for n in sized["notes"])

@@ -101,7 +101,7 @@ def goodput_summary(fabric, model: Any, *, trace: Any = "stepfun", catalog: Cata
                     capex_usd=cost.capex_usd, power_w=cost.power_w, recovery=rec, policy=policy, series=series)
     head = {"architecture": fabric.architecture, "params": fabric.params, "gpus": fabric.n_gpus, "model": d["model"],
             "config": d["config"] if sized is None else par.label(), "fastest_config": d["config"],
-            "sizing": "throughput" if sized is None else sized.to_dict(par.tp * par.pp * par.cp, fabric.n_gpus),
+            "sizing": {"rule": "throughput"} if sized is None else sized.to_dict(par.tp * par.pp * par.cp, fabric.n_gpus),
             "healthy_mfu": healthy.mfu, "healthy_step_time_s": healthy.step_time_s,
             "comm_backend": d["comm_backend"], "hbd_kind": fabric.hbd.kind,
             "fault_model": {"trace": tl.trace_name, "mapping": trace_mapping, "seed": int(seed),
