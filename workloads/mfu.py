@@ -74,7 +74,8 @@ def default_dp(sm, par_kwargs: dict, global_batch: int) -> int:
     for d in range(most, 0, -1):
         if global_batch % (d * mb) == 0 and (v == 1 or global_batch // (d * mb) % pp == 0):
             return d
-    flag = "tp" if most == 0 else "global_batch"
+    # no replica fits: name the largest model-parallel factor (the one to lower), not always tp
+    flag = max((("tp", tp), ("cp", cp), ("pp", pp)), key=lambda kv: kv[1])[0] if most == 0 else "global_batch"
     raise FabricError(flag, f"no data-parallel size fits: tp x cp x pp = {tp * cp * pp} on {sm.fabric.n_gpus} GPUs "
                             f"with global batch {global_batch} and micro-batch {mb}")
 

@@ -50,6 +50,12 @@ def test_not_fitting_reports_numbers(capsys):
     (["--model", "gpt3-175b", "--recompute", "most"], "error: --recompute:"),
     (["--model", "gpt3-175b", "--tp", 12], "error: --tp: 12 exceeds the switch_domain HBD of 8 GPUs"),
     (["--model", "mixtral-8x7b", "--ep", 3], "error: --ep: 3 does not divide experts=8"),
+    # the model-parallel product alone exceeds the 64 GPUs: the flag named is the one that made it so
+    (["--model", "llama3-8b", "--cp", 128], "error: --cp: no data-parallel size fits: tp x cp x pp = 128"),
+    (["--model", "megatron-1.7b", "--pp", 24, "--tp", 8], "error: --pp: no data-parallel size fits"),
+    (["--model", "llama3-8b", "--tp", 8, "--cp", 16], "error: --cp: no data-parallel size fits"),
+    # Megatron-core asserts that TP divides the query groups (attention.py: divide(num_query_groups, tp))
+    (["--model", "llama3-8b", "--tp", 16], "error: --tp: 16 does not divide kv_heads=8 of llama3-8b"),
 ])
 def test_bad_input_one_line_exit_2(capsys, args, text):
     rc, out, err = run(capsys, "mfu", "dgx", "--gpus", 64, "--comm", "analytic", *args)
