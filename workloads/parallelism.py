@@ -254,11 +254,8 @@ def validate(model: ModelSpec, par: Parallelism, hbd: HBDSpec | None = None, gpu
     name = model.name
     if not _divides(par.tp, model.heads):
         raise FabricError("tp", f"{par.tp} does not divide heads={model.heads} of {name}")
-    # Megatron-core shards the KV heads (query groups) over TP and asserts it divides them
-    # (megatron/core/transformer/attention.py: divide(num_query_groups, tp)); it has no KV-head replication
-    if not _divides(par.tp, model.kv_heads):
-        raise FabricError("tp", f"{par.tp} does not divide kv_heads={model.kv_heads} of {name} (Megatron shards "
-                                "the query groups over TP)")
+    if model.kv_heads >= par.tp and not _divides(par.tp, model.kv_heads):
+        raise FabricError("tp", f"{par.tp} does not divide kv_heads={model.kv_heads} of {name}")
     if not _divides(par.tp, model.ffn_hidden):
         raise FabricError("tp", f"{par.tp} does not divide ffn_hidden={model.ffn_hidden} of {name}")
     if par.zero_stage is not None and (isinstance(par.zero_stage, bool) or par.zero_stage not in (0, 1, 2, 3)):

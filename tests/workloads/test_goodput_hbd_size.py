@@ -27,9 +27,7 @@ def test_tp_blocks_beyond_the_domain_take_whole_nodes():
 
 def test_step_model_times_tp_over_the_nics():
     fab = build("dgx", 64, {"gpu": "b200"})
-    # megatron-7.5b: 32 heads and KV heads (MHA), so TP 16 is a configuration Megatron accepts (llama3-8b has 8
-    # query groups, which TP must divide)
-    sm = StepModel(fab, load_model("megatron-7.5b"), backend=analytic_comm_time)
+    sm = StepModel(fab, load_model("llama3-8b"), backend=analytic_comm_time)
     sm.tp_beyond_hbd = True
     wide = sm.evaluate(Parallelism(tp=16, dp=4, global_batch=64, sequence_parallel=True))
     local = sm.evaluate(Parallelism(tp=8, dp=8, global_batch=64, sequence_parallel=True))
@@ -39,7 +37,7 @@ def test_step_model_times_tp_over_the_nics():
 
 
 def test_cli_warns_and_refuses_a_partial_node(run_cli):
-    rc, out, err = run_cli("mfu", "dgx", "--gpus", 64, "--model", "megatron-7.5b", "--tp", 16, "--pp", 1,
+    rc, out, err = run_cli("mfu", "dgx", "--gpus", 64, "--model", "llama3-8b", "--tp", 16, "--pp", 1,
                            "--comm", "analytic", "--json")
     assert rc == 0, err
     assert "warning: TP 16 exceeds the HBD" in err

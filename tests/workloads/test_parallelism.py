@@ -11,15 +11,12 @@ from workloads.parallelism import Parallelism, validate
 
 GPT3 = load_model("gpt3-175b")
 MIXTRAL = load_model("mixtral-8x7b")
-LLAMA8 = load_model("llama3-8b")  # 32 heads, 8 KV heads (GQA)
 DGX = HBDSpec(kind="switch_domain", gpus_per_node=8, domain_gpus=8, max_tp=8)
 KHOP = HBDSpec(kind="khop_line", gpus_per_node=4, domain_gpus=1024, tp_multiple_of=4, max_tp=1024, k=2)
 
 
 @pytest.mark.parametrize("model, kw, flag, text", [
     (GPT3, dict(tp=64), "tp", "64 does not divide heads=96"),
-    # Megatron-core: divide(num_query_groups, tp) in attention.py asserts; llama3-8b has 8 query groups
-    (LLAMA8, dict(tp=16, sequence_parallel=True), "tp", "16 does not divide kv_heads=8"),
     (GPT3, dict(pp=97, global_batch=97), "pp", "leave a pipeline stage empty"),
     (GPT3, dict(pp=8, first_stage_layers=97), "first_stage_layers", "cannot be met"),
     (GPT3, dict(pp=8, last_stage_layers=-1), "last_stage_layers", ">= 0"),
