@@ -142,7 +142,7 @@ def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: b
             "attention_kernel": "flash" if sm.flash else "unfused",
             "flops_convention": flops_convention, "conventions": conventions(flops_convention, sm.precision)}
     fixed = {k: v for k, v in fixed.items() if v is not None}
-    warnings = tp_beyond_hbd(sm, fixed.get("tp"))
+    warnings = tp_beyond_hbd(sm, fixed.get("tp")) + kv_replicated(spec, fixed.get("tp"))
     if warnings:
         head["warnings"] = warnings
     if sm.runtime.distributed_optimizer is not None and "zero_stage" not in fixed:
@@ -211,6 +211,19 @@ def _kernels_dict(gpu) -> dict:
         return {}
     return {"matmul": k.matmul, "training": k.training, "flash_fwd": k.flash_fwd, "flash_bwd": k.flash_bwd,
             "sources": dict(k.sources)}
+
+
+def kv_replicated(model, tp: Optional[int]) -> list[str]:
+    """The warning for a pinned TP above the model's KV heads (query groups): modelled, but not Megatron's.
+
+    Each KV head is then replicated on ``tp / kv_heads`` TP ranks (as inference engines do; the memory and
+    FLOP models count it so); Megatron-core asserts that TP divides the query groups (attention.py,
+    ``divide(num_query_groups, tp)``), so such a job does not run there.
+    """
+    if not tp or model.is_mla or tp <= model.kv_heads:
+        return []
+    return [f"TP {tp} exceeds the {model.kv_heads} KV heads of {model.name}: modelled with each KV head replicated "
+            f"on {tp / model.kv_heads:g} TP ranks; Megatron-core refuses it (TP must divide the query groups)"]
 
 
 def tp_beyond_hbd(sm, tp: Optional[int]) -> list[str]:

@@ -196,3 +196,15 @@ def test_expert_parallel_without_dp_takes_the_largest_dp(capsys):
     rc, out, err = run(capsys, "mfu", "dgx", "--gpus", 64, "--model", "mixtral-8x7b", "--tp", 1, "--ep", 8,
                        "--global-batch", 4, "--comm", "analytic")
     assert rc == 2 and out == "" and err.startswith("error: --global-batch:") and "ep=8" in err
+
+
+def test_tp_above_the_kv_heads_is_flagged_as_not_megatrons(capsys):
+    # llama3-8b has 8 KV heads; Megatron-core asserts that TP divides them (attention.py,
+    # divide(num_query_groups, tp)), so TP 16 is modelled (KV heads replicated) but said not to run there
+    rc, out, err = run(capsys, "mfu", "dgx", "--gpus", 64, "--model", "llama3-8b", "--tp", 16, "--comm", "analytic",
+                       "--json")
+    assert rc == 0, err
+    assert any("8 KV heads" in w and "Megatron-core refuses" in w for w in json.loads(out)["warnings"])
+    rc, out, err = run(capsys, "mfu", "dgx", "--gpus", 64, "--model", "megatron-7.5b", "--tp", 16, "--comm",
+                       "analytic", "--json")  # 32 KV heads (MHA): no such warning
+    assert rc == 0 and not any("KV heads" in w for w in json.loads(out)["warnings"])
