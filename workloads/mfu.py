@@ -63,20 +63,26 @@ def default_dp(sm, par_kwargs: dict, global_batch: int) -> int:
     from workloads.placement import fault_free_tp_groups
 
     tp, cp, pp, mb = (par_kwargs[k] for k in ("tp", "cp", "pp", "micro_batch"))
-    if tp < 1 or cp < 1 or pp < 1 or mb < 1:
+    ep = par_kwargs.get("ep", 1)
+    if tp < 1 or cp < 1 or pp < 1 or mb < 1 or not isinstance(ep, int) or ep < 1:
         return 1
     # the model and HBD rules first, so that their message (not "no dp fits") reaches the user
-    # (pp micro-batches: the fewest an interleaved schedule accepts; the real count is checked with the real dp)
-    validate(sm.model, Parallelism(**{**par_kwargs, "dp": 1, "global_batch": mb * pp}),
+    # (pp micro-batches: the fewest an interleaved schedule accepts; the real count is checked with the real dp;
+    # dp = ep: expert-parallel groups are folded from the TP x CP x DP ranks, so the rule "ep divides tp x cp x dp"
+    # holds for some dp and is checked below with the dp chosen)
+    validate(sm.model, Parallelism(**{**par_kwargs, "dp": ep, "global_batch": mb * pp * ep}),
              None if sm.tp_beyond_hbd else sm.fabric.hbd)
     most = fault_free_tp_groups(sm.fabric, tp).size // (tp * cp * pp)  # raises if the HBD cannot form tp
     v = par_kwargs.get("interleave", 1)
     for d in range(most, 0, -1):
-        if global_batch % (d * mb) == 0 and (v == 1 or global_batch // (d * mb) % pp == 0):
+        if global_batch % (d * mb) == 0 and (v == 1 or global_batch // (d * mb) % pp == 0) \
+                and (tp * cp * d) % ep == 0:
             return d
-    flag = "tp" if most == 0 else "global_batch"
+    # no replica fits: name the largest model-parallel factor (the one to lower), not always tp
+    flag = max((("tp", tp), ("cp", cp), ("pp", pp)), key=lambda kv: kv[1])[0] if most == 0 else "global_batch"
     raise FabricError(flag, f"no data-parallel size fits: tp x cp x pp = {tp * cp * pp} on {sm.fabric.n_gpus} GPUs "
-                            f"with global batch {global_batch} and micro-batch {mb}")
+                            f"with global batch {global_batch} and micro-batch {mb}"
+                            + (f", ep={ep} dividing tp x cp x dp" if ep > 1 else ""))
 
 
 def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: bool = True,
@@ -136,7 +142,7 @@ def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: b
             "attention_kernel": "flash" if sm.flash else "unfused",
             "flops_convention": flops_convention, "conventions": conventions(flops_convention, sm.precision)}
     fixed = {k: v for k, v in fixed.items() if v is not None}
-    warnings = tp_beyond_hbd(sm, fixed.get("tp"))
+    warnings = tp_beyond_hbd(sm, fixed.get("tp")) + kv_replicated(spec, fixed.get("tp"))
     if warnings:
         head["warnings"] = warnings
     if sm.runtime.distributed_optimizer is not None and "zero_stage" not in fixed:
@@ -205,6 +211,19 @@ def _kernels_dict(gpu) -> dict:
         return {}
     return {"matmul": k.matmul, "training": k.training, "flash_fwd": k.flash_fwd, "flash_bwd": k.flash_bwd,
             "sources": dict(k.sources)}
+
+
+def kv_replicated(model, tp: Optional[int]) -> list[str]:
+    """The warning for a pinned TP above the model's KV heads (query groups): modelled, but not Megatron's.
+
+    Each KV head is then replicated on ``tp / kv_heads`` TP ranks (as inference engines do; the memory and
+    FLOP models count it so); Megatron-core asserts that TP divides the query groups (attention.py,
+    ``divide(num_query_groups, tp)``), so such a job does not run there.
+    """
+    if not tp or model.is_mla or tp <= model.kv_heads:
+        return []
+    return [f"TP {tp} exceeds the {model.kv_heads} KV heads of {model.name}: modelled with each KV head replicated "
+            f"on {tp / model.kv_heads:g} TP ranks; Megatron-core refuses it (TP must divide the query groups)"]
 
 
 def tp_beyond_hbd(sm, tp: Optional[int]) -> list[str]:

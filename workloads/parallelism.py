@@ -289,6 +289,12 @@ def validate(model: ModelSpec, par: Parallelism, hbd: HBDSpec | None = None, gpu
                                           f"of pp={par.pp}")
     if hbd is not None:
         _validate_hbd(par, hbd)
+    if par.sequence_parallel and par.tp > 1 and (model.seq_len // par.cp) % par.tp:
+        # Megatron scatters each CP rank's sequence over the TP ranks and asserts it divides
+        # (core/tensor_parallel/mappings.py, _split_along_first_dim / _reduce_scatter_along_first_dim)
+        raise FabricError("seq_len", f"{model.seq_len}: sequence parallelism splits the sequence of each CP rank "
+                                       f"(seq_len / cp = {model.seq_len // par.cp}) over tp={par.tp} ranks, which "
+                                       "must divide it")
     if gpus is not None and par.world > gpus:
         raise FabricError("gpus", f"tp x cp x dp x pp = {par.tp} x {par.cp} x {par.dp} x {par.pp} = {par.world} "
                                     f"GPUs, but the fabric has {gpus}")

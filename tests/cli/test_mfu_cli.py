@@ -50,6 +50,12 @@ def test_not_fitting_reports_numbers(capsys):
     (["--model", "gpt3-175b", "--recompute", "most"], "error: --recompute:"),
     (["--model", "gpt3-175b", "--tp", 12], "error: --tp: 12 exceeds the switch_domain HBD of 8 GPUs"),
     (["--model", "mixtral-8x7b", "--ep", 3], "error: --ep: 3 does not divide experts=8"),
+    # the model-parallel product alone exceeds the 64 GPUs: the flag named is the one that made it so
+    (["--model", "llama3-8b", "--cp", 128], "error: --cp: no data-parallel size fits: tp x cp x pp = 128"),
+    (["--model", "megatron-1.7b", "--pp", 24, "--tp", 8], "error: --pp: no data-parallel size fits"),
+    (["--model", "llama3-8b", "--tp", 8, "--cp", 16], "error: --cp: no data-parallel size fits"),
+    # sequence parallelism (on with --tp > 1) needs TP to divide the sequence (Megatron mappings.py asserts it)
+    (["--model", "llama3-8b", "--tp", 8, "--seq-len", 1], "error: --seq-len: 1: sequence parallelism splits"),
 ])
 def test_bad_input_one_line_exit_2(capsys, args, text):
     rc, out, err = run(capsys, "mfu", "dgx", "--gpus", 64, "--comm", "analytic", *args)
@@ -175,3 +181,30 @@ def test_comm_cache_round_trip_gives_the_same_step(capsys, tmp_path):
     rc, out, err = run(capsys, *args)
     assert rc == 0, err
     assert json.loads(out)["step_time_s"] == first["step_time_s"] and json.loads(path.read_text())
+
+
+def test_expert_parallel_without_dp_takes_the_largest_dp(capsys):
+    # Megatron-core folds the EP groups out of the TP x CP x DP ranks, so --tp 1 --ep 8 on 64 GPUs is dp 64 with
+    # 8 expert-parallel groups (the Mixtral recipe); the default dp must not be checked at dp = 1 (8 does not
+    # divide 1), which refused it
+    rc, out, err = run(capsys, "mfu", "dgx", "-p", "gpu=b200", "--gpus", 64, "--model", "mixtral-8x7b", "--tp", 1,
+                       "--ep", 8, "--comm", "analytic", "--json")
+    assert rc == 0, err
+    par = json.loads(out)["parallelism"]
+    assert (par["tp"], par["ep"], par["dp"]) == (1, 8, 64)
+    # no dp that 8 divides also divides a global batch of 4: refused, naming the batch and the EP rule
+    rc, out, err = run(capsys, "mfu", "dgx", "--gpus", 64, "--model", "mixtral-8x7b", "--tp", 1, "--ep", 8,
+                       "--global-batch", 4, "--comm", "analytic")
+    assert rc == 2 and out == "" and err.startswith("error: --global-batch:") and "ep=8" in err
+
+
+def test_tp_above_the_kv_heads_is_flagged_as_not_megatrons(capsys):
+    # llama3-8b has 8 KV heads; Megatron-core asserts that TP divides them (attention.py,
+    # divide(num_query_groups, tp)), so TP 16 is modelled (KV heads replicated) but said not to run there
+    rc, out, err = run(capsys, "mfu", "dgx", "--gpus", 64, "--model", "llama3-8b", "--tp", 16, "--comm", "analytic",
+                       "--json")
+    assert rc == 0, err
+    assert any("8 KV heads" in w and "Megatron-core refuses" in w for w in json.loads(out)["warnings"])
+    rc, out, err = run(capsys, "mfu", "dgx", "--gpus", 64, "--model", "megatron-7.5b", "--tp", 16, "--comm",
+                       "analytic", "--json")  # 32 KV heads (MHA): no such warning
+    assert rc == 0 and not any("KV heads" in w for w in json.loads(out)["warnings"])

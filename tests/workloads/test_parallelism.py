@@ -11,12 +11,17 @@ from workloads.parallelism import Parallelism, validate
 
 GPT3 = load_model("gpt3-175b")
 MIXTRAL = load_model("mixtral-8x7b")
+LLAMA8 = load_model("llama3-8b")  # 32 heads, 8 KV heads (GQA)
 DGX = HBDSpec(kind="switch_domain", gpus_per_node=8, domain_gpus=8, max_tp=8)
 KHOP = HBDSpec(kind="khop_line", gpus_per_node=4, domain_gpus=1024, tp_multiple_of=4, max_tp=1024, k=2)
 
 
 @pytest.mark.parametrize("model, kw, flag, text", [
     (GPT3, dict(tp=64), "tp", "64 does not divide heads=96"),
+    # Megatron-core with sequence parallelism scatters each CP rank's sequence over TP and asserts it divides
+    # (tensor_parallel/mappings.py, _split_along_first_dim): 2061 tokens over 8 TP ranks cannot run
+    (LLAMA8.with_seq_len(2061), dict(tp=8, sequence_parallel=True), "seq_len", "over tp=8 ranks"),
+    (LLAMA8.with_seq_len(8), dict(tp=8, cp=2, sequence_parallel=True), "seq_len", "seq_len / cp = 4"),
     (GPT3, dict(pp=97, global_batch=97), "pp", "leave a pipeline stage empty"),
     (GPT3, dict(pp=8, first_stage_layers=97), "first_stage_layers", "cannot be met"),
     (GPT3, dict(pp=8, last_stage_layers=-1), "last_stage_layers", ">= 0"),

@@ -109,6 +109,16 @@ def test_traffic_follows_the_placement(fabrics):
     assert D[0, 1] > 0 and D[1, 0] > 0 and D[:, 2:].sum() == 0
 
 
+def test_trainer_pads_the_sequence_to_a_multiple_of_tp(fabrics):
+    # prompt 128 + mean output 133.3 = 262 tokens: Megatron with sequence parallelism needs tp | seq, so the
+    # trainer pads to 264 (tp 8); at tp 1 nothing is padded
+    f = fabrics["static"]
+    m, par, _ = plan_training(f, M, cfg(), 128, 133.3, CAT)
+    assert par.tp == 8 and par.sequence_parallel and m.seq_len == 264
+    m1, par1, _ = plan_training(f, M, cfg(train_tp=1), 128, 133.3, CAT)
+    assert par1.tp == 1 and m1.seq_len == 262
+
+
 def test_bad_inputs():
     with pytest.raises(FabricError, match=r"params\[samples\]"):
         RLConfig.from_params({"samples": "many"})

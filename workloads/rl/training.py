@@ -87,9 +87,11 @@ def plan_training(fabric: Fabric, model: ModelSpec, cfg: RLConfig, train_gpus: i
     FabricError
         Naming the ``-p`` parameter when no valid configuration exists.
     """
-    seq = int(math.ceil(cfg.prompt_len + mean_output))
-    m = model.with_seq_len(seq)
     tp, ep = cfg.train_tp, cfg.train_ep
+    seq = int(math.ceil(cfg.prompt_len + mean_output))
+    if tp > 1:  # sequence parallelism needs TP to divide the sequence: pad it (workloads.parallelism.validate)
+        seq = tp * math.ceil(seq / tp)
+    m = model.with_seq_len(seq)
     notes: list[str] = []
     candidates = [cfg.train_pp] if cfg.train_pp else [p for p in _divisors(m.layers) if train_gpus // (tp * p) >= 1]
     if not candidates:
