@@ -68,6 +68,27 @@ def test_malformed_catalog_names_the_field(tmp_path, body, field):
     assert field in str(exc.value)
 
 
+@pytest.mark.parametrize("field, value", [
+    ("nic_bandwidth", 1e-300), ("hbd_bandwidth", 1e-300), ("hbm_bandwidth", 0.5), ("peak_bf16_flops", 1e-300),
+    ("hbm_bytes", 0.5)])
+def test_rates_and_sizes_below_one_are_refused(tmp_path, field, value):
+    """A rate of 1e-300 passed "> 0" and then overflowed what is divided by it: build raised OverflowError
+    (radix = total // port bandwidth), mfu ZeroDivisionError or printed NaN step times."""
+    p = tmp_path / "tiny.yaml"
+    p.write_text(f"components: {{gpu_h100: {{{field}: {{value: {value:.3e}, source: assumed}}}}}}")
+    with pytest.raises(FabricError) as exc:
+        load_catalog(p)
+    assert exc.value.field == f"--catalog tiny.yaml:gpu_h100.{field}.value" and ">= 1" in exc.value.message
+
+
+def test_a_price_beyond_float_range_is_refused(tmp_path):
+    p = tmp_path / "big.yaml"
+    p.write_text("components: {gpu_h100: {price_usd: {value: " + "9" * 400 + ", source: assumed}}}")
+    with pytest.raises(FabricError) as exc:
+        load_catalog(p)
+    assert exc.value.field == "--catalog big.yaml:gpu_h100.price_usd.value"
+
+
 def test_unknown_component_field_lists_the_allowed_ones(tmp_path):
     p = tmp_path / "bad.yaml"
     p.write_text("components: {gpu_h100: {pricee_usd: {value: 1, source: assumed}}}")
