@@ -156,6 +156,8 @@ def _event(t, kind="fault_start", node="a"):
     ([_event(1e308)], "t.json:events[0].event_time"),  # was exit 0 with an overflow warning on stderr
     ([_event(0.5), _event(2e6, "fault_end")], "t.json:events[1].event_time"),
     ([], "t.json"),  # was "--trace: 0.0 must be > 0 and >= the last event time"
+    ([_event(0.0)], "t.json"),  # the same message, for a file whose events all fall on day 0
+    ([_event(5e-324)], "t.json"),  # was exit 0, faults per node-day inf (null) and a RuntimeWarning on stderr
 ])
 @pytest.mark.parametrize("command", [["faults", "dgx", "--gpus", "64", "--tp", "8", "--samples", "3", "--no-blast"],
                                      ["goodput", "dgx", "--gpus", "64", "--model", "llama3-8b", "--comm", "analytic",
