@@ -107,6 +107,27 @@ def test_mfu_interleave_default_dp_skips_a_dp_with_too_few_micro_batches(run_cli
     assert json.loads(out)["config"].startswith("tp8 pp4 v2 dp1 ")
 
 
+@pytest.mark.parametrize("gpus, batch, tp, ep, config", [
+    ("64", "64", "1", "2", "tp1 pp1 dp64 ep2 "), ("64", "64", "1", "8", "tp1 pp1 dp64 ep8 "),
+    ("64", "64", "2", "8", "tp2 pp1 dp32 ep8 "),
+    ("40", "60", "1", "4", "tp1 pp1 dp20 ep4 ")])  # dp 30 divides the batch but folds no ep-4 group
+def test_mfu_ep_without_dp_takes_a_dp_that_folds_the_expert_groups(run_cli, tmp_path, gpus, batch, tp, ep, config):
+    """--ep without --dp was refused ("2 does not divide tp x cp x dp = 1"): the rules were checked at dp 1.
+
+    Exact: the largest dp <= GPUs / tp that divides the global batch and is a multiple of ep / gcd(ep, tp)
+    (the fold rule), by hand: 64, 64, 32 and 20 (40, 36, 32, 28, 24 do not divide 60).
+    """
+    import yaml
+
+    model = tmp_path / "moe.yaml"
+    model.write_text(yaml.safe_dump({"hidden": 1024, "layers": 4, "heads": 8, "vocab": 32000, "seq_len": 2048,
+                                     "swiglu": True, "experts": 8, "top_k": 2, "expert_ffn_hidden": 1024}))
+    rc, out, err = run_cli("mfu", "dgx", "--gpus", gpus, "--model", model, "--tp", tp, "--ep", ep,
+                           "--global-batch", batch, "--comm", "analytic", "--json")
+    assert rc == 0, err
+    assert json.loads(out)["config"].startswith(config)
+
+
 # ----------------------------------------------------------------------------------------------- catalog
 def _catalog(tmp_path, doc) -> str:
     import yaml
