@@ -370,6 +370,8 @@ def _topology(tmp_path, mutate) -> str:
     (lambda d: d["links"][0].update(capacity=1e-300), "topo.json:links[0].capacity"),  # time 1e306 s, overflow
     (lambda d: d["links"][0].update(capacity=1e308), "topo.json:links[0].capacity"),
     (lambda d: d["graph"]["bom"][0].update(count=10**30), "topo.json:graph.bom[0].count"),
+    (lambda d: d["nodes"][0].update(node=10**30), "topo.json:nodes[0].node"),  # was an OverflowError traceback
+    (lambda d: d["nodes"][1].update(rack=2**31), "topo.json:nodes[1].rack"),
 ])
 def test_topology_link_values_are_bounded(run_cli, tmp_path, mutate, field):
     rc, _, err = run_cli("simulate", "--topology", _topology(tmp_path, mutate), "--collective", "all-reduce",
