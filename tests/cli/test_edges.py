@@ -379,6 +379,17 @@ def test_topology_link_values_are_bounded(run_cli, tmp_path, mutate, field):
     one_error(rc, err, field)
 
 
+def test_a_topology_without_hbd_takes_faults_at_tp_1(run_cli, tmp_path):
+    """No graph.hbd (kind none, TP 1) and a node of 2 GPUs: faults refused it as "hbd: a node's GPUs span two
+    switch domains" (a field of no flag or file).  Exact: no faults, both GPUs form a group of 1."""
+    path = _topology(tmp_path, lambda d: d.pop("graph"))
+    rc, out, err = run_cli("faults", "--topology", path, "--tp", "1", "--node-fault-ratio", "0", "--samples", "2",
+                           "--no-blast", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["baseline"]["usable_gpus"] == 2 and d["waste_ratio"]["mean"] == 0.0
+
+
 def test_topology_link_at_the_bounds_is_simulated(run_cli, tmp_path):
     """1 B/s and 1,000 s are accepted: 1 MB over one link at 1 B/s takes about 1e6 s (finite)."""
     path = _topology(tmp_path, lambda d: d["links"][0].update(capacity=1.0, latency="1000s"))
