@@ -390,6 +390,16 @@ def test_a_topology_without_hbd_takes_faults_at_tp_1(run_cli, tmp_path):
     assert d["baseline"]["usable_gpus"] == 2 and d["waste_ratio"]["mean"] == 0.0
 
 
+@pytest.mark.parametrize("hbd", [{"kind": "khop_line", "gpus_per_node": 2, "domain_gpus": 2, "k": 2},
+                                 {"kind": "khop_line", "gpus_per_node": 2, "domain_gpus": 2, "k": 0},
+                                 {"kind": "ocs_cube", "gpus_per_node": 2, "domain_gpus": 2, "cube_gpus": 2}])
+def test_a_topology_hbd_the_solvers_refuse_names_the_topology_flag(run_cli, tmp_path, hbd):
+    """A k-hop line without positions, k 0, a cube without cube groups: the error named "hbd" (no flag)."""
+    path = _topology(tmp_path, lambda d: d["graph"].update(hbd=hbd))
+    rc, _, err = run_cli("faults", "--topology", path, "--tp", "2", "--node-fault-ratio", "0.1", "--samples", "2")
+    one_error(rc, err, "--topology")
+
+
 def test_topology_link_at_the_bounds_is_simulated(run_cli, tmp_path):
     """1 B/s and 1,000 s are accepted: 1 MB over one link at 1 B/s takes about 1e6 s (finite)."""
     path = _topology(tmp_path, lambda d: d["links"][0].update(capacity=1.0, latency="1000s"))
