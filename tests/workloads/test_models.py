@@ -62,6 +62,11 @@ def test_user_files_yaml_and_json(tmp_path):
     ({"hidden": 512, "layers": 4, "heads": 8, "vocab": 10, "seq_len": 8, "top_k": 2}, "top_k"),
     ({"hidden": 500, "layers": 4, "heads": 8, "vocab": 10, "seq_len": 8}, "heads"),
     ([1, 2], "m.yaml"),
+    # a shared-expert width without shared experts was accepted and silently dropped
+    ({"hidden": 512, "layers": 4, "heads": 8, "vocab": 10, "seq_len": 8, "shared_ffn_hidden": 100},
+     "m.yaml:shared_ffn_hidden"),
+    ({"hidden": 512, "layers": 4, "heads": 8, "vocab": 10, "seq_len": 8, "experts": 8, "top_k": 2,
+      "expert_ffn_hidden": 256, "shared_ffn_hidden": 100}, "m.yaml:shared_ffn_hidden"),
 ])
 def test_malformed_specs_name_the_field(tmp_path, doc, field):
     p = tmp_path / "m.yaml"
