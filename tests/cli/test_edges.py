@@ -400,6 +400,13 @@ def test_a_topology_hbd_the_solvers_refuse_names_the_topology_flag(run_cli, tmp_
     one_error(rc, err, "--topology")
 
 
+def test_a_topology_the_orchestrator_cannot_place_on_names_the_file_not_arch(run_cli, tmp_path):
+    """GPUs without a ToR: the error named ARCH, which the command line did not give (the file is the fabric)."""
+    path = _topology(tmp_path, lambda d: None)
+    rc, _, err = run_cli("orchestrate", "--topology", path, "--tp", "2", "--dp", "1", "--solver", "greedy")
+    assert one_error(rc, err, "--topology", "ToR").startswith("error: --topology:")
+
+
 def test_topology_link_at_the_bounds_is_simulated(run_cli, tmp_path):
     """1 B/s and 1,000 s are accepted: 1 MB over one link at 1 B/s takes about 1e6 s (finite)."""
     path = _topology(tmp_path, lambda d: d["links"][0].update(capacity=1.0, latency="1000s"))
