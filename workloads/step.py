@@ -207,6 +207,10 @@ def gpu_of(fabric: Fabric, catalog: Catalog) -> GpuSpec:
     items = sorted({line.item for line in fabric.bom if line.category == "gpu" or
                     (line.scope == "compute" and catalog.category(line.item) == "gpu")})
     if len(items) != 1:
+        source = fabric.params.get("file")  # a topology file: its graph.bom lists the parts, -p gpu is not taken
+        if source:
+            raise FabricError(f"{source}:graph.bom", f"cannot tell the fabric's GPU ({items or 'no GPU item'}); list "
+                                                     "exactly one, e.g. {item: gpu_h100, scope: compute, count: N}")
         raise FabricError("gpu", f"cannot tell the fabric's GPU from its bill of materials ({items or 'none'})")
     return GpuSpec.from_catalog(catalog, items[0])
 

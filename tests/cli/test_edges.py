@@ -407,6 +407,15 @@ def test_a_topology_the_orchestrator_cannot_place_on_names_the_file_not_arch(run
     assert one_error(rc, err, "--topology", "ToR").startswith("error: --topology:")
 
 
+@pytest.mark.parametrize("command", [["mfu", "--model", "llama3-8b", "--comm", "analytic"],
+                                     ["goodput", "--model", "llama3-8b", "--comm", "analytic"]])
+def test_a_topology_without_a_gpu_item_names_its_bill_of_materials(run_cli, tmp_path, command):
+    """No graph: the error was "gpu: cannot tell..." (goodput) or "-p gpu" (mfu), which --topology refuses."""
+    path = _topology(tmp_path, lambda d: d.pop("graph"))
+    rc, _, err = run_cli(*command, "--topology", path)
+    assert one_error(rc, err, "gpu_h100").startswith("error: topo.json:graph.bom:")
+
+
 def test_topology_link_at_the_bounds_is_simulated(run_cli, tmp_path):
     """1 B/s and 1,000 s are accepted: 1 MB over one link at 1 B/s takes about 1e6 s (finite)."""
     path = _topology(tmp_path, lambda d: d["links"][0].update(capacity=1.0, latency="1000s"))
