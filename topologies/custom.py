@@ -152,7 +152,8 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
     n_gpu = int(np.count_nonzero(kinds_arr == KIND_BY_LABEL["gpu"]))
     if n_gpu == 0:
         raise FabricError(f"{where}:nodes", "has no GPU; give at least one node with kind 'gpu'")
-    hbd_doc = graph.get("hbd") or {"kind": "none", "gpus_per_node": 1, "domain_gpus": max(n_gpu, 1)}
+    # no HBD: TP 1, as a fat-tree's (a domain of every GPU let the MFU search pick a TP that goodput then refused)
+    hbd_doc = graph.get("hbd") or {"kind": "none", "gpus_per_node": 1, "domain_gpus": 1, "max_tp": 1}
     try:
         if not isinstance(hbd_doc, dict) or hbd_doc.get("kind") not in HBD_KINDS:
             raise TypeError

@@ -416,6 +416,20 @@ def test_a_topology_without_a_gpu_item_names_its_bill_of_materials(run_cli, tmp_
     assert one_error(rc, err, "gpu_h100").startswith("error: topo.json:graph.bom:")
 
 
+def test_a_topology_without_hbd_is_tp_1_for_the_search_and_goodput_alike(run_cli, tmp_path):
+    """No graph.hbd: the default domain was every GPU, so the search chose TP 2 and goodput's placement then
+    refused it ("--tp: 2 exceeds the largest TP group", with no --tp given).  Now TP 1, as a fat-tree's."""
+    import yaml
+
+    path = _topology(tmp_path, lambda d: d["graph"].pop("hbd"))
+    model = tmp_path / "tiny.yaml"
+    model.write_text(yaml.safe_dump({"hidden": 1024, "layers": 4, "heads": 8, "vocab": 32000, "seq_len": 2048}))
+    rc, out, err = run_cli("goodput", "--topology", path, "--model", model, "--comm", "analytic", "--no-series",
+                           "--json")
+    assert rc == 0, err
+    assert json.loads(out)["config"].startswith("tp1 ")
+
+
 def test_topology_link_at_the_bounds_is_simulated(run_cli, tmp_path):
     """1 B/s and 1,000 s are accepted: 1 MB over one link at 1 B/s takes about 1e6 s (finite)."""
     path = _topology(tmp_path, lambda d: d["links"][0].update(capacity=1.0, latency="1000s"))
