@@ -179,6 +179,9 @@ def _parse_entry(item: str, raw: Any, where: str, base: Component | None) -> Com
             # by it (a time of 1e300 s, then inf and NaN); prices, power and latencies may be 0
             raise FabricError(f"{fname}.value", f"{q['value']!r} must be >= {MIN_RATE:g} "
                                                 f"({_SI_UNIT.get(_unit_kind(name), 'a whole number')})")
+        if category == "ocs" and name == "ports" and values[name] < 2:
+            # a circuit joins two ports: an OCS of 1 port holds none (rfabric's agg-core wiring raised IndexError)
+            raise FabricError(f"{fname}.value", f"{q['value']!r} must be >= 2 (an OCS circuit joins two ports)")
         sources[name] = source.strip()
     return Component(item, category, str(description), values, sources)
 

@@ -59,6 +59,8 @@ def test_user_catalog_overrides_field_by_field(tmp_path):
      "--catalog bad.yaml:gpu_h100.hbm_bytes.value"),
     ("components: {ocs_palomar: {ports: {value: 0, source: assumed}}}", "--catalog bad.yaml:ocs_palomar.ports.value"),
     ("components: {nvlink_switch_tray: {chips: {value: 0, source: assumed}}}", "nvlink_switch_tray.chips.value"),
+    # one port holds no circuit: `cost rfabric` raised IndexError wiring agg to core through it
+    ("components: {ocs_palomar: {ports: {value: 1, source: assumed}}}", "--catalog bad.yaml:ocs_palomar.ports.value"),
 ])
 def test_malformed_catalog_names_the_field(tmp_path, body, field):
     p = tmp_path / "bad.yaml"
