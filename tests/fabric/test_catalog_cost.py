@@ -91,6 +91,23 @@ def test_a_price_beyond_float_range_is_refused(tmp_path):
     assert exc.value.field == "--catalog big.yaml:gpu_h100.price_usd.value"
 
 
+def test_a_key_given_twice_is_refused(tmp_path):
+    """PyYAML keeps the last of two equal keys: a second gpu_h100 entry silently dropped the first one's price."""
+    p = tmp_path / "twice.yaml"
+    p.write_text("components:\n  gpu_h100:\n    price_usd: {value: 1, source: assumed}\n"
+                 "  gpu_h100:\n    power_w: {value: 1, source: assumed}\n")
+    with pytest.raises(FabricError) as exc:
+        load_catalog(p)
+    assert exc.value.field == "catalog" and "'gpu_h100' is given twice (line 4)" in exc.value.message
+
+
+def test_yaml_merge_keys_may_still_be_overridden():
+    """A merge (<<) is not a duplicate: the mapping's own key overrides it, as YAML says."""
+    from fabric.files import parse_yaml
+
+    assert parse_yaml("a: &a {x: 1, y: 1}\nb: {<<: *a, x: 2}\n", "m.yaml", "f")["b"] == {"x": 2, "y": 1}
+
+
 def test_unknown_component_field_lists_the_allowed_ones(tmp_path):
     p = tmp_path / "bad.yaml"
     p.write_text("components: {gpu_h100: {pricee_usd: {value: 1, source: assumed}}}")

@@ -76,6 +76,13 @@ def test_malformed_specs_name_the_field(tmp_path, doc, field):
     assert field in exc.value.field
 
 
+def test_a_model_key_given_twice_is_refused(tmp_path):
+    p = tmp_path / "m.yaml"
+    p.write_text("hidden: 512\nlayers: 4\nheads: 8\nvocab: 10\nseq_len: 8\nhidden: 1024\n")
+    with pytest.raises(FabricError, match="'hidden' is given twice"):
+        load_model(p)
+
+
 def test_bad_references(tmp_path):
     with pytest.raises(FabricError, match="unknown preset"):
         load_model("gpt-9")
