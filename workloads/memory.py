@@ -285,7 +285,7 @@ def memory_per_gpu(model: ModelSpec, par: Parallelism, hbm_bytes: float, *, flas
     reserve_fraction, reserve_bytes : float
         The allowance for allocator fragmentation (a fraction of HBM) and
         for the CUDA context, NCCL buffers and framework workspaces (bytes):
-        capacity = ``hbm_bytes * (1 - reserve_fraction) - reserve_bytes``
+        capacity = ``max(0, hbm_bytes * (1 - reserve_fraction) - reserve_bytes)``
         (values and their sources: :data:`workloads.step.RUNTIME_SOURCES`).
     memory_efficient_norm : bool
         Norms store their output, not their input (:func:`layer_activation_bytes`).
@@ -299,7 +299,8 @@ def memory_per_gpu(model: ModelSpec, par: Parallelism, hbm_bytes: float, *, flas
     d0, _ = layer_params(model, par, moe=False)
     d1, e1 = layer_params(model, par, moe=True) if model.is_moe else (0.0, 0.0)
     layer_max = max(d0, d1 + e1)
-    capacity = hbm_bytes * (1 - reserve_fraction) - reserve_bytes
+    # an HBM smaller than the reserve (a catalog's hbm_bytes of 1 B) leaves nothing, not "-4.0 GB usable"
+    capacity = max(0.0, hbm_bytes * (1 - reserve_fraction) - reserve_bytes)
     counts = layer_split(model, par)
     for st in range(par.pp):
         dense, experts = stage_params(model, par, st)

@@ -145,3 +145,9 @@ def test_a_model_of_2_24_layers_is_sized_without_a_list_per_layer(monkeypatch):
     deep = ModelSpec.from_dict({"hidden": 1024, "layers": 1 << 24, "heads": 8, "vocab": 32000, "seq_len": 2048})
     rep = memory_per_gpu(deep, Parallelism(tp=8, pp=2, global_batch=8), 80e9, flash=True)
     assert not rep.fits
+
+
+def test_an_hbm_below_the_reserve_leaves_zero_usable_not_negative():
+    """A catalog may give hbm_bytes 1 B: the usable memory was hbm - reserve = -4.0 GB in the error message."""
+    rep = memory_per_gpu(GPT3, Parallelism(tp=8, pp=8, dp=1, global_batch=8), 1.0, flash=True, reserve_bytes=4e9)
+    assert rep.capacity == 0.0 and not rep.fits and "vs 0.0 GB usable" in rep.summary()
