@@ -146,6 +146,9 @@ def _named_for_command(exc: FabricError, group, argv: list[str] | None) -> Fabri
     # the first word that is a command: global options' values (`--limit memory=8GB`) come before it
     commands = getattr(group, "commands", {})
     name = next((a for a in args if a in commands), "")
+    if exc.field == "ARCH" and any(a == "--topology" or a.startswith("--topology=") for a in args):
+        # the fabric's structure is at fault (no ToRs for the orchestrator, ...): with a file, that is the file
+        exc = FabricError("--topology", exc.message)
     return on_command(exc, name, command_options(group, name))
 
 

@@ -1,7 +1,7 @@
 """`fabric orchestrate` (place TP rings and DP groups on a faulty fabric) and `fabric orchestrate-table`.
 
 ``fabric orchestrate [ARCH] --tp T --dp D|max [--pp P] (--faulty-nodes i,j | --node-fault-ratio R [--seed X]
-| --trace stepfun|FILE [--trace-time DAYS]) [--solver ilp|greedy|fault-unaware] [--time-limit S] [--placement]
+| --trace stepfun|FILE [--trace-time DAYS] [--trace-servers N]) [--solver ilp|greedy|fault-unaware] [--time-limit S] [--placement]
 [--json]`` prints the placement's metrics (:func:`solvers.orchestrator.orchestrate_summary`: the function a
 sweep registers as a metric, so both give the same numbers).  Exit status: 0, 1 when the request is
 infeasible (the JSON says ``status: infeasible``), 2 for bad input.
@@ -62,6 +62,8 @@ def orchestrate_command(
     trace: Optional[str] = typer.Option(None, "--trace", help="fault trace: stepfun or a JSON file"),
     trace_time: Optional[float] = typer.Option(None, "--trace-time",
                                                help="trace day to read (default: the most nodes down)"),
+    trace_servers: Optional[int] = typer.Option(None, "--trace-servers",
+                                                help="servers a trace FILE covers (default: those in it)"),
     solver: str = typer.Option("ilp", "--solver", help="ilp, greedy or fault-unaware"),
     time_limit: Optional[float] = typer.Option(
         None, "--time-limit",
@@ -97,7 +99,7 @@ def orchestrate_command(
     fab = build_fabric(arch if topology is None else None, gpus, param, load_catalog(catalog), topology)
     data = orchestrate_summary(
         fab, tp=tp, dp=parse_dp(dp), pp=pp, count=count, faulty_nodes=nodes, node_fault_ratio=node_fault_ratio,
-        seed=seed, trace=trace, trace_time=trace_time, solver=solver, time_limit=time_limit, gap_rel=gap,
+        seed=seed, trace=trace, trace_time=trace_time, trace_servers=trace_servers, solver=solver, time_limit=time_limit, gap_rel=gap,
         mip_solver=mip_solver, tor_map=parse_tor_map(tor_map) if tor_map is not None else None,
         dp_bytes=parse_bytes(dp_bytes, "--dp-bytes") if dp_bytes is not None else None,
         pp_bytes=parse_bytes(pp_bytes, "--pp-bytes") if pp_bytes is not None else None,
@@ -172,6 +174,8 @@ def table_command(
     trace: Optional[str] = typer.Option("stepfun", "--trace", help="trace to replay too ('' for none)"),
     trace_points: Optional[int] = typer.Option(None, "--trace-points",
                                                help="fault sets drawn from the trace at random times (default: 8)"),
+    trace_servers: Optional[int] = typer.Option(None, "--trace-servers",
+                                                help="servers a trace FILE covers (default: those in it)"),
     time_limit: float = typer.Option(60.0, "--time-limit", help="ILP time limit per solve, seconds"),
     as_json: bool = JSON_OPT,
 ) -> None:
@@ -195,7 +199,8 @@ def table_command(
 
     fabrics = [(label, build(arch, gpus, dict(params))) for label, arch, params in DEFAULT_ARCHS]
     rows = cross_tor_table(fabrics, ratios=ratios, samples=samples, seed=seed, tp=tp, dp=dp, load=load,
-                           trace=trace or None, trace_points=trace_points, time_limit=time_limit)
+                           trace=trace or None, trace_points=trace_points, time_limit=time_limit,
+                           trace_servers=trace_servers)
     if as_json:
         emit_json({"rows": rows})
     else:

@@ -108,7 +108,9 @@ def read_link_loads(path: Path, n_links: int, ends=None) -> tuple[Optional[np.nd
         cols = {}
         for k in ("utilisation", "bytes"):
             if k in doc:
-                if isinstance(doc[k], list) and any(isinstance(x, bool) for x in doc[k]):
+                if not isinstance(doc[k], list):  # null read as one NaN: "has 1 values"
+                    raise FabricError(f"{path.name}:{k}", "must be a list of numbers, one per physical link")
+                if any(isinstance(x, bool) for x in doc[k]):
                     raise FabricError(f"{path.name}:{k}", "must be a list of numbers (true/false are not loads)")
                 try:
                     cols[k] = np.asarray(doc[k], dtype=float)
@@ -119,6 +121,9 @@ def read_link_loads(path: Path, n_links: int, ends=None) -> tuple[Optional[np.nd
         raise FabricError(field, "needs the 'links' of `fabric simulate --links --json`, or 'utilisation' "
                                  "and/or 'bytes' arrays (one value per physical link)")
     for k, v in cols.items():
+        if v.ndim != 1:  # [[0.5], ...] has as many rows as links, and was refused as "96 values; the fabric has 96"
+            raise FabricError(f"{field} {path.name}:{k}", f"must be a flat list of numbers (one per physical link), "
+                                                          f"not an array of shape {v.shape}")
         if v.shape != (n_links,):
             raise FabricError(field, f"{k!r} has {v.size} values; the fabric has {n_links} physical links")
         bad = np.flatnonzero(~((v >= 0) & (v <= MAX_LOAD)))  # NaN fails both comparisons: refused too

@@ -57,6 +57,9 @@ SCHEMA = 1
 #: Largest value of any catalog field: far above any price, power, rate or size, far below float overflow
 #: when multiplied by a bill of materials' counts.
 MAX_VALUE = 1e30
+#: Smallest rate, size or count a catalog may give (1 byte/s, 1 FLOP/s, 1 byte, 1 port): far below any part,
+#: and far from the float underflow and overflow that times divided by a rate of 1e-300 reach.
+MIN_RATE = 1.0
 
 
 def _parser_for(name: str) -> Callable[[Any, str], float]:
@@ -170,16 +173,28 @@ def _parse_entry(item: str, raw: Any, where: str, base: Component | None) -> Com
         values[name] = parser(q["value"], f"{fname}.value")
         if not values[name] <= MAX_VALUE:  # a sum over a BOM of 1e308-dollar parts overflows to inf
             raise FabricError(f"{fname}.value", f"{q['value']!r} must be at most {MAX_VALUE:g}")
-        if _must_be_positive(name) and not values[name] > 0:
+        if _must_be_positive(name) and not values[name] >= MIN_RATE:
             # a rate, a memory size or a port count of zero divides what is computed from it (0 B of HBM
-            # fits no model, an OCS of 0 ports holds no circuit); prices, power and latencies may be 0
-            raise FabricError(f"{fname}.value", f"{q['value']!r} must be > 0")
+            # fits no model, an OCS of 0 ports holds no circuit), and one of 1e-300 overflows what is divided
+            # by it (a time of 1e300 s, then inf and NaN); prices, power and latencies may be 0
+            raise FabricError(f"{fname}.value", f"{q['value']!r} must be >= {MIN_RATE:g} "
+                                                f"({_SI_UNIT.get(_unit_kind(name), 'a whole number')})")
+        if category == "ocs" and name == "ports" and values[name] < 2:
+            # a circuit joins two ports: an OCS of 1 port holds none (rfabric's agg-core wiring raised IndexError)
+            raise FabricError(f"{fname}.value", f"{q['value']!r} must be >= 2 (an OCS circuit joins two ports)")
         sources[name] = source.strip()
     return Component(item, category, str(description), values, sources)
 
 
 def _must_be_positive(name: str) -> bool:
     return name.endswith(("bandwidth", "_flops", "_bytes")) or name in ("ports", "chips")
+
+
+def _unit_kind(name: str) -> str:
+    return next((k for k in ("bandwidth", "_flops", "_bytes") if name.endswith(k)), "")
+
+
+_SI_UNIT = {"bandwidth": "bytes/s, 8 bps", "_flops": "FLOP/s", "_bytes": "bytes"}
 
 
 def _parse_document(doc: Any, where: str, base: dict[str, Component] | None) -> dict[str, Component]:

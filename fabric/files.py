@@ -78,11 +78,46 @@ def parse_yaml(text: str, name: str, field: str) -> Any:
     if not _depth_ok(text):
         raise FabricError(field, f"{name} nests deeper than {MAX_DEPTH} levels")
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_unique_key_loader())
+    except _DuplicateKey as exc:
+        raise FabricError(field, f"{name}: key {exc.key!r} is given twice (line {exc.line}); a later one would "
+                                 "silently replace the earlier") from None
     except yaml.YAMLError as exc:
         raise FabricError(field, f"{name} is not valid YAML ({str(exc).splitlines()[0]})") from None
     except (RecursionError, ValueError) as exc:
         raise FabricError(field, f"{name} is not valid YAML ({exc})") from None
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key, line: int):
+        super().__init__(key)
+        self.key, self.line = key, line
+
+
+_LOADER = None
+
+
+def _unique_key_loader():
+    """PyYAML's safe loader refusing a key given twice in one mapping (it keeps the last, silently: a second
+    ``gpu_h100:`` entry of a catalog would drop the first).  Built on first use: ``import yaml`` costs start-up."""
+    global _LOADER
+    if _LOADER is None:
+        import yaml
+
+        class UniqueKeyLoader(yaml.SafeLoader):
+            def construct_mapping(self, node, deep=False):
+                seen = set()
+                for key_node, _ in node.value:  # the mapping's own keys: a merge (<<) may be overridden
+                    if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                        continue
+                    key = self.construct_object(key_node)
+                    if key in seen:
+                        raise _DuplicateKey(key, key_node.start_mark.line + 1)
+                    seen.add(key)
+                return super().construct_mapping(node, deep=deep)
+
+        _LOADER = UniqueKeyLoader
+    return _LOADER
 
 
 def load_json(path: str | Path, field: str) -> Any:

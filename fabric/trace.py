@@ -28,8 +28,9 @@ Replay semantics
   ``fault_start`` of its server (first in, first out).
 * A ``fault_end`` with no open fault on its server is an error; a fault still
   open at the end stays down until the horizon.
-* The horizon is ``[0, last event time]`` days unless given; time-weighted
-  statistics weight each interval between event times by its length.
+* The horizon is ``[0, last event time]`` days unless given, and at least
+  one second; time-weighted statistics weight each interval between event
+  times by its length.
   Quantiles are inverse-CDF quantiles (the smallest value whose cumulative
   weight reaches q); this reproduces FIGURES.md "derived from it" for the
   shipped trace.
@@ -69,6 +70,9 @@ CAUSE_KEYS = ("Level", "Class", "Desc")
 MAPPINGS = ("tile", "sample")
 #: Latest event time read (days): beyond any real trace, and far from float overflow in time-weighted sums.
 MAX_DAYS = 1e6
+#: Shortest observation window (days): one second.  Rates divide by it; a window of 5e-324 days (one event at
+#: a subnormal time) makes faults per node-day overflow to inf.
+MIN_SPAN_DAYS = 1.0 / 86400
 
 
 @dataclass(frozen=True)
@@ -400,8 +404,12 @@ def trace_from_events(events: Any, name: str = "trace", *, n_servers: int | None
                                              f"in {name} (and >= 1)")
     end = max(times) if times else 0.0
     if horizon is None:
+        if end < MIN_SPAN_DAYS:  # the window is the events' own span: the file is at fault
+            raise FabricError(name, f"its events span {end:g} days (the last event time); a trace must span at "
+                                    f"least one second ({MIN_SPAN_DAYS:.3g} days) for rates and down fractions")
         horizon = end
-    if not np.isfinite(horizon) or horizon < end or horizon <= 0:
-        raise FabricError("horizon", f"{horizon!r} must be > 0 and >= the last event time ({end}) days")
+    if not np.isfinite(horizon) or horizon < end or horizon < MIN_SPAN_DAYS:
+        raise FabricError("horizon", f"{horizon!r} must be >= {MIN_SPAN_DAYS:.3g} days (one second) and >= the "
+                                     f"last event time ({end}) days")
     return Trace(name, tuple(index), int(n_servers), np.array(times, dtype=float), np.array(servers, dtype=np.int64),
                  np.array(starts, dtype=bool), tuple(causes), float(horizon), source)

@@ -48,10 +48,25 @@ def _prefix(unit: str, base_units: tuple[str, ...]) -> tuple[float, str] | None:
     return None
 
 
+def _shown(text) -> str:
+    """``text`` as an error message quotes it: its repr, cut to 40 characters (a 400-digit integer is one line)."""
+    r = repr(text)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
 def _finite_nonneg(value: float, field: str, text) -> float:
     if not math.isfinite(value) or value < 0:
-        raise FabricError(field, f"{text!r} must be a finite number >= 0")
+        raise FabricError(field, f"{_shown(text)} must be a finite number >= 0")
     return value
+
+
+def _number(value: int | float, field: str) -> float:
+    """A plain number (already in SI units) as a float; an integer beyond float range is refused, not raised."""
+    try:
+        as_float = float(value)
+    except OverflowError:  # YAML and JSON integers are unbounded: 10**400 has no float
+        raise FabricError(field, f"{_shown(value)} must be a finite number >= 0") from None
+    return _finite_nonneg(as_float, field, value)
 
 
 def parse_bandwidth(text: str | float | int, field: str = "bandwidth") -> float:
@@ -78,7 +93,7 @@ def parse_bandwidth(text: str | float | int, field: str = "bandwidth") -> float:
     1800000000000.0
     """
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return _finite_nonneg(float(text), field, text)
+        return _number(text, field)
     number, unit = _split(str(text), field, "a bandwidth (e.g. 400Gbps, 1.8TB/s)")
     unit = unit.replace("/s", "ps")
     split = _prefix(unit, ("bps", "Bps"))
@@ -98,7 +113,7 @@ def parse_bytes(text: str | float | int, field: str = "size") -> float:
     1073741824.0
     """
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return _finite_nonneg(float(text), field, text)
+        return _number(text, field)
     number, unit = _split(str(text), field, "a size (e.g. 1GiB, 512MB)")
     if unit == "":
         return _finite_nonneg(number, field, text)
@@ -117,7 +132,7 @@ def parse_time(text: str | float | int, field: str = "time") -> float:
     6e-05
     """
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return _finite_nonneg(float(text), field, text)
+        return _number(text, field)
     number, unit = _split(str(text), field, "a duration (e.g. 60us, 1.2ms)")
     if unit == "":
         return _finite_nonneg(number, field, text)
@@ -138,7 +153,7 @@ def parse_money(text: str | float | int, field: str = "price") -> float:
     1200.0
     """
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return _finite_nonneg(float(text), field, text)
+        return _number(text, field)
     raw = str(text).strip()
     if raw.startswith("$"):
         raw = raw[1:]
@@ -152,7 +167,7 @@ def parse_money(text: str | float | int, field: str = "price") -> float:
 def parse_power(text: str | float | int, field: str = "power") -> float:
     """Parse a power to watts (``9W``, ``1.2kW``, ``450``)."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return _finite_nonneg(float(text), field, text)
+        return _number(text, field)
     number, unit = _split(str(text), field, "a power (e.g. 9W, 1.2kW)")
     if unit == "":
         return _finite_nonneg(number, field, text)
@@ -165,7 +180,7 @@ def parse_power(text: str | float | int, field: str = "power") -> float:
 def parse_flops(text: str | float | int, field: str = "flops") -> float:
     """Parse a compute rate to FLOP/s (``989TFLOPS``, ``312e12``)."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return _finite_nonneg(float(text), field, text)
+        return _number(text, field)
     number, unit = _split(str(text), field, "a FLOP rate (e.g. 989TFLOPS)")
     unit = unit.replace("FLOP/s", "FLOPS")
     split = _prefix(unit, ("FLOPS",)) if unit else (1.0, "")

@@ -36,6 +36,9 @@ HBD_KINDS = ("switch_domain", "ocs_cube", "khop_line", "torus", "none")
 MIN_CAPACITY, MAX_CAPACITY, MAX_LATENCY = 1.0, 1e18, 1e3
 #: Largest count of one bill-of-materials line (2**40): priced sums stay exact in float.
 MAX_BOM_COUNT = 1 << 40
+#: Largest group id (node, rack, ToR, ...) of a node: 2**31 - 1, far above any cluster's count; an id beyond
+#: int64 (10**30) raised OverflowError when stored.
+MAX_GROUP_ID = (1 << 31) - 1
 
 
 def load_topology(path: str | Path, catalog: Catalog | None = None):
@@ -82,8 +85,8 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
             raise FabricError(f"{f}.kind", f"{kind!r} not allowed; use one of {', '.join(KIND_BY_LABEL)}")
         for gname in GROUPS:
             v = node.get(gname, -1)
-            if isinstance(v, bool) or not isinstance(v, int) or v < -1:
-                raise FabricError(f"{f}.{gname}", f"{v!r} must be an integer >= 0")
+            if isinstance(v, bool) or not isinstance(v, int) or not -1 <= v <= MAX_GROUP_ID:
+                raise FabricError(f"{f}.{gname}", f"{v!r} must be an integer in [0, {MAX_GROUP_ID}]")
             groups[gname].append(v)
         index[nid] = i
         kinds.append(KIND_BY_LABEL[kind])
@@ -149,7 +152,8 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
     n_gpu = int(np.count_nonzero(kinds_arr == KIND_BY_LABEL["gpu"]))
     if n_gpu == 0:
         raise FabricError(f"{where}:nodes", "has no GPU; give at least one node with kind 'gpu'")
-    hbd_doc = graph.get("hbd") or {"kind": "none", "gpus_per_node": 1, "domain_gpus": max(n_gpu, 1)}
+    # no HBD: TP 1, as a fat-tree's (a domain of every GPU let the MFU search pick a TP that goodput then refused)
+    hbd_doc = graph.get("hbd") or {"kind": "none", "gpus_per_node": 1, "domain_gpus": 1, "max_tp": 1}
     try:
         if not isinstance(hbd_doc, dict) or hbd_doc.get("kind") not in HBD_KINDS:
             raise TypeError

@@ -518,10 +518,13 @@ def load_fits(path, *, as_current: bool = False) -> int:
     import json
     from pathlib import Path
 
+    from fabric.files import read_text
+
     name = Path(path).name
+    text = read_text(path, "comm_cache")  # the one reader of input files: a folder, non-UTF-8, over 1 GiB
     try:
-        raw = json.loads(Path(path).read_text())
-    except (ValueError, RecursionError):  # not UTF-8 or not JSON (ValueError covers both)
+        raw = json.loads(text)
+    except (ValueError, RecursionError):  # not JSON
         raise FabricError("comm_cache", f"{name} is not JSON; it must be a cache written by fabric mfu") from None
     if not isinstance(raw, dict):
         raise FabricError("comm_cache", f"{name} must hold a JSON object of fits, got {type(raw).__name__}")

@@ -107,10 +107,13 @@ def layer_params(model: ModelSpec, par: Parallelism, moe: bool) -> tuple[float, 
 
 
 def stage_layer_counts(model: ModelSpec, par: Parallelism, stage: int) -> tuple[int, int]:
-    """(dense layers, MoE layers) held by ``stage``."""
-    layers = stage_layers(model, par, stage)
-    n_moe = sum(1 for i in layers if model.is_moe and i >= model.dense_layers)
-    return len(layers) - n_moe, n_moe
+    """(dense layers, MoE layers) held by ``stage``: counted per chunk, not per layer (a file may give 2**24)."""
+    total = n_moe = 0
+    for lo, hi in _stage_ranges(model, par, stage):
+        total += hi - lo
+        if model.is_moe:  # layer i is an MoE layer if i >= dense_layers
+            n_moe += max(0, hi - max(lo, model.dense_layers))
+    return total - n_moe, n_moe
 
 
 def stage_params(model: ModelSpec, par: Parallelism, stage: int) -> tuple[float, float]:
@@ -133,15 +136,16 @@ def stage_params(model: ModelSpec, par: Parallelism, stage: int) -> tuple[float,
 
 def stage_layers(model: ModelSpec, par: Parallelism, stage: int) -> list[int]:
     """Layer indices held by ``stage`` (its ``interleave`` chunks; :func:`~workloads.parallelism.layer_split`)."""
+    return [i for lo, hi in _stage_ranges(model, par, stage) for i in range(lo, hi)]
+
+
+def _stage_ranges(model: ModelSpec, par: Parallelism, stage: int) -> list[tuple[int, int]]:
+    """The half-open layer ranges ``[lo, hi)`` of the ``interleave`` chunks of ``stage``."""
     counts = layer_split(model, par)
     starts = [0]
     for c in counts:
         starts.append(starts[-1] + c)
-    out: list[int] = []
-    for c in range(par.interleave):
-        j = c * par.pp + stage
-        out.extend(range(starts[j], starts[j + 1]))
-    return out
+    return [(starts[j], starts[j + 1]) for j in (c * par.pp + stage for c in range(par.interleave))]
 
 
 def layer_activation_bytes(model: ModelSpec, par: Parallelism, moe: bool, *, flash: bool,
@@ -281,7 +285,7 @@ def memory_per_gpu(model: ModelSpec, par: Parallelism, hbm_bytes: float, *, flas
     reserve_fraction, reserve_bytes : float
         The allowance for allocator fragmentation (a fraction of HBM) and
         for the CUDA context, NCCL buffers and framework workspaces (bytes):
-        capacity = ``hbm_bytes * (1 - reserve_fraction) - reserve_bytes``
+        capacity = ``max(0, hbm_bytes * (1 - reserve_fraction) - reserve_bytes)``
         (values and their sources: :data:`workloads.step.RUNTIME_SOURCES`).
     memory_efficient_norm : bool
         Norms store their output, not their input (:func:`layer_activation_bytes`).
@@ -295,7 +299,8 @@ def memory_per_gpu(model: ModelSpec, par: Parallelism, hbm_bytes: float, *, flas
     d0, _ = layer_params(model, par, moe=False)
     d1, e1 = layer_params(model, par, moe=True) if model.is_moe else (0.0, 0.0)
     layer_max = max(d0, d1 + e1)
-    capacity = hbm_bytes * (1 - reserve_fraction) - reserve_bytes
+    # an HBM smaller than the reserve (a catalog's hbm_bytes of 1 B) leaves nothing, not "-4.0 GB usable"
+    capacity = max(0.0, hbm_bytes * (1 - reserve_fraction) - reserve_bytes)
     counts = layer_split(model, par)
     for st in range(par.pp):
         dense, experts = stage_params(model, par, st)

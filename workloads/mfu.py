@@ -8,6 +8,7 @@ parses, calls it and prints.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Optional
 
 from fabric.catalog import Catalog, load_catalog
@@ -66,23 +67,22 @@ def default_dp(sm, par_kwargs: dict, global_batch: int) -> int:
     ep = par_kwargs.get("ep", 1)
     if tp < 1 or cp < 1 or pp < 1 or mb < 1 or not isinstance(ep, int) or ep < 1:
         return 1
+    # expert-parallel groups are folded from the tp x cp x dp ranks: dp must be a multiple of this
+    fold = ep // math.gcd(ep, tp * cp) if sm.model.is_moe else 1
     # the model and HBD rules first, so that their message (not "no dp fits") reaches the user
-    # (pp micro-batches: the fewest an interleaved schedule accepts; the real count is checked with the real dp;
-    # dp = ep: expert-parallel groups are folded from the TP x CP x DP ranks, so the rule "ep divides tp x cp x dp"
-    # holds for some dp and is checked below with the dp chosen)
-    validate(sm.model, Parallelism(**{**par_kwargs, "dp": ep, "global_batch": mb * pp * ep}),
+    # (pp micro-batches: the fewest an interleaved schedule accepts; the real count is checked with the real dp)
+    validate(sm.model, Parallelism(**{**par_kwargs, "dp": fold, "global_batch": mb * pp * fold}),
              None if sm.tp_beyond_hbd else sm.fabric.hbd)
     most = fault_free_tp_groups(sm.fabric, tp).size // (tp * cp * pp)  # raises if the HBD cannot form tp
     v = par_kwargs.get("interleave", 1)
-    for d in range(most, 0, -1):
-        if global_batch % (d * mb) == 0 and (v == 1 or global_batch // (d * mb) % pp == 0) \
-                and (tp * cp * d) % ep == 0:
+    for d in range(most - most % fold, 0, -fold):
+        if global_batch % (d * mb) == 0 and (v == 1 or global_batch // (d * mb) % pp == 0):
             return d
     # no replica fits: name the largest model-parallel factor (the one to lower), not always tp
     flag = max((("tp", tp), ("cp", cp), ("pp", pp)), key=lambda kv: kv[1])[0] if most == 0 else "global_batch"
     raise FabricError(flag, f"no data-parallel size fits: tp x cp x pp = {tp * cp * pp} on {sm.fabric.n_gpus} GPUs "
                             f"with global batch {global_batch} and micro-batch {mb}"
-                            + (f", ep={ep} dividing tp x cp x dp" if ep > 1 else ""))
+                            + (f" (dp a multiple of {fold} for ep {ep})" if fold > 1 else ""))
 
 
 def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: bool = True,

@@ -210,8 +210,10 @@ class ModelSpec:
                 raise FabricError(f"{where}:dense_layers", f"must be below layers={vals['layers']}")
             if vals.get("shared_experts"):
                 vals["shared_ffn_hidden"] = vals.get("shared_ffn_hidden") or vals["expert_ffn_hidden"]
+            elif vals.get("shared_ffn_hidden"):  # a width of no expert: it was dropped without a word
+                raise FabricError(f"{where}:shared_ffn_hidden", "only with shared_experts > 0")
         else:
-            for key in ("top_k", "expert_ffn_hidden", "shared_experts", "dense_layers"):
+            for key in ("top_k", "expert_ffn_hidden", "shared_experts", "shared_ffn_hidden", "dense_layers"):
                 if vals.get(key):
                     raise FabricError(f"{where}:{key}", "only for an MoE model; set experts > 0")
         if vals.get("kv_lora_rank"):

@@ -30,6 +30,7 @@ bound of the next candidate exceeds the ``confirm``-th best screened time
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -47,7 +48,9 @@ _LAYOUT_OPTIONS = ("distributed_optimizer", "zero_stage", "first_stage_layers", 
 
 
 def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """The divisors of ``n`` >= 1, ascending; pairs up to sqrt(n), so a model file's 2**24 experts takes 4,096 steps."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
 
 
 @dataclass

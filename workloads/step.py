@@ -51,7 +51,7 @@ from workloads.comm import CommCache, default_backend
 from workloads.compute import (DEFAULT_GEMM, GemmEfficiency, GpuSpec, LayerTimes, embedding_times, layer_times,
                                logits_times)
 from workloads.flops import hardware_flops, model_flops
-from workloads.memory import MemoryReport, memory_per_gpu, stage_layer_counts, stage_layers, stage_params
+from workloads.memory import MemoryReport, memory_per_gpu, stage_layer_counts, stage_params
 from workloads.models import ModelSpec
 from workloads.parallelism import Parallelism, validate
 from workloads.placement import RankPlacement
@@ -207,6 +207,10 @@ def gpu_of(fabric: Fabric, catalog: Catalog) -> GpuSpec:
     items = sorted({line.item for line in fabric.bom if line.category == "gpu" or
                     (line.scope == "compute" and catalog.category(line.item) == "gpu")})
     if len(items) != 1:
+        source = fabric.params.get("file")  # a topology file: its graph.bom lists the parts, -p gpu is not taken
+        if source:
+            raise FabricError(f"{source}:graph.bom", f"cannot tell the fabric's GPU ({items or 'no GPU item'}); list "
+                                                     "exactly one, e.g. {item: gpu_h100, scope: compute, count: N}")
         raise FabricError("gpu", f"cannot tell the fabric's GPU from its bill of materials ({items or 'none'})")
     return GpuSpec.from_catalog(catalog, items[0])
 
@@ -480,7 +484,7 @@ class StepModel:
             model_tflops_per_gpu=mf / (step * world) / 1e12, tokens_per_s=par.global_batch * m.seq_len / step,
             memory=mem, breakdown={k: float(v) for k, v in breakdown.items()}, comm_backend=self.backend_name,
             placement=pl.to_dict(), notes=notes, flops_convention=conv, precision=self.precision,
-            peak_tflops=peak / 1e12, stage_layers=[len(stage_layers(m, par, st)) for st in range(par.pp)],
+            peak_tflops=peak / 1e12, stage_layers=[sum(stage_layer_counts(m, par, st)) for st in range(par.pp)],
             slowest_stage=slow)
 
     @property
@@ -499,7 +503,7 @@ class StepModel:
         # overlap windows: the backward (incl. recomputation) of the last micro-batch on the first stage,
         # and the forward of the next step's first micro-batch
         t = self.layer(par, self._layer_kinds()[-1])
-        n_layers = len(stage_layers(m, par, 0))
+        n_layers = sum(stage_layer_counts(m, par, 0))
         window_b = n_layers * (t.bwd + t.recompute)
         window_f = n_layers * t.fwd
         total = 0.0

@@ -29,8 +29,10 @@ class SwitchDomainPolicy(Policy):
         super().__init__(fabric, nodes)
         dom = fabric.group("domain")[nodes.gpu_ids]
         if self.hbd.kind == HBDKind.NONE or np.any(dom < 0):
-            # no HBD domains given: a GPU is its own domain (none) or its node is (custom topologies)
-            dom = np.arange(nodes.n_gpus) if self.hbd.kind == HBDKind.NONE else nodes.node_of_gpu
+            # no HBD domains given: its node is the domain (custom topologies).  With no HBD at all TP is 1
+            # (max_tp), so a node forms the same groups as one domain per GPU (one per healthy GPU), and a
+            # node of several GPUs (a topology file without graph.hbd) is not refused as spanning domains
+            dom = nodes.node_of_gpu
         self.domain_ids, self.dom_of_gpu = dense_ids(dom)
         self.n_domains = int(self.domain_ids.size)
         self.domain_size = np.bincount(self.dom_of_gpu, minlength=self.n_domains)

@@ -262,7 +262,7 @@ def orchestrate_summary(fabric: Fabric, *, tp: int, dp: int | None, pp: int = 1,
                         time_limit: float | None = DEFAULT_TIME_LIMIT, gap_rel: float = 0.0,
                         mip_solver: str = "auto", tor_map=None, dp_bytes: float | None = None,
                         pp_bytes: float | None = None, placement: bool = False,
-                        fault_mode: str = "bernoulli") -> dict:
+                        fault_mode: str = "bernoulli", trace_servers: int | None = None) -> dict:
     """One orchestration as the JSON object of ``fabric orchestrate`` (what a sweep metric registers).
 
     Exactly one fault source: ``faulty_nodes`` (node ids), ``node_fault_ratio``
@@ -270,7 +270,8 @@ def orchestrate_summary(fabric: Fabric, *, tp: int, dp: int | None, pp: int = 1,
     :func:`fabric.faults.sample_iid`) or
     ``trace`` (``stepfun`` or a file, replayed on the nodes with ``seed`` and
     read at ``trace_time`` days: default the moment with the most nodes
-    down); none of them means no fault.
+    down); none of them means no fault.  ``trace_servers`` counts the servers
+    a trace file covers, those that never fail included (default: those in it).
 
     Returns
     -------
@@ -279,6 +280,7 @@ def orchestrate_summary(fabric: Fabric, *, tp: int, dp: int | None, pp: int = 1,
     """
     from solvers.orchestrator.faultsets import fault_nodes
 
+    trace = with_servers(trace, trace_servers)
     nodes, source = fault_nodes(fabric, faulty_nodes=faulty_nodes, node_fault_ratio=node_fault_ratio, seed=seed,
                                 trace=trace, trace_time=trace_time, mode=fault_mode)
     job = Job(tp=tp, dp=dp, pp=pp, count=count, dp_bytes=dp_bytes, pp_bytes=pp_bytes)
@@ -290,3 +292,20 @@ def orchestrate_summary(fabric: Fabric, *, tp: int, dp: int | None, pp: int = 1,
     out["nodes"] = int(all_nodes.size)
     out["node_fault_ratio"] = len(nodes) / all_nodes.size if all_nodes.size else 0.0
     return out
+
+
+def with_servers(trace, trace_servers: int | None):
+    """``trace`` loaded with ``trace_servers`` servers (:func:`fabric.trace.load_trace`), or as given if None.
+
+    Without the count a file covers only the servers that failed, and replaying those alone on every node
+    overstates the faults (400 servers of which 3 failed replay as 3 servers, each of them down at times).
+    """
+    if trace_servers is None:
+        return trace
+    if trace is None:
+        raise FabricError("trace_servers", "counts the servers of a trace file; give --trace FILE with it")
+    from fabric.trace import Trace, load_trace
+
+    if isinstance(trace, Trace):
+        raise FabricError("trace_servers", "give it with a trace name or file, not a loaded Trace")
+    return load_trace(str(trace), n_servers=trace_servers)

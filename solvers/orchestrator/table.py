@@ -15,13 +15,14 @@ import numpy as np
 from fabric.faults import FaultModel
 from fabric.faultset import draw_faults
 from fabric.model import Fabric
-from solvers.orchestrator.api import orchestrate_summary
+from solvers.orchestrator.api import orchestrate_summary, with_servers
 
 
 def cross_tor_table(fabrics: Iterable[tuple[str, Fabric]], *, ratios=tuple(i / 100 for i in range(11)),
                     samples: int = 2, seed: int = 0, tp: int = 8, dp: int = 4, load: float | None = None,
                     solvers=("ilp", "greedy", "fault-unaware"), trace: str | None = "stepfun",
-                    trace_points: int = 8, time_limit: float = 60.0, mode: str = "exact") -> list[dict]:
+                    trace_points: int = 8, time_limit: float = 60.0, mode: str = "exact",
+                    trace_servers: int | None = None) -> list[dict]:
     """Cross-ToR traffic ratio (and GPU utilisation) against node fault ratio, per architecture and solver.
 
     Parameters
@@ -42,6 +43,8 @@ def cross_tor_table(fabrics: Iterable[tuple[str, Fabric]], *, ratios=tuple(i / 1
         Also replay this trace: ``trace_points`` fault sets at random times
         (time-weighted, seeded), binned by their node fault ratio (nearest
         ratio of ``ratios``).
+    trace_servers : int, optional
+        Servers a trace file covers, those that never fail included (default: those in it).
 
     Returns
     -------
@@ -50,6 +53,7 @@ def cross_tor_table(fabrics: Iterable[tuple[str, Fabric]], *, ratios=tuple(i / 1
         ``gpu_utilization``, ``status`` counts.
     """
     rows = []
+    trace = with_servers(trace, trace_servers)
     for label, fab in fabrics:
         count = None
         if load is not None:

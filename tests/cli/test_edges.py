@@ -107,6 +107,27 @@ def test_mfu_interleave_default_dp_skips_a_dp_with_too_few_micro_batches(run_cli
     assert json.loads(out)["config"].startswith("tp8 pp4 v2 dp1 ")
 
 
+@pytest.mark.parametrize("gpus, batch, tp, ep, config", [
+    ("64", "64", "1", "2", "tp1 pp1 dp64 ep2 "), ("64", "64", "1", "8", "tp1 pp1 dp64 ep8 "),
+    ("64", "64", "2", "8", "tp2 pp1 dp32 ep8 "),
+    ("40", "60", "1", "4", "tp1 pp1 dp20 ep4 ")])  # dp 30 divides the batch but folds no ep-4 group
+def test_mfu_ep_without_dp_takes_a_dp_that_folds_the_expert_groups(run_cli, tmp_path, gpus, batch, tp, ep, config):
+    """--ep without --dp was refused ("2 does not divide tp x cp x dp = 1"): the rules were checked at dp 1.
+
+    Exact: the largest dp <= GPUs / tp that divides the global batch and is a multiple of ep / gcd(ep, tp)
+    (the fold rule), by hand: 64, 64, 32 and 20 (40, 36, 32, 28, 24 do not divide 60).
+    """
+    import yaml
+
+    model = tmp_path / "moe.yaml"
+    model.write_text(yaml.safe_dump({"hidden": 1024, "layers": 4, "heads": 8, "vocab": 32000, "seq_len": 2048,
+                                     "swiglu": True, "experts": 8, "top_k": 2, "expert_ffn_hidden": 1024}))
+    rc, out, err = run_cli("mfu", "dgx", "--gpus", gpus, "--model", model, "--tp", tp, "--ep", ep,
+                           "--global-batch", batch, "--comm", "analytic", "--json")
+    assert rc == 0, err
+    assert json.loads(out)["config"].startswith(config)
+
+
 # ----------------------------------------------------------------------------------------------- catalog
 def _catalog(tmp_path, doc) -> str:
     import yaml
@@ -156,6 +177,8 @@ def _event(t, kind="fault_start", node="a"):
     ([_event(1e308)], "t.json:events[0].event_time"),  # was exit 0 with an overflow warning on stderr
     ([_event(0.5), _event(2e6, "fault_end")], "t.json:events[1].event_time"),
     ([], "t.json"),  # was "--trace: 0.0 must be > 0 and >= the last event time"
+    ([_event(0.0)], "t.json"),  # the same message, for a file whose events all fall on day 0
+    ([_event(5e-324)], "t.json"),  # was exit 0, faults per node-day inf (null) and a RuntimeWarning on stderr
 ])
 @pytest.mark.parametrize("command", [["faults", "dgx", "--gpus", "64", "--tp", "8", "--samples", "3", "--no-blast"],
                                      ["goodput", "dgx", "--gpus", "64", "--model", "llama3-8b", "--comm", "analytic",
@@ -347,11 +370,64 @@ def _topology(tmp_path, mutate) -> str:
     (lambda d: d["links"][0].update(capacity=1e-300), "topo.json:links[0].capacity"),  # time 1e306 s, overflow
     (lambda d: d["links"][0].update(capacity=1e308), "topo.json:links[0].capacity"),
     (lambda d: d["graph"]["bom"][0].update(count=10**30), "topo.json:graph.bom[0].count"),
+    (lambda d: d["nodes"][0].update(node=10**30), "topo.json:nodes[0].node"),  # was an OverflowError traceback
+    (lambda d: d["nodes"][1].update(rack=2**31), "topo.json:nodes[1].rack"),
 ])
 def test_topology_link_values_are_bounded(run_cli, tmp_path, mutate, field):
     rc, _, err = run_cli("simulate", "--topology", _topology(tmp_path, mutate), "--collective", "all-reduce",
                          "--size", "1MB", "--ranks", "0-1")
     one_error(rc, err, field)
+
+
+def test_a_topology_without_hbd_takes_faults_at_tp_1(run_cli, tmp_path):
+    """No graph.hbd (kind none, TP 1) and a node of 2 GPUs: faults refused it as "hbd: a node's GPUs span two
+    switch domains" (a field of no flag or file).  Exact: no faults, both GPUs form a group of 1."""
+    path = _topology(tmp_path, lambda d: d.pop("graph"))
+    rc, out, err = run_cli("faults", "--topology", path, "--tp", "1", "--node-fault-ratio", "0", "--samples", "2",
+                           "--no-blast", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["baseline"]["usable_gpus"] == 2 and d["waste_ratio"]["mean"] == 0.0
+
+
+@pytest.mark.parametrize("hbd", [{"kind": "khop_line", "gpus_per_node": 2, "domain_gpus": 2, "k": 2},
+                                 {"kind": "khop_line", "gpus_per_node": 2, "domain_gpus": 2, "k": 0},
+                                 {"kind": "ocs_cube", "gpus_per_node": 2, "domain_gpus": 2, "cube_gpus": 2}])
+def test_a_topology_hbd_the_solvers_refuse_names_the_topology_flag(run_cli, tmp_path, hbd):
+    """A k-hop line without positions, k 0, a cube without cube groups: the error named "hbd" (no flag)."""
+    path = _topology(tmp_path, lambda d: d["graph"].update(hbd=hbd))
+    rc, _, err = run_cli("faults", "--topology", path, "--tp", "2", "--node-fault-ratio", "0.1", "--samples", "2")
+    one_error(rc, err, "--topology")
+
+
+def test_a_topology_the_orchestrator_cannot_place_on_names_the_file_not_arch(run_cli, tmp_path):
+    """GPUs without a ToR: the error named ARCH, which the command line did not give (the file is the fabric)."""
+    path = _topology(tmp_path, lambda d: None)
+    rc, _, err = run_cli("orchestrate", "--topology", path, "--tp", "2", "--dp", "1", "--solver", "greedy")
+    assert one_error(rc, err, "--topology", "ToR").startswith("error: --topology:")
+
+
+@pytest.mark.parametrize("command", [["mfu", "--model", "llama3-8b", "--comm", "analytic"],
+                                     ["goodput", "--model", "llama3-8b", "--comm", "analytic"]])
+def test_a_topology_without_a_gpu_item_names_its_bill_of_materials(run_cli, tmp_path, command):
+    """No graph: the error was "gpu: cannot tell..." (goodput) or "-p gpu" (mfu), which --topology refuses."""
+    path = _topology(tmp_path, lambda d: d.pop("graph"))
+    rc, _, err = run_cli(*command, "--topology", path)
+    assert one_error(rc, err, "gpu_h100").startswith("error: topo.json:graph.bom:")
+
+
+def test_a_topology_without_hbd_is_tp_1_for_the_search_and_goodput_alike(run_cli, tmp_path):
+    """No graph.hbd: the default domain was every GPU, so the search chose TP 2 and goodput's placement then
+    refused it ("--tp: 2 exceeds the largest TP group", with no --tp given).  Now TP 1, as a fat-tree's."""
+    import yaml
+
+    path = _topology(tmp_path, lambda d: d["graph"].pop("hbd"))
+    model = tmp_path / "tiny.yaml"
+    model.write_text(yaml.safe_dump({"hidden": 1024, "layers": 4, "heads": 8, "vocab": 32000, "seq_len": 2048}))
+    rc, out, err = run_cli("goodput", "--topology", path, "--model", model, "--comm", "analytic", "--no-series",
+                           "--json")
+    assert rc == 0, err
+    assert json.loads(out)["config"].startswith("tp1 ")
 
 
 def test_topology_link_at_the_bounds_is_simulated(run_cli, tmp_path):

@@ -144,3 +144,45 @@ def test_table_trace_points_without_a_trace_is_refused(run_cli):
     """--trace '' draws no trace point; --trace-points was ignored."""
     rc, out, err = run_cli("orchestrate-table", "--gpus", "128", "--trace", "", "--trace-points", "5", "--json")
     assert rc == 2 and out == "" and err.count("\n") == 1 and "--trace-points" in err
+
+
+def _two_server_trace(tmp_path):
+    ev = [("a", 0.5, "fault_start"), ("b", 1.0, "fault_start"), ("a", 1.5, "fault_end"), ("b", 2.0, "fault_end")]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps([{"node_id": n, "event_time": t, "event_type": k,
+                                 "fault_type": {"Level": "Hardware Failure", "Class": "GPU", "Desc": "x"}}
+                                for n, t, k in ev]))
+    return path
+
+
+def test_trace_servers_counts_the_servers_that_never_failed(run_cli, tmp_path):
+    """A file lists only the servers that failed: without --trace-servers (which orchestrate lacked) its 2
+    servers replay on all 8 nodes, all down at day 1.2.  With 400 servers, the 8 nodes replay 8 distinct servers
+    (tile), of which at most the 2 that failed are down: node fault ratio <= 2 / 8 (exact, by the tile rule)."""
+    path = _two_server_trace(tmp_path)
+    base = ["orchestrate", "dgx", "--gpus", "64", "--tp", "8", "--dp", "1", "--solver", "greedy", "--trace", path,
+            "--trace-time", "1.2", "--json"]
+    rc, _, err = run_cli(*base)
+    assert rc == 2 and "the 0 healthy GPUs" in err
+    rc, out, err = run_cli(*base, "--trace-servers", "400")
+    assert rc == 0, err
+    assert json.loads(out)["node_fault_ratio"] <= 2 / 8
+
+
+def test_trace_servers_without_a_trace_or_below_its_servers(run_cli, tmp_path):
+    base = ["orchestrate", "dgx", "--gpus", "64", "--tp", "8", "--dp", "1", "--solver", "greedy"]
+    rc, _, err = run_cli(*base, "--trace", _two_server_trace(tmp_path), "--trace-servers", "1")
+    assert rc == 2 and err.startswith("error: --trace-servers: 1 must be a whole number >= the 2 servers"), err
+    rc, _, err = run_cli(*base, "--trace-servers", "4")
+    assert rc == 2 and err.startswith("error: --trace-servers: counts the servers of a trace file"), err
+
+
+def test_orchestrate_table_takes_trace_servers_too(run_cli, tmp_path):
+    """The same count for the table's trace rows; with --trace '' there is no file for it to count."""
+    rc, _, err = run_cli("orchestrate-table", "--trace", "", "--trace-servers", "4")
+    assert rc == 2 and err.startswith("error: --trace-servers: counts the servers of a trace file"), err
+    rc, out, err = run_cli("orchestrate-table", "--gpus", "64", "--tp", "8", "--dp", "1", "--samples", "1",
+                           "--max-ratio", "0.01", "--step", "0.01", "--trace", _two_server_trace(tmp_path),
+                           "--trace-servers", "400", "--trace-points", "2", "--time-limit", "5", "--json")
+    assert rc == 0, err
+    assert {r["source"] for r in json.loads(out)["rows"]} == {"iid", "trace"}

@@ -99,6 +99,21 @@ def test_link_loads_from_a_file(run_cli, tmp_path):
     assert not (tmp_path / "bad.html").exists()
 
 
+@pytest.mark.parametrize("doc, said", [
+    ({"utilisation": None}, "loads.json:utilisation: must be a list"),  # was "'utilisation' has 1 values"
+    ("nested", "loads.json:utilisation: must be a flat list"),  # was "has 96 values; the fabric has 96"
+])
+def test_link_loads_arrays_that_are_not_flat_lists(run_cli, tmp_path, doc, said):
+    from topologies import build
+
+    n = len(build("fat-tree", None, {}).links)
+    loads = tmp_path / "loads.json"
+    loads.write_text(json.dumps({"utilisation": [[0.5]] * n} if doc == "nested" else doc))
+    rc, _, err = run_cli("view", "fat-tree", "--link-loads", loads, "--out", tmp_path / "bad.html")
+    assert rc == 2 and said in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "bad.html").exists()
+
+
 @pytest.mark.parametrize("args, field", [
     (["nvl-99"], "ARCH"),
     (["dgx", "--node-fault-ratio", "1.5"], "--node-fault-ratio"),

@@ -59,6 +59,8 @@ def test_user_catalog_overrides_field_by_field(tmp_path):
      "--catalog bad.yaml:gpu_h100.hbm_bytes.value"),
     ("components: {ocs_palomar: {ports: {value: 0, source: assumed}}}", "--catalog bad.yaml:ocs_palomar.ports.value"),
     ("components: {nvlink_switch_tray: {chips: {value: 0, source: assumed}}}", "nvlink_switch_tray.chips.value"),
+    # one port holds no circuit: `cost rfabric` raised IndexError wiring agg to core through it
+    ("components: {ocs_palomar: {ports: {value: 1, source: assumed}}}", "--catalog bad.yaml:ocs_palomar.ports.value"),
 ])
 def test_malformed_catalog_names_the_field(tmp_path, body, field):
     p = tmp_path / "bad.yaml"
@@ -66,6 +68,44 @@ def test_malformed_catalog_names_the_field(tmp_path, body, field):
     with pytest.raises(FabricError) as exc:
         load_catalog(p)
     assert field in str(exc.value)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("nic_bandwidth", 1e-300), ("hbd_bandwidth", 1e-300), ("hbm_bandwidth", 0.5), ("peak_bf16_flops", 1e-300),
+    ("hbm_bytes", 0.5)])
+def test_rates_and_sizes_below_one_are_refused(tmp_path, field, value):
+    """A rate of 1e-300 passed "> 0" and then overflowed what is divided by it: build raised OverflowError
+    (radix = total // port bandwidth), mfu ZeroDivisionError or printed NaN step times."""
+    p = tmp_path / "tiny.yaml"
+    p.write_text(f"components: {{gpu_h100: {{{field}: {{value: {value:.3e}, source: assumed}}}}}}")
+    with pytest.raises(FabricError) as exc:
+        load_catalog(p)
+    assert exc.value.field == f"--catalog tiny.yaml:gpu_h100.{field}.value" and ">= 1" in exc.value.message
+
+
+def test_a_price_beyond_float_range_is_refused(tmp_path):
+    p = tmp_path / "big.yaml"
+    p.write_text("components: {gpu_h100: {price_usd: {value: " + "9" * 400 + ", source: assumed}}}")
+    with pytest.raises(FabricError) as exc:
+        load_catalog(p)
+    assert exc.value.field == "--catalog big.yaml:gpu_h100.price_usd.value"
+
+
+def test_a_key_given_twice_is_refused(tmp_path):
+    """PyYAML keeps the last of two equal keys: a second gpu_h100 entry silently dropped the first one's price."""
+    p = tmp_path / "twice.yaml"
+    p.write_text("components:\n  gpu_h100:\n    price_usd: {value: 1, source: assumed}\n"
+                 "  gpu_h100:\n    power_w: {value: 1, source: assumed}\n")
+    with pytest.raises(FabricError) as exc:
+        load_catalog(p)
+    assert exc.value.field == "catalog" and "'gpu_h100' is given twice (line 4)" in exc.value.message
+
+
+def test_yaml_merge_keys_may_still_be_overridden():
+    """A merge (<<) is not a duplicate: the mapping's own key overrides it, as YAML says."""
+    from fabric.files import parse_yaml
+
+    assert parse_yaml("a: &a {x: 1, y: 1}\nb: {<<: *a, x: 2}\n", "m.yaml", "f")["b"] == {"x": 2, "y": 1}
 
 
 def test_unknown_component_field_lists_the_allowed_ones(tmp_path):

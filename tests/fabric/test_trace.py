@@ -109,6 +109,20 @@ def test_malformed_event_names_its_index(tmp_path, mutate, field):
     assert exc.value.field == field
 
 
+@pytest.mark.parametrize("times", [[0.0], [0.0, 0.0], [5e-324], [1e-300, 2e-300]])
+def test_a_trace_spanning_under_a_second_is_refused_naming_the_file(times):
+    """Rates divide by the span: one event at 5e-324 days gave faults per node-day = inf (printed as null)."""
+    kinds = ["fault_start", "fault_end"]
+    events = [_ev("a", t, kinds[i % 2]) for i, t in enumerate(times)]
+    with pytest.raises(FabricError) as exc:
+        trace_from_events(events, "t.json")
+    assert exc.value.field == "t.json" and "at least one second" in exc.value.message
+    with pytest.raises(FabricError, match="horizon"):
+        trace_from_events(events, "t.json", horizon=1e-9)
+    s = trace_from_events(events, "t.json", horizon=1.0).statistics()  # a window given by the caller is fine
+    assert np.isfinite(s.faults_per_node_day)
+
+
 def test_bad_files(tmp_path):
     with pytest.raises(FabricError, match="neither a shipped trace"):
         load_trace(tmp_path / "missing.json")

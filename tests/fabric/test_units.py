@@ -49,6 +49,14 @@ def test_bad_units_name_the_field(fn, text):
     assert exc.value.field == "myfield"
 
 
+@pytest.mark.parametrize("fn", [parse_bandwidth, parse_bytes, parse_time, parse_money, parse_power, parse_flops])
+def test_integer_beyond_float_range_names_the_field(fn):
+    """YAML and JSON integers are unbounded: 10**400 has no float and raised OverflowError (a traceback)."""
+    with pytest.raises(FabricError) as exc:
+        fn(10**400, "myfield")
+    assert exc.value.field == "myfield" and len(str(exc.value)) < 120  # the 401 digits are cut
+
+
 def test_format_round_trip():
     assert format_bandwidth(50e9, bits=True) == "400Gbps"
     assert format_bandwidth(1.8e12) == "1.8TB/s"

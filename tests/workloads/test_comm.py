@@ -144,3 +144,20 @@ def test_saved_fits_load_back_and_a_bad_entry_adds_none(dgx64, tmp_path):
     with pytest.raises(FabricError, match=r"^comm_cache: cc\.json: entry .*all_gather.*\[-1, -1\] must be"):
         comm.load_fits(path)
     assert comm._FITS == {}
+
+
+def test_a_cache_file_is_read_through_the_one_reader(tmp_path, monkeypatch):
+    """--comm-cache was read with Path.read_text: no size limit (README: every input file is read through one
+    reader that refuses a folder, a non-UTF-8 file and a file over 1 GiB).  The limit is lowered to test it."""
+    import fabric.files
+    from workloads import comm
+
+    path = tmp_path / "cc.json"
+    path.write_text("{}" + " " * 64)
+    monkeypatch.setattr(fabric.files, "MAX_FILE_BYTES", 16)
+    with pytest.raises(FabricError, match=r"^comm_cache: cc\.json is over"):
+        comm.load_fits(path)
+    path.write_bytes(b'{"\xff": 1}')
+    monkeypatch.setattr(fabric.files, "MAX_FILE_BYTES", 1 << 30)
+    with pytest.raises(FabricError, match=r"^comm_cache: cc\.json is not UTF-8"):
+        comm.load_fits(path)

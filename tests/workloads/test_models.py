@@ -62,6 +62,11 @@ def test_user_files_yaml_and_json(tmp_path):
     ({"hidden": 512, "layers": 4, "heads": 8, "vocab": 10, "seq_len": 8, "top_k": 2}, "top_k"),
     ({"hidden": 500, "layers": 4, "heads": 8, "vocab": 10, "seq_len": 8}, "heads"),
     ([1, 2], "m.yaml"),
+    # a shared-expert width without shared experts was accepted and silently dropped
+    ({"hidden": 512, "layers": 4, "heads": 8, "vocab": 10, "seq_len": 8, "shared_ffn_hidden": 100},
+     "m.yaml:shared_ffn_hidden"),
+    ({"hidden": 512, "layers": 4, "heads": 8, "vocab": 10, "seq_len": 8, "experts": 8, "top_k": 2,
+      "expert_ffn_hidden": 256, "shared_ffn_hidden": 100}, "m.yaml:shared_ffn_hidden"),
 ])
 def test_malformed_specs_name_the_field(tmp_path, doc, field):
     p = tmp_path / "m.yaml"
@@ -69,6 +74,13 @@ def test_malformed_specs_name_the_field(tmp_path, doc, field):
     with pytest.raises(FabricError) as exc:
         load_model(p)
     assert field in exc.value.field
+
+
+def test_a_model_key_given_twice_is_refused(tmp_path):
+    p = tmp_path / "m.yaml"
+    p.write_text("hidden: 512\nlayers: 4\nheads: 8\nvocab: 10\nseq_len: 8\nhidden: 1024\n")
+    with pytest.raises(FabricError, match="'hidden' is given twice"):
+        load_model(p)
 
 
 def test_bad_references(tmp_path):
