@@ -26,6 +26,14 @@ def _glob(out: Path) -> str:
     return str(out / f"{PARTITION}=*" / "batch-*.parquet")
 
 
+def _name_bad_batch(out: Path) -> None:
+    """Raise the FabricError of the first batch of ``out`` that cannot be read (none: return)."""
+    from cli.study.store import _read_batch, batch_files
+
+    for f in batch_files(out):
+        _read_batch(f, columns=["point_id"])
+
+
 def sql_query(out: Path, sql: str):
     """Run ``sql`` over the rows of sweep folder ``out`` (a table named ``results``).
 
@@ -63,8 +71,13 @@ def sql_query(out: Path, sql: str):
     con = duckdb.connect(":memory:")
     try:
         path = _glob(out).replace("'", "''")
-        con.execute(f"CREATE VIEW {TABLE} AS SELECT * FROM read_parquet('{path}', hive_partitioning = true, "
-                    f"union_by_name = true)")
+        try:  # DuckDB reads every batch's footer here
+            con.execute(f"CREATE VIEW {TABLE} AS SELECT * FROM read_parquet('{path}', hive_partitioning = true, "
+                        f"union_by_name = true)")
+        except duckdb.Error as exc:  # a truncated or foreign batch: the folder's fault, named as read_results does
+            _name_bad_batch(out)
+            raise FabricError("DIR", f"the batches of {out} cannot be read as one table "
+                                     f"({str(exc).strip().splitlines()[0]})") from None
         # a query reads the sweep folder and nothing else: no COPY TO, ATTACH, read_csv of other files, no
         # settings changed back (DuckDB's sandbox: external access off, the folder allowed, configuration locked)
         folder = str(Path(out).resolve()).replace("'", "''")
