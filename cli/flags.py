@@ -23,6 +23,8 @@ RENAMED: dict[str, str] = {
     "path": "--out",
     "zero_stage": "--zero",
     "params": "-p",  # params[k] -> -p k
+    # the fabric's HBD description: the builders' is consistent by construction, a topology file's is the user's
+    "hbd": "--topology",
 }
 """Parameters whose flag is not ``--`` + the parameter's name with dashes."""
 
