@@ -28,10 +28,10 @@ def _glob(out: Path) -> str:
 
 def _name_bad_batch(out: Path) -> None:
     """Raise the FabricError of the first batch of ``out`` that cannot be read (none: return)."""
-    from cli.study.store import _read_batch, batch_files
+    from cli.study.store import batch_files, read_batch_columns
 
     for f in batch_files(out):
-        _read_batch(f, columns=["point_id"])
+        read_batch_columns(f, ["point_id"])
 
 
 def sql_query(out: Path, sql: str):

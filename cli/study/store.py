@@ -262,6 +262,11 @@ def _read_batch(path: Path, columns: list[str] | None = None):
                                  f"`fabric sweep SPEC --out DIR --resume` recomputes its points") from None
 
 
+def read_batch_columns(path: Path, columns: list[str]):
+    """Columns ``columns`` of one batch file (an Arrow table); a FabricError names a file that cannot give them."""
+    return _read_batch(path, columns=columns)
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
