@@ -290,3 +290,15 @@ def test_sql_json_of_every_duckdb_type_is_one_json_object(study, run_cli):
                                                     "x": 1.5, "n": None, "l": [1, 2], "t": "12:00:00"}]
     rc, stdout, err = run_cli("results", study, "--sql", "SELECT '101'::BIT AS b", "--json")
     assert rc == 0 and len(json.loads(stdout)["rows"]) == 1, err
+
+
+@pytest.mark.parametrize("name", ["run[1]", "run*", "run?"])
+def test_sql_reads_a_folder_whose_name_has_glob_characters(study, run_cli, tmp_path, name):
+    """DuckDB read DIR as a glob pattern: `run[1]` matched no file, `run*` the batches of every folder beside it
+    (here a second copy, so each point twice)."""
+    import shutil
+
+    shutil.copytree(study, tmp_path / name)
+    shutil.copytree(study, tmp_path / "run1x")  # what the unescaped pattern would match too
+    rc, stdout, err = run_cli("results", tmp_path / name, "--sql", "SELECT count(*) AS n FROM results", "--csv")
+    assert rc == 0 and stdout.splitlines() == ["n", str(len(read_results(study)))], err
