@@ -265,3 +265,16 @@ def test_deep_nesting_is_named_by_the_spec_file(tmp_path, text):
     with pytest.raises(FabricError, match="nests deeper than 64 levels") as info:
         load_study(path)
     assert info.value.field == str(path)
+
+
+def test_a_key_given_twice_is_refused_not_overridden(tmp_path):
+    """PyYAML keeps the last of two equal keys in silence: a second `metrics:` line dropped the first."""
+    path = tmp_path / "twice.yaml"
+    path.write_text("gpus: 256\narchitectures:\n  - {name: dgx, label: a, label: b}\nmetrics: [cost]\n")
+    with pytest.raises(FabricError, match=r"not valid YAML at line 3, column 27: found the key 'label' twice"):
+        load_study(path)
+    path.write_text("gpus: 256\narchitectures: [{name: dgx}]\nmetrics: [cost]\nmetrics: [build]\n")
+    with pytest.raises(FabricError, match="line 4, column 1: found the key 'metrics' twice"):
+        load_study(path)
+    path.write_text("gpus: 256\narchitectures: [{<<: {name: dgx, label: a}, label: b}]\nmetrics: [cost]\n")
+    assert [p.label for p in load_study(path).points] == ["b"]  # a merged key may be overridden, as YAML says
