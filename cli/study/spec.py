@@ -293,9 +293,13 @@ def _check_workload_params(w: Workload, field: str, metrics: tuple[MetricRequest
                                  f" allowed: {', '.join(allowed)}")
         for spec in specs:
             try:
-                spec.options[key].parse(key, raw, "workload")
+                value = spec.options[key].parse(key, raw, "workload")
             except FabricError as exc:
                 raise FabricError(f, exc.message) from None
+            if key == "samples":  # the resource guard of the metric's own option, before any work
+                from fabric import limits
+
+                limits.check("samples", value, f)
         if key == "model":
             _check_model(raw, f)
     for req in metrics:  # a combination the metric refuses may be split between its options and the workload's
