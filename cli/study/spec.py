@@ -462,6 +462,7 @@ def _architectures(value: Any, where: _Where, top_gpus: list[int] | None) -> lis
         else:
             raise FabricError(f"{f}.gpus", "missing; give gpus here or at the top level of the study")
         variants = _variants(entry, arch, preset, where, i)
+        _check_points(len(out) + len(variants) * len(gpus), f)  # the designs so far: many entries add up
         varying = [k for section in ("grid", "zip") for k in entry.get(section, {})]
         for given in variants:
             try:

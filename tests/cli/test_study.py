@@ -246,13 +246,31 @@ def test_a_yaml_alias_bomb_is_named_not_printed():
 
 
 def test_a_spec_too_large_to_expand_is_refused_before_expansion():
-    """2,000 x 2,000 grid values x 2 seeds: 8 M points, 16 GiB of points, over the 4 GiB memory limit (the grid's
+    """2,000 x 2,000 grid values: 4 M points, 8 GiB of points, over the 4 GiB memory limit (the grid's
     product alone is refused, before it is built; `fabric --limit memory=...` raises it)."""
     err = error_of(spec(architectures=[{"name": "khop-ring", "grid": {"nodes_per_tor": list(range(1, 2001)),
                                                                        "nodes_per_rack": list(range(1, 2001))}}]))
     assert err.field == "study.yaml:architectures[0]" and "4,000,000 design points" in err.message
     err = error_of(spec(seeds=list(range(3_000_000))))  # checked in linear time (a quadratic check: hours)
     assert err.field == "study.yaml" and "3,000,000 design points" in err.message
+
+
+def test_the_designs_of_many_entries_add_up_to_the_limit():
+    """Each entry under the limit, together over it: refused at the entry that passes it (with 500 kB of memory,
+    250 points: 100 designs per entry, the third entry makes 300)."""
+    from fabric import limits
+
+    many = [{"name": "khop-ring", "label": f"k{k}", "params": {"k": k}, "grid": {"trx_per_gpu": list(range(2, 202, 2))}}
+            for k in (2, 3, 4)]
+    assert len(parse_study(spec(architectures=many, gpus=64)).points) == 300
+    token = limits.set_limits(limits.parse_limits(["memory=500KB"], base=limits.current()))
+    try:
+        err = error_of(spec(architectures=many, gpus=64))
+    finally:
+        limits.reset(token)
+    assert err.field == "study.yaml:architectures[2]" and "300 design points" in err.message
+
+
 
 
 @pytest.mark.parametrize("text", ["gpus: " + "[" * 5000 + "]" * 5000 + "\n",
