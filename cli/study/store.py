@@ -393,6 +393,8 @@ def check_out_dir(out: Path, resume: bool, overwrite: bool, fingerprint: str) ->
     """
     if resume and overwrite:
         raise FabricError("--resume", "give either --resume or --overwrite, not both")
+    if "\x00" in str(out):  # no file system takes it (os.mkdir raised ValueError: a traceback)
+        raise FabricError("--out", f"{str(out)[:60]!r} holds a NUL byte; give a folder name without it")
     try:
         out.exists()
     except OSError as exc:  # a name the file system refuses (too long, ...)
