@@ -37,6 +37,10 @@ COMMAND_FLAGS: dict[str, dict[str, str]] = {
 }
 """Per command: parameters set by something other than their default flag."""
 
+FIXED_ARCHITECTURES = ("compare", "faults-table", "orchestrate-table")
+"""Commands that build the reference architectures with their own parameters (no ``-p``): a parameter that does not
+fit (the k-hop ring's k=2 on 2 nodes) is the fault of their ``--gpus``."""
+
 _KEYED = re.compile(r"^([a-z][a-z0-9_]*)\[([^\]]+)\]$")
 
 
@@ -62,9 +66,13 @@ def flag_for(field: str, command: str, options: set[str]) -> str:
     '--fault tor'
     >>> flag_for("horizon", "view", {"--out"})
     'horizon'
+    >>> flag_for("params[k]", "compare", {"--gpus"})
+    '--gpus'
     """
     keyed = _KEYED.match(field)
     name, key = (keyed.group(1), keyed.group(2)) if keyed else (field, None)
+    if name == "params" and command in FIXED_ARCHITECTURES and "--gpus" in options:
+        return "--gpus"
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
         return field
     flag = COMMAND_FLAGS.get(command, {}).get(name) or RENAMED.get(name) or "--" + name.replace("_", "-")

@@ -31,10 +31,12 @@ def report_command(
     if directory.is_dir():
         check_writable(target)  # before the slow part
     data = report_data(directory)
-    from cli.study.store import damaged_metadata
+    from cli.study.store import damaged_metadata, point_ids, point_warnings
 
     for problem in damaged_metadata(directory):
         typer.echo(f"warning: {problem}; the report is drawn from the rows alone", err=True)
+    for problem in point_warnings(directory, point_ids(directory)):
+        typer.echo(f"warning: {problem}", err=True)
     path, notes = write_report(data, target)
     plots = [a.title for a in data.axes if not any(a.title in n for n in notes)]
     if as_json:

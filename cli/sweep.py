@@ -28,6 +28,7 @@ script that calls it with more than one worker needs the usual
 from __future__ import annotations
 
 from concurrent.futures.process import BrokenProcessPool
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -127,16 +128,38 @@ def _print_frame(df, directory: Path, as_csv: bool, as_json: bool, title: str, e
     if as_csv:
         typer.echo(df.to_csv(index=False), nl=False)
     elif as_json:
-        import json
-
-        # to_json turns NaN into null and timestamps into ISO text; 15 digits, not its default 10
-        emit_json({"dir": str(directory), **(extra or {}), "count": len(df),
-                   "rows": json.loads(df.to_json(orient="records", date_format="iso", double_precision=15))})
+        sys.stdout.write(frame_json(df, {"dir": str(directory), **(extra or {}), "count": len(df)}))
     else:
         from cli.study.report import rows_table
 
         shown = "" if len(df) <= ROWS_SHOWN else f" (first {ROWS_SHOWN:,}; use --csv or --json for all)"
         console().print(rows_table(df, f"{title}: {len(df):,} rows{shown}", ROWS_SHOWN))
+
+
+def _blob_text(value: bytes) -> str:
+    """Bytes as DuckDB prints a BLOB: printable ASCII as is, any other byte as ``\\xHH``."""
+    return "".join(chr(b) if 32 <= b < 127 and b != 92 else f"\\x{b:02X}" for b in bytes(value))
+
+
+def frame_json(df, head: dict) -> str:
+    """One JSON object: ``head``'s keys, then ``rows``, the records of ``df`` (NaN and infinities null).
+
+    The rows are pandas' own JSON text, spliced in rather than parsed back into Python objects and dumped again:
+    that round trip took 800 bytes per cell (5 M rows of one column: 4 GB).  A value JSON has no type for (an SQL
+    UUID, DECIMAL, TIME) is written as its text, and bytes (BLOB, BIT) as DuckDB prints them: pandas' encoder
+    failed on both (a traceback) or wrote ``{}``.
+    """
+    import json
+
+    from cli.common import _jsonable
+
+    df = df.copy(deep=False)
+    for col in df.columns[df.dtypes == object]:
+        if df[col].map(lambda v: isinstance(v, (bytes, bytearray, memoryview))).any():
+            df[col] = df[col].map(lambda v: _blob_text(v) if isinstance(v, (bytes, bytearray, memoryview)) else v)
+    # to_json: NaN and infinities as null, timestamps as ISO text; 15 digits, not its default 10
+    rows = df.to_json(orient="records", date_format="iso", double_precision=15, default_handler=str)
+    return json.dumps(_jsonable(head), indent=2)[:-2] + ',\n  "rows": ' + rows + "\n}\n"
 
 
 def results_command(
@@ -159,7 +182,7 @@ def results_command(
     expression, e.g. ``architecture == 'khop-ring' and fault_ratio >= 0.03``.
     """
     from cli.study.report import comparison, comparison_table
-    from cli.study.store import damaged_metadata, read_results
+    from cli.study.store import damaged_metadata, point_warnings, read_results
 
     if as_csv and as_json:
         raise FabricError("--csv", "give --csv or --json, not both")
@@ -182,6 +205,8 @@ def results_command(
     df = read_results(directory)
     for problem in damaged_metadata(directory):
         say(f"warning: {problem}; the rows are read without it")
+    for problem in point_warnings(directory, df["point_id"]):
+        say(f"warning: {problem}")
     if query:
         try:
             df = df.query(query)

@@ -179,6 +179,11 @@ def compose(settings: dict[str, Any], catalog: Catalog | None = None, params: li
 
 
 # ----------------------------------------------------------------------- CLI
+DEFAULT_PORT = 5006
+"""Port of ``fabric view --serve`` (Bokeh's own default)."""
+DEFAULT_BACKEND = "webgl"
+"""How the page draws: WebGL, unless ``--backend canvas`` for browsers whose WebGL is CPU-emulated."""
+
 def view_command(
     arch: Optional[str] = typer.Argument(None, help="architecture (see `fabric list`); with --serve the initial one"),
     gpus: Optional[int] = GPUS_OPT,
@@ -194,11 +199,12 @@ def view_command(
     color_links_by: str = typer.Option("type", "--color-links-by", help="type, medium or load"),
     max_glyphs: int = typer.Option(0, "--max-glyphs", help="glyph budget before aggregating (0: default)"),
     level: Optional[str] = typer.Option(None, "--level", help="force device, node or rack level of detail"),
-    backend: str = typer.Option("webgl", "--backend",
-                                help="webgl (GPU browsers) or canvas (browsers whose WebGL is CPU-emulated)"),
+    backend: Optional[str] = typer.Option(None, "--backend", show_default=False,
+                                          help="webgl (GPU browsers; the default) or canvas (browsers whose WebGL "
+                                               "is CPU-emulated)"),
     out: Optional[Path] = typer.Option(None, "--out", help="write a standalone HTML page here"),
     serve: bool = typer.Option(False, "--serve", help="run the interactive app on 127.0.0.1"),
-    port: int = typer.Option(5006, "--port", help="port of --serve"),
+    port: Optional[int] = typer.Option(None, "--port", show_default=False, help="port of --serve (default 5006)"),
     as_json: bool = JSON_OPT,
 ) -> None:
     """See the topology: faulty nodes, the rings and TP groups formed around them, ToRs, link load."""
@@ -214,10 +220,18 @@ def view_command(
         raise FabricError("--color-links-by", f"{color_links_by!r}; allowed: {', '.join(style.LINK_COLORINGS)}")
     if max_glyphs < 0:
         raise FabricError("--max-glyphs", f"{max_glyphs} must be >= 0")
-    if backend not in BACKENDS:
+    if backend is not None and backend not in BACKENDS:
         raise FabricError("--backend", f"{backend!r}; allowed: {', '.join(BACKENDS)}")
     if serve == (out is not None):
         raise FabricError("--out", "give --out FILE.html for a page, or --serve for the app (not both)")
+    # an option the chosen mode does not use is refused, not ignored (as everywhere in the CLI)
+    if port is not None and not serve:
+        raise FabricError("--port", "is the port of --serve; a page written with --out needs none")
+    if serve and level is not None:
+        raise FabricError("--level", "forces the level of detail of the page of --out; the app of --serve chooses "
+                                     "it by its glyph budget (--max-glyphs)")
+    if serve and backend is not None:
+        raise FabricError("--backend", "chooses how the page of --out draws; the app of --serve draws with WebGL")
     if serve and as_json:  # the summary describes the page written; the app writes none
         raise FabricError("--json", "describes the page of --out; the app of --serve prints its address instead")
     if color_links_by == "load" and link_loads is None and not serve:  # every link would show idle
@@ -230,12 +244,12 @@ def view_command(
         if topology is not None or link_loads is not None:
             raise FabricError("--serve", "the app builds architectures by name; --topology and --link-loads "
                                          "work with --out")
-        _serve(settings, cat, param, port, budget)
+        _serve(settings, cat, param, DEFAULT_PORT if port is None else port, budget)
         return
     check_writable(out)
     fab, overlay, title = compose(settings, cat, param, topology, link_loads)
     layout = build_view(fab, overlay, color_links_by=color_links_by, max_glyphs=budget, level=level, title=title,
-                        backend=backend)
+                        backend=backend or DEFAULT_BACKEND)
     write_html(layout, out, title=title)
     glyphs = len(layout.select_one({"name": "device_data"}).data["x"])
     faulty = 0 if overlay.faulty_nodes is None else int(np.isin(fab.group("node")[fab.gpu_ids],

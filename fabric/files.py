@@ -55,10 +55,15 @@ def _depth_ok(text: str) -> bool:
     return True
 
 
-def parse_json(text: str, name: str, field: str) -> Any:
-    """Parse JSON text of file ``name``; errors name ``field`` and the file."""
+def check_nesting(text: str, name: str, field: str) -> None:
+    """Refuse text of file ``name`` whose brackets nest deeper than MAX_DEPTH (before a parser recurses into it)."""
     if not _depth_ok(text):
         raise FabricError(field, f"{name} nests deeper than {MAX_DEPTH} levels")
+
+
+def parse_json(text: str, name: str, field: str) -> Any:
+    """Parse JSON text of file ``name``; errors name ``field`` and the file."""
+    check_nesting(text, name, field)
     try:
         return json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
@@ -75,8 +80,7 @@ def parse_yaml(text: str, name: str, field: str) -> Any:
     """Parse YAML text of file ``name`` (safe loader); errors name ``field`` and the file."""
     import yaml
 
-    if not _depth_ok(text):
-        raise FabricError(field, f"{name} nests deeper than {MAX_DEPTH} levels")
+    check_nesting(text, name, field)
     try:
         return yaml.load(text, Loader=_unique_key_loader())
     except _DuplicateKey as exc:

@@ -73,7 +73,9 @@ def evaluate_point(point: DesignPoint, metrics: tuple[MetricRequest, ...], catal
     for req in metrics:
         spec = METRICS[req.name]
         # a workload's params set the options of the metrics that have them (validated with the spec)
-        from_workload = {k: v for k, v in point.workload.params if k in spec.options}
+        # parsed as the spec checked them: a raw "false" would be a truthy string here
+        from_workload = {k: spec.options[k].parse(k, v, "workload") for k, v in point.workload.params
+                         if k in spec.options}
         ctx.options = {**{k: o.default for k, o in spec.options.items()}, **dict(req.options), **from_workload}
         try:
             if spec.fabric_only:

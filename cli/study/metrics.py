@@ -90,7 +90,11 @@ def point_faults(ctx: PointContext) -> FaultDraw | None:
     if fault.kind == "none":
         return None
     opt = {k: o.default for k, o in FAULT_OPTIONS.items()}
-    opt.update(next((dict(r.options) for r in ctx.requests if r.name == "faults"), {}))
+    request = next((r for r in ctx.requests if r.name == "faults"), None)
+    if request is not None:  # the faults metric's options as it sees them: its own, then the workload's
+        opt.update(dict(request.options))
+        opt.update({k: FAULT_OPTIONS[k].parse(k, v, "workload") for k, v in ctx.point.workload.params
+                    if k in FAULT_OPTIONS})
     model = fault.fault_model(mode=opt["mode"], trace_mapping=opt["trace_mapping"])
     return ctx.memo("fault_draw", lambda: draw_faults(ctx.fabric, model, ctx.point.seed, opt["samples"]))
 

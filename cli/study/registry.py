@@ -35,6 +35,16 @@ class MetricOption:
     help: str
     check: Callable[[Any], str | None] | None = None
 
+    def parse(self, name: str, raw: Any, what: str) -> Any:
+        """``raw`` (a spec value: ``"false"``, ``"4"``, ``4``) as this option's type, or a FabricError naming ``name``.
+
+        The spec checks an option with it and the evaluator applies the same parsed value: a workload's
+        ``search: "false"`` must reach the metric as ``False``, not as a truthy string.
+        """
+        from topologies.params import Param
+
+        return Param(name, self.type, self.default, self.help, check=self.check).parse(raw, what)
+
 
 @dataclass(frozen=True)
 class MetricSpec:

@@ -218,6 +218,8 @@ def report_data(out: Path) -> ReportData:
         manifest = json.loads((out / MANIFEST).read_text())
     except (OSError, ValueError):
         manifest = {}
+    if not isinstance(manifest, dict):  # damaged (`fabric report` warns): the rows stand without it
+        manifest = {}
     rows, cols = comparison(df)
     designs = [dict(r) for r in rows]
     _names(designs)

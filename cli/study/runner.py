@@ -26,8 +26,8 @@ from cli.study.evaluator import Batch, evaluate_batch
 from cli.study.progress import make_progress, say
 from cli.study.registry import MetricRequest
 from cli.study.spec import Study
-from cli.study.store import (SCHEMA_VERSION, FolderLock, check_out_dir, prepare_out_dir, present_point_ids,
-                             read_results, write_batch)
+from cli.study.store import (SCHEMA_VERSION, FolderLock, batch_files, check_out_dir, prepare_out_dir,
+                             present_point_ids, read_batch_columns, read_results, write_batch)
 from fabric.errors import FabricError
 
 OnDone = Callable[[Batch, list[dict[str, Any]]], None]
@@ -233,6 +233,7 @@ def run_study(study: Study, out: Path, workers: int | None = None, scheduler: st
             if resume:
                 present, next_no = present_point_ids(out, warn=say)
                 _warn_foreign_rows(study, out, present)
+                _warn_relabelled_rows(study, out)
         except BaseException:
             lock.discard_if_unused()
             raise
@@ -254,6 +255,29 @@ def _warn_foreign_rows(study: Study, out: Path, present: set[str]) -> None:
     if foreign:
         say(f"warning: {out} holds {foreign:,} point(s) that this spec does not have (its grid changed since they "
             f"were run); they stay in the folder and in `fabric results`, --overwrite starts again")
+
+
+def _warn_relabelled_rows(study: Study, out: Path) -> None:
+    """Say so when ``--resume`` keeps rows whose label the spec has since changed.
+
+    A label is not an input of the point (its id), so a relabelled point is not run again, and its row keeps the old
+    label in the comparison and in `fabric results`: a table under names the spec no longer has.
+    """
+    ours = {p.point_id: p.label for p in study.points}
+    renamed: Counter = Counter()
+    for f in batch_files(out):
+        try:
+            t = read_batch_columns(f, ["point_id", "label"])
+        except FabricError:  # no label column: not this tool's batch, which `fabric results` names
+            continue
+        for pid, label in zip(t.column("point_id").to_pylist(), t.column("label").to_pylist()):
+            if pid in ours and ours[pid] != label:
+                renamed[(label, ours[pid])] += 1
+    if renamed:
+        (old, new), _ = renamed.most_common(1)[0]
+        say(f"warning: {out} holds {sum(renamed.values()):,} row(s) under a label this spec has changed ({old!r} -> "
+            f"{new!r}{', ...' if len(renamed) > 1 else ''}); they keep the old label in the table and in "
+            f"`fabric results`, --overwrite runs them again under the new one")
 
 
 def _run_locked(study: Study, out: Path, runner, overwrite: bool, fingerprint: str, present: set[str],

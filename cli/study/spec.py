@@ -41,6 +41,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
+import reprlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,7 +58,7 @@ from fabric.errors import FabricError
 from fabric.faults import COMPONENTS
 from fabric.trace import SHIPPED, load_trace, shipped_path
 from topologies import resolve_architecture
-from topologies.params import Param, resolve
+from topologies.params import resolve
 
 TOP_KEYS = ("name", "description", "out", "catalog", "gpus", "architectures", "workloads", "faults", "seeds",
             "metrics", "batch_size")
@@ -65,6 +67,9 @@ WORKLOAD_KEYS = ("name", "tp", "params")
 FAULT_KEYS = ("ratios", "component", "traces")
 DEFAULT_FAULT_COMPONENT = "node"  # InfiniteHBD's "fault ratio" is the share of nodes down
 DEFAULT_BATCH_SIZE = 200
+BYTES_PER_POINT = 2048
+"""Memory of one expanded design point (its inputs and id), with room to spare: 800,000 points measured 1.5 kB each
+(1.17 GB peak, CPython 3.11).  A spec is refused before expansion when its points would pass the ``memory`` limit."""
 _SCALAR = (str, int, float, bool)
 
 
@@ -107,6 +112,15 @@ class _Where:
         return f"{self.source}:{path}" if path else self.source
 
 
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxdict, _SHOWN.maxstring, _SHOWN.maxother = 2, 4, 4, 60, 60
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)`` cut short: a YAML alias bomb (9 lists of 9 aliases, 10 deep) must not be printed in full."""
+    return _SHOWN.repr(value)
+
+
 def _type_name(value: Any) -> str:
     return "null" if value is None else {"dict": "mapping", "list": "list", "str": "string"}.get(
         type(value).__name__, type(value).__name__)
@@ -127,7 +141,7 @@ def _mapping(value: Any, field: str, allowed: tuple[str, ...], required: tuple[s
 
 def _int(value: Any, field: str, lo: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise FabricError(field, f"must be a whole number >= {lo}; got {_type_name(value)} {value!r}")
+        raise FabricError(field, f"must be a whole number >= {lo}; got {_type_name(value)} {_shown(value)}")
     if value < lo:
         raise FabricError(field, f"must be a whole number >= {lo}; got {value}")
     if value > _MAX_INT:  # seeds, GPU counts, sizes: beyond it numpy and Parquet cannot hold them
@@ -141,22 +155,29 @@ _MAX_INT = 2**32 - 1
 
 def _str(value: Any, field: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise FabricError(field, f"must be a non-empty string; got {_type_name(value)} {value!r}")
+        raise FabricError(field, f"must be a non-empty string; got {_type_name(value)} {_shown(value)}")
     return value.strip()
 
 
 def _list(value: Any, field: str, what: str) -> list:
     if not isinstance(value, list):
-        raise FabricError(field, f"must be a list of {what}; got {_type_name(value)} {value!r}")
+        raise FabricError(field, f"must be a list of {what}; got {_type_name(value)} {_shown(value)}")
     if not value:
         raise FabricError(field, f"empty list; give at least one of {what}")
     return value
 
 
 def _unique(values: list, field: str) -> None:
+    """Refuse a value given twice (``==``, so 1, 1.0 and True are one value), in linear time for scalars."""
+    seen: set = set()
     for i, v in enumerate(values):
-        if v in values[:i]:
-            raise FabricError(f"{field}[{i}]", f"repeats the value {v!r}; give each value once")
+        try:
+            again = v in seen
+            seen.add(v)
+        except TypeError:  # a list or mapping where a scalar belongs: its own check names it
+            again = any(v == w for w in values[:i])
+        if again:
+            raise FabricError(f"{field}[{i}]", f"repeats the value {_shown(v)}; give each value once")
 
 
 def _int_list(value: Any, field: str, lo: int, what: str) -> list[int]:
@@ -208,8 +229,10 @@ def _metrics(value: Any, where: _Where) -> tuple[MetricRequest, ...]:
         options = {}
         for key, raw in raw_options.items():
             opt = spec.options[key]
+            if not isinstance(raw, _SCALAR):
+                raise FabricError(f"{f}.{name}.{key}", f"must be one {opt.type.__name__}; got {_type_name(raw)}")
             try:
-                options[key] = Param(key, opt.type, opt.default, opt.help, check=opt.check).parse(raw, f"metric {name}")
+                options[key] = opt.parse(key, raw, f"metric {name}")
             except FabricError as exc:
                 raise FabricError(f"{f}.{name}.{key}", exc.message) from None
             if key == "model":
@@ -230,6 +253,7 @@ def _workloads(value: Any, where: _Where, prefix: tuple = ()) -> list[tuple[Work
         return [(Workload(), where(*prefix, "workloads"))]
     items = _list(value, where(*prefix, "workloads"), "workloads ({name, tp, params})")
     out: list[tuple[Workload, str]] = []
+    seen: set[Workload] = set()
     for i, item in enumerate(items):
         f = where(*prefix, "workloads", i)
         _mapping(item, f, WORKLOAD_KEYS, required=("name",))
@@ -237,12 +261,13 @@ def _workloads(value: Any, where: _Where, prefix: tuple = ()) -> list[tuple[Work
         tps: list[Any] = [None]
         if item.get("tp") is not None:
             tps = _int_list(item["tp"], f"{f}.tp", 1, "TP sizes (whole numbers >= 1)")
-        params = item.get("params") or {}
+        params = item["params"] if item.get("params") is not None else {}  # `params: false` is not "none"
         _check_scalars(params, f"{f}.params")
         for tp in tps:
             w = Workload(name, tp, tuple(sorted(params.items())))
-            if any(other == w for other, _ in out):
+            if w in seen:
                 raise FabricError(f, f"repeats an earlier workload ({name}, tp={tp})")
+            seen.add(w)
             out.append((w, f"{f}.tp"))
     return out
 
@@ -259,8 +284,6 @@ def _check_model(value: Any, field: str) -> None:
 
 def _check_workload_params(w: Workload, field: str, metrics: tuple[MetricRequest, ...]) -> None:
     """Each workload param is an option of a requested metric, with a value that option accepts."""
-    from topologies.params import Param
-
     for key, raw in w.params:
         f = f"{field}.params.{key}"
         specs = [METRICS[r.name] for r in metrics if key in METRICS[r.name].options]
@@ -269,19 +292,29 @@ def _check_workload_params(w: Workload, field: str, metrics: tuple[MetricRequest
             raise FabricError(f, f"is not an option of the study's metrics ({', '.join(r.name for r in metrics)});"
                                  f" allowed: {', '.join(allowed)}")
         for spec in specs:
-            opt = spec.options[key]
             try:
-                Param(key, opt.type, opt.default, opt.help, check=opt.check).parse(raw, "workload")
+                value = spec.options[key].parse(key, raw, "workload")
             except FabricError as exc:
                 raise FabricError(f, exc.message) from None
+            if key == "samples":  # the resource guard of the metric's own option, before any work
+                from fabric import limits
+
+                limits.check("samples", value, f)
         if key == "model":
             _check_model(raw, f)
+    for req in metrics:  # a combination the metric refuses may be split between its options and the workload's
+        spec = METRICS[req.name]
+        mine = {k: spec.options[k].parse(k, v, "workload") for k, v in w.params if k in spec.options}
+        if mine and spec.options_check is not None:
+            spec.options_check({**dict(req.options), **mine}, f"{field}.params")
 
 
 def _check_scalars(params: Any, field: str) -> None:
     if not isinstance(params, dict):
         raise FabricError(field, f"must be a mapping of name: value; got {_type_name(params)}")
     for k, v in params.items():
+        if not isinstance(k, str):  # sorting mixed names (1 and "model") would fail; no option has such a name
+            raise FabricError(f"{field}.{k}", f"must be named by a string; got {_type_name(k)}")
         if not isinstance(v, _SCALAR):
             raise FabricError(f"{field}.{k}", f"must be a string, number or boolean; got {_type_name(v)}")
 
@@ -298,7 +331,7 @@ def _faults(value: Any, where: _Where, base: Path) -> list[FaultScenario]:
         ratios = _list(value["ratios"], f"{f}.ratios", "fault ratios in [0, 1]")
         for i, r in enumerate(ratios):
             if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 <= r <= 1:
-                raise FabricError(f"{f}.ratios[{i}]", f"must be a number in [0, 1]; got {r!r}")
+                raise FabricError(f"{f}.ratios[{i}]", f"must be a number in [0, 1]; got {_shown(r)}")
         _unique([float(r) for r in ratios], f"{f}.ratios")
         component = _fault_component(value.get("component", DEFAULT_FAULT_COMPONENT), f"{f}.component")
         out += [FaultScenario("random", float(r), component) for r in ratios]
@@ -371,6 +404,7 @@ def _variants(entry: dict, arch, preset: dict, where: _Where, i: int) -> list[di
             fixed[name] = _parse_param(spec, raw, arch.name, f)
 
     axes: list[list[dict[str, Any]]] = []
+    f_entry = where("architectures", i)
     for section in ("grid", "zip"):
         if section not in entry:
             continue
@@ -395,6 +429,7 @@ def _variants(entry: dict, arch, preset: dict, where: _Where, i: int) -> list[di
                 raise FabricError(f, f"zipped lists must have equal lengths; got {lengths}")
             n = next(iter(lengths.values()))
             axes.append([{name: vals[j] for name, vals in columns.items()} for j in range(n)])
+    _check_points(math.prod(len(a) for a in axes), f_entry)  # before the product is built: a grid may be huge
     out = []
     for combo in itertools.product(*axes):
         params = dict(fixed)
@@ -409,6 +444,7 @@ def _architectures(value: Any, where: _Where, top_gpus: list[int] | None) -> lis
     items = _list(value, where("architectures"), "architectures ({name, label, gpus, params, grid, zip})")
     out: list[dict[str, Any]] = []
     seen: dict[tuple, int] = {}
+    labelled: dict[tuple[str, int], tuple] = {}  # (label, gpus) -> design: one comparison row is one design
     for i, entry in enumerate(items):
         f = where("architectures", i)
         _mapping(entry, f, ARCH_KEYS, required=("name",))
@@ -426,6 +462,7 @@ def _architectures(value: Any, where: _Where, top_gpus: list[int] | None) -> lis
         else:
             raise FabricError(f"{f}.gpus", "missing; give gpus here or at the top level of the study")
         variants = _variants(entry, arch, preset, where, i)
+        _check_points(len(out) + len(variants) * len(gpus), f)  # the designs so far: many entries add up
         varying = [k for section in ("grid", "zip") for k in entry.get(section, {})]
         for given in variants:
             try:
@@ -438,10 +475,21 @@ def _architectures(value: Any, where: _Where, top_gpus: list[int] | None) -> lis
                 key = (arch.name, json.dumps(resolved, sort_keys=True), n)
                 if key in seen:
                     raise FabricError(f, f"{vlabel} at {n} GPUs repeats a design of architectures[{seen[key]}]")
+                other = labelled.setdefault((vlabel, n), key)
+                if other != key:  # the comparison and `results` group rows by label: two designs would be averaged
+                    raise FabricError(f, f"label {vlabel!r} at {n} GPUs also names another design, of "
+                                         f"architectures[{seen[other]}]; give each design its own label")
                 seen[key] = i
                 out.append({"architecture": name, "family": arch.name, "label": vlabel, "gpus": n,
                             "given": tuple(sorted(given.items())), "resolved": resolved, "workloads": workloads})
     return out
+
+
+def _check_points(n: int, field: str) -> None:
+    """Refuse ``n`` design points whose expansion alone would pass the ``memory`` limit, naming ``field``."""
+    from fabric import limits
+
+    limits.check("memory", n * BYTES_PER_POINT, field, f"{n:,} design points x {BYTES_PER_POINT:,} B")
 
 
 def _check_size(name: str, gpus: int, given: dict, field: str) -> None:
@@ -500,6 +548,29 @@ def _expand(study: str, designs: list[dict[str, Any]], faults: list[FaultScenari
 
 
 # ---------------------------------------------------------------------------------------------- entry
+class _SpecLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last in silence: a second
+    ``metrics:`` line would drop the first).  Keys merged in with ``<<`` may still be overridden, as YAML says."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: set = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    again = key in seen
+                    seen.add(key)
+                except TypeError:  # an unhashable key: the base class says so
+                    break
+                if again:
+                    raise yaml.constructor.ConstructorError(None, None, f"found the key {_shown(key)} twice",
+                                                            key_node.start_mark)
+        return super().construct_mapping(node, deep)
+
+
+
 def parse_study(doc: Any, source: str = "study.yaml", base_dir: Path | str = ".", text: str = "") -> Study:
     """Validate a parsed spec and expand it into design points.
 
@@ -556,11 +627,12 @@ def parse_study(doc: Any, source: str = "study.yaml", base_dir: Path | str = "."
     seeds_raw = doc.get("seeds", [0])
     if not isinstance(seeds_raw, list):  # "seeds: 3" could mean seed 3 or three seeds: ask for the list
         raise FabricError(where("seeds"), f"must be a list of seeds (whole numbers >= 0), e.g. [0, 1, 2]; "
-                                          f"got {_type_name(seeds_raw)} {seeds_raw!r}")
+                                          f"got {_type_name(seeds_raw)} {_shown(seeds_raw)}")
     seeds = _int_list(seeds_raw, where("seeds"), 0, "seeds (whole numbers >= 0)")
     batch_size = _int(doc.get("batch_size", DEFAULT_BATCH_SIZE), where("batch_size"), 1)
     _check_requirements(designs, metrics)
     catalog_path, catalog, catalog_sha = _catalog(doc.get("catalog"), where, base)
+    _check_points(sum(len(d["workloads"]) for d in designs) * len(faults) * len(seeds), source)
     points = _expand(name, designs, faults, seeds)
     text = text or yaml.safe_dump(doc, sort_keys=False)  # a spec given as a dict is still copied to the output
     return Study(name, source, text, out, catalog_path, catalog, metrics, tuple(points), batch_size, catalog_sha)
@@ -580,11 +652,14 @@ def load_study(path: Path | str) -> Study:
         raise FabricError("SPEC", f"{path} is a folder; give a study YAML file, e.g. studies/default.yaml")
     if not path.is_file():
         raise FabricError("SPEC", f"no such study file: {path}")
+    from fabric.files import MAX_DEPTH, check_nesting, read_text
+
+    text = read_text(path, source)  # the one reader of input files: size limit, UTF-8, a name the OS refuses
+    check_nesting(text, path.name, source)
     try:
-        text = path.read_text()
-        doc = yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise FabricError(source, f"cannot read: {exc}") from None
+        doc = yaml.load(text, Loader=_SpecLoader)  # noqa: S506 (a SafeLoader)
+    except RecursionError:  # block-style nesting (indentation) that the bracket count does not see
+        raise FabricError(source, f"{path.name} nests deeper than {MAX_DEPTH} levels") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -21,9 +21,24 @@ TABLE = "results"
 
 
 def _glob(out: Path) -> str:
+    """DuckDB's pattern for the batches of ``out``; the folder's own name is literal, even with ``[``, ``*`` or ``?``
+    in it (unescaped, ``o[1]`` matched nothing and ``o*x`` matched the batches of other folders too)."""
     from cli.study.store import PARTITION
 
-    return str(out / f"{PARTITION}=*" / "batch-*.parquet")
+    return f"{_escaped(str(Path(out).resolve()))}/{PARTITION}=*/batch-*.parquet"
+
+
+def _escaped(path: str) -> str:
+    """``path`` with DuckDB's glob characters made literal (``[`` -> ``[[]``)."""
+    return "".join(f"[{c}]" if c in "[*?" else c for c in path)
+
+
+def _name_bad_batch(out: Path) -> None:
+    """Raise the FabricError of the first batch of ``out`` that cannot be read (none: return)."""
+    from cli.study.store import batch_files, read_batch_columns
+
+    for f in batch_files(out):
+        read_batch_columns(f, ["point_id"])
 
 
 def sql_query(out: Path, sql: str):
@@ -63,12 +78,19 @@ def sql_query(out: Path, sql: str):
     con = duckdb.connect(":memory:")
     try:
         path = _glob(out).replace("'", "''")
-        con.execute(f"CREATE VIEW {TABLE} AS SELECT * FROM read_parquet('{path}', hive_partitioning = true, "
-                    f"union_by_name = true)")
+        try:  # DuckDB reads every batch's footer here
+            con.execute(f"CREATE VIEW {TABLE} AS SELECT * FROM read_parquet('{path}', hive_partitioning = true, "
+                        f"union_by_name = true)")
+        except duckdb.Error as exc:  # a truncated or foreign batch: the folder's fault, named as read_results does
+            _name_bad_batch(out)
+            raise FabricError("DIR", f"the batches of {out} cannot be read as one table "
+                                     f"({str(exc).strip().splitlines()[0]})") from None
         # a query reads the sweep folder and nothing else: no COPY TO, ATTACH, read_csv of other files, no
         # settings changed back (DuckDB's sandbox: external access off, the folder allowed, configuration locked)
-        folder = str(Path(out).resolve()).replace("'", "''")
-        con.execute(f"SET allowed_directories = ['{folder}']")
+        folder = str(Path(out).resolve())
+        # the view's pattern names the folder escaped (o[[]1]): DuckDB checks that spelling against the list
+        allowed = ", ".join("'" + d.replace("'", "''") + "'" for d in dict.fromkeys([folder, _escaped(folder)]))
+        con.execute(f"SET allowed_directories = [{allowed}]")
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
         try:

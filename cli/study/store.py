@@ -168,11 +168,60 @@ def read_results(out: Path):
         t = t.add_column(max(where, 0), PARTITION, pa.array([arch] * t.num_rows, pa.string()))
         tables.append(t)
     # "permissive": a column missing from one batch (a failed metric) is null there
-    df = pa.concat_tables(tables, promote_options="permissive").to_pandas()
+    try:
+        df = pa.concat_tables(tables, promote_options="permissive").to_pandas()
+    except (pa.ArrowTypeError, pa.ArrowInvalid) as exc:  # a column typed differently in two batches
+        raise FabricError("DIR", f"the batches of {out} disagree on a column's type ({_first_line(exc)}): "
+                                 f"{_odd_batch(files, tables)} is not of this sweep; move it out") from None
     if "schema_version" in df and df["schema_version"].max() > SCHEMA_VERSION:
         raise FabricError("DIR", f"{out} holds rows of schema version {int(df['schema_version'].max())}, newer "
                                  f"than this tool's {SCHEMA_VERSION}: upgrade hbd-fabric to read them")
     return df
+
+
+def _odd_batch(files: list[Path], tables: list) -> str:
+    """The first batch file whose column types differ from the first file's (the one to move out)."""
+    first = {f.name: f.type for f in tables[0].schema}
+    for path, t in zip(files[1:], tables[1:]):
+        if any(f.name in first and not first[f.name].equals(f.type) and f.type != _null() for f in t.schema):
+            return str(path)
+    return str(files[0])
+
+
+def _null():
+    import pyarrow as pa
+
+    return pa.null()
+
+
+def point_ids(out: Path):
+    """The ``point_id`` column of every batch of ``out``, as a pandas Series (one entry per row)."""
+    import pandas as pd
+
+    return pd.Series([i for f in batch_files(out) for i in _read_batch(f, columns=["point_id"]).column(
+        "point_id").to_pylist()], dtype=object)
+
+
+def point_warnings(out: Path, point_ids) -> list[str]:
+    """What the rows of ``out`` lack or repeat: points counted twice, fewer points than the sweep's manifest.
+
+    A batch copied in twice would count its points twice in every mean; a sweep killed and not resumed (or a
+    batch deleted) would be read as if complete.  Neither is an error (each row is whole), but neither may pass
+    in silence.
+    """
+    problems = []
+    distinct = point_ids.nunique()
+    if distinct < len(point_ids):
+        problems.append(f"{out} holds {len(point_ids) - distinct:,} row(s) of points already in it (a batch copied "
+                        f"twice?); they count twice in the comparison")
+    try:
+        expected = json.loads((out / MANIFEST).read_text()).get("points")
+    except (OSError, ValueError, AttributeError):  # no or a damaged manifest: damaged_metadata says so
+        expected = None
+    if isinstance(expected, int) and distinct < expected:
+        problems.append(f"{out} holds {distinct:,} of the {expected:,} points of its sweep (killed, or a batch "
+                        f"removed); `fabric sweep SPEC --out {out} --resume` completes it")
+    return problems
 
 
 def damaged_metadata(out: Path) -> list[str]:
@@ -211,6 +260,11 @@ def _read_batch(path: Path, columns: list[str] | None = None):
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise FabricError("DIR", f"batch {path} is corrupt or truncated ({_first_line(exc)}); "
                                  f"`fabric sweep SPEC --out DIR --resume` recomputes its points") from None
+
+
+def read_batch_columns(path: Path, columns: list[str]):
+    """Columns ``columns`` of one batch file (an Arrow table); a FabricError names a file that cannot give them."""
+    return _read_batch(path, columns=columns)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -339,6 +393,8 @@ def check_out_dir(out: Path, resume: bool, overwrite: bool, fingerprint: str) ->
     """
     if resume and overwrite:
         raise FabricError("--resume", "give either --resume or --overwrite, not both")
+    if "\x00" in str(out):  # no file system takes it (os.mkdir raised ValueError: a traceback)
+        raise FabricError("--out", f"{str(out)[:60]!r} holds a NUL byte; give a folder name without it")
     try:
         out.exists()
     except OSError as exc:  # a name the file system refuses (too long, ...)
@@ -375,6 +431,8 @@ def check_out_dir(out: Path, resume: bool, overwrite: bool, fingerprint: str) ->
         old = json.loads(manifest.read_text())
     except (OSError, ValueError) as exc:
         raise FabricError("--resume", f"cannot read {manifest}: {exc}") from None
+    if not isinstance(old, dict):
+        raise FabricError("--resume", f"{manifest} is damaged (not a mapping); use --overwrite or another --out")
     if old.get("fingerprint") != fingerprint:
         raise FabricError("--resume", f"{out} holds rows of other metrics, metric options or catalog "
                                       f"(fingerprint {old.get('fingerprint')} != {fingerprint}); "

@@ -202,3 +202,103 @@ def test_rows_columns_are_named_once_each(study, run_cli, columns, words):
     rc, stdout, err = run_cli("results", study, "--rows", "--columns", columns, "--json")
     assert rc == 2 and stdout == "" and err.startswith("error: --columns") and words in err
     assert len(err.strip().splitlines()) == 1
+
+
+# ------------------------------------------------------------------------------------------------ damaged folders
+def _copy(study, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(study, copy)
+    return copy
+
+
+def test_sql_names_a_truncated_batch(study, run_cli, tmp_path):
+    """DuckDB read the batch footers in its CREATE VIEW, outside the error handling: a traceback, exit 1."""
+    from cli.study.store import batch_files
+
+    copy = _copy(study, tmp_path)
+    victim = batch_files(copy)[0]
+    victim.write_bytes(victim.read_bytes()[:100])
+    rc, stdout, err = run_cli("results", copy, "--sql", "SELECT count(*) FROM results")
+    assert rc == 2 and stdout == "" and len(err.strip().splitlines()) == 1
+    assert err.startswith("error: DIR: batch") and victim.name in err and "--resume" in err
+
+
+def test_a_batch_of_other_column_types_is_named(study, run_cli, tmp_path):
+    """A foreign batch whose `gpus` is text: pyarrow's merge raised ArrowTypeError through results and report."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    copy = _copy(study, tmp_path)
+    odd = copy / "architecture=dgx" / "batch-999999.parquet"
+    pq.write_table(pa.table({"point_id": ["x"], "gpus": ["many"]}), odd)
+    for args in (("results", copy), ("report", copy, "--out", tmp_path / "r.html")):
+        rc, stdout, err = run_cli(*args)
+        assert rc == 2 and len(err.strip().splitlines()) == 1 and str(odd) in err and "gpus" in err, err
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_a_damaged_manifest_is_named_by_resume_and_report(study, run_cli, tmp_path):
+    """A manifest that is JSON but not a mapping: `.get` raised AttributeError in `sweep --resume` and `report`."""
+    from tests.cli.study_fixture import SMALL_FULL, write_spec_only
+
+    copy = _copy(study, tmp_path)
+    (copy / "_sweep.json").write_text("[1, 2]")
+    spec = write_spec_only(tmp_path, SMALL_FULL)
+    rc, _, err = run_cli("sweep", spec, "--out", copy, "--resume")
+    assert rc == 2 and err.startswith("error: --resume:") and "not a mapping" in err and err.count("\n") == 1
+    rc, stdout, err = run_cli("report", copy, "--json", "--out", tmp_path / "r.html")
+    assert rc == 0 and json.loads(stdout)["designs"] == 3 and "not a mapping" in err
+
+
+def test_missing_and_repeated_points_are_named(study, run_cli, tmp_path):
+    """A removed batch (or a killed sweep) and a batch copied twice were read in silence: the comparison's means
+    then cover fewer points, or count some twice."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from cli.study.store import batch_files
+
+    total = len(read_results(study))
+    copy = _copy(study, tmp_path)
+    gone = batch_files(copy)[0]
+    removed = pq.read_metadata(gone).num_rows
+    gone.unlink()
+    rc, stdout, err = run_cli("results", copy, "--json")
+    assert rc == 0 and json.loads(stdout)["count"] == total - removed
+    assert f"holds {total - removed:,} of the {total:,} points" in err and "--resume" in err
+    twice = batch_files(copy)[0]
+    shutil.copy(twice, twice.with_name("batch-999999.parquet"))
+    for args in (("results", copy), ("report", copy, "--out", tmp_path / "r.html")):
+        rc, _, err = run_cli(*args)
+        assert rc == 0 and "row(s) of points already in it" in err, err
+    rc, _, err = run_cli("results", study)
+    assert rc == 0 and "warning" not in err  # a whole folder: nothing to say
+
+
+def test_sql_json_of_every_duckdb_type_is_one_json_object(study, run_cli):
+    """UUID and BIT values made pandas' JSON encoder raise (a traceback); a BLOB came out as {}. Values JSON has no
+    type for are written as text, bytes as DuckDB prints them."""
+    sql = ("SELECT '00000000-0000-0000-0000-00000000002a'::UUID AS u, '\\xAA\\x41'::BLOB AS b, 1.5 AS x, "
+           "'nan'::DOUBLE AS n, [1, 2] AS l, TIME '12:00' AS t")
+    rc, stdout, err = run_cli("results", study, "--sql", sql, "--json")
+    assert rc == 0, err
+    data = json.loads(stdout)
+    assert data["count"] == 1 and data["rows"] == [{"u": "00000000-0000-0000-0000-00000000002a", "b": "\\xAAA",
+                                                    "x": 1.5, "n": None, "l": [1, 2], "t": "12:00:00"}]
+    rc, stdout, err = run_cli("results", study, "--sql", "SELECT '101'::BIT AS b", "--json")
+    assert rc == 0 and len(json.loads(stdout)["rows"]) == 1, err
+
+
+@pytest.mark.parametrize("name", ["run[1]", "run*", "run?"])
+def test_sql_reads_a_folder_whose_name_has_glob_characters(study, run_cli, tmp_path, name):
+    """DuckDB read DIR as a glob pattern: `run[1]` matched no file, `run*` the batches of every folder beside it
+    (here a second copy, so each point twice)."""
+    import shutil
+
+    shutil.copytree(study, tmp_path / name)
+    shutil.copytree(study, tmp_path / "run1x")  # what the unescaped pattern would match too
+    rc, stdout, err = run_cli("results", tmp_path / name, "--sql", "SELECT count(*) AS n FROM results", "--csv")
+    assert rc == 0 and stdout.splitlines() == ["n", str(len(read_results(study)))], err

@@ -177,3 +177,122 @@ def test_workload_params_are_metric_options_checked_before_work():
     assert wrong_type.field == "study.yaml:workloads[0].params.samples"
     option = error_of(spec(metrics=[{"mfu": {"model": "bogus"}}]))
     assert option.field == "study.yaml:metrics[0].mfu.model"
+
+
+@pytest.mark.parametrize("changes, field, words", [
+    # a falsy non-mapping was read as "no params"
+    ({"workloads": [{"name": "w", "params": False}], "metrics": ["mfu"]}, "study.yaml:workloads[0].params",
+     "must be a mapping"),
+    # names of two types could not be sorted: TypeError and a traceback
+    ({"workloads": [{"name": "w", "params": {1: 2, "model": "llama3-8b"}}], "metrics": ["mfu"]},
+     "study.yaml:workloads[0].params.1", "must be named by a string"),
+    # two designs under one label were averaged into one comparison row
+    ({"architectures": [{"name": "khop-ring", "params": {"k": 2}}, {"name": "khop-ring", "params": {"k": 3}}]},
+     "study.yaml:architectures[1]", "label 'khop-ring' at 256 GPUs also names another design"),
+    ({"architectures": [{"name": "dgx", "label": "x"}, {"name": "tpuv4", "label": "x"}]},
+     "study.yaml:architectures[1]", "give each design its own label"),
+    ({"metrics": [{"mfu": {"model": ["a", "b"]}}]}, "study.yaml:metrics[0].mfu.model", "must be one str; got list"),
+])
+def test_more_bad_specs_name_the_key(changes, field, words):
+    err = error_of(spec(**changes))
+    assert err.field == field, str(err)
+    assert words in err.message, str(err)
+
+
+def test_one_label_may_name_one_design_at_several_sizes():
+    s = parse_study(spec(architectures=[{"name": "dgx", "label": "x", "gpus": 64},
+                                        {"name": "dgx", "label": "x", "gpus": 128}]))
+    assert [(p.label, p.gpus) for p in s.points] == [("x", 64), ("x", 128)]
+
+
+GOODPUT = {"faults": {"traces": ["stepfun"]}}
+
+
+@pytest.mark.parametrize("metric_options, workload_params", [
+    ({"sizing": "goodput"}, {"dp": 4}), ({"dp": 4}, {"sizing": "goodput"}), ({}, {"sizing": "goodput", "dp": 4})])
+def test_goodput_sizing_with_dp_is_refused_wherever_each_is_given(metric_options, workload_params):
+    """`sizing: goodput` chooses the DP size: with a pinned dp the spec is refused when read, also when one or both
+    come from a workload's params (every point used to fail at run time, exit 1)."""
+    doc = spec(**GOODPUT, workloads=[{"name": "w", "params": workload_params}],
+               metrics=[{"goodput": {"comm": "analytic", **metric_options}}])
+    err = error_of(doc)
+    assert err.field == "study.yaml:workloads[0].params.sizing" and "goodput chooses the DP size" in err.message
+    parse_study(spec(**GOODPUT, workloads=[{"name": "w", "params": {"sizing": "goodput"}}],
+                     metrics=[{"goodput": {"comm": "analytic"}}]))  # alone: fine
+
+
+def test_a_workload_param_reaches_the_metric_parsed(monkeypatch):
+    """`search: "false"` passed the spec's check (parsed: False) but reached the metric as a truthy string, so the
+    MFU search ran; the evaluator now applies the value the spec checked."""
+    from cli.study import registry
+    from cli.study.evaluator import evaluate_point
+
+    seen = {}
+    monkeypatch.setitem(registry.METRICS, "probe", registry.MetricSpec(
+        "probe", lambda ctx: seen.update(ctx.options) or {}, "test",
+        options={"search": registry.MetricOption(bool, True, "h"), "dp": registry.MetricOption(int, 0, "h")}))
+    s = parse_study(spec(workloads=[{"name": "w", "params": {"search": "false", "dp": "4"}}], metrics=["probe"]))
+    evaluate_point(s.points[0], s.metrics, s.catalog)
+    assert seen == {"search": False, "dp": 4}
+
+
+def test_a_yaml_alias_bomb_is_named_not_printed():
+    """9 lists of 9 aliases, 10 deep (3.5e9 leaves): the error printed repr(value) and never returned."""
+    level = ["x"] * 9
+    for _ in range(9):
+        level = [level] * 9
+    err = error_of(spec(seeds={"k": level}))
+    assert err.field == "study.yaml:seeds" and len(str(err)) < 300
+
+
+def test_a_spec_too_large_to_expand_is_refused_before_expansion():
+    """2,000 x 2,000 grid values: 4 M points, 8 GiB of points, over the 4 GiB memory limit (the grid's
+    product alone is refused, before it is built; `fabric --limit memory=...` raises it)."""
+    err = error_of(spec(architectures=[{"name": "khop-ring", "grid": {"nodes_per_tor": list(range(1, 2001)),
+                                                                       "nodes_per_rack": list(range(1, 2001))}}]))
+    assert err.field == "study.yaml:architectures[0]" and "4,000,000 design points" in err.message
+    err = error_of(spec(seeds=list(range(3_000_000))))  # checked in linear time (a quadratic check: hours)
+    assert err.field == "study.yaml" and "3,000,000 design points" in err.message
+
+
+def test_the_designs_of_many_entries_add_up_to_the_limit():
+    """Each entry under the limit, together over it: refused at the entry that passes it (with 500 kB of memory,
+    250 points: 100 designs per entry, the third entry makes 300)."""
+    from fabric import limits
+
+    many = [{"name": "khop-ring", "label": f"k{k}", "params": {"k": k}, "grid": {"trx_per_gpu": list(range(2, 202, 2))}}
+            for k in (2, 3, 4)]
+    assert len(parse_study(spec(architectures=many, gpus=64)).points) == 300
+    token = limits.set_limits(limits.parse_limits(["memory=500KB"], base=limits.current()))
+    try:
+        err = error_of(spec(architectures=many, gpus=64))
+    finally:
+        limits.reset(token)
+    assert err.field == "study.yaml:architectures[2]" and "300 design points" in err.message
+
+
+
+
+@pytest.mark.parametrize("text", ["gpus: " + "[" * 5000 + "]" * 5000 + "\n",
+                                  "x:\n" + "".join("  " * (i + 1) + f"k{i}:\n" for i in range(2000))])
+def test_deep_nesting_is_named_by_the_spec_file(tmp_path, text):
+    """Read through fabric.files: nesting deeper than 64 levels is refused naming the file (it ended as a
+    RecursionError blamed on --gpus)."""
+    path = tmp_path / "deep.yaml"
+    path.write_text(text)
+    with pytest.raises(FabricError, match="nests deeper than 64 levels") as info:
+        load_study(path)
+    assert info.value.field == str(path)
+
+
+def test_a_key_given_twice_is_refused_not_overridden(tmp_path):
+    """PyYAML keeps the last of two equal keys in silence: a second `metrics:` line dropped the first."""
+    path = tmp_path / "twice.yaml"
+    path.write_text("gpus: 256\narchitectures:\n  - {name: dgx, label: a, label: b}\nmetrics: [cost]\n")
+    with pytest.raises(FabricError, match=r"not valid YAML at line 3, column 27: found the key 'label' twice"):
+        load_study(path)
+    path.write_text("gpus: 256\narchitectures: [{name: dgx}]\nmetrics: [cost]\nmetrics: [build]\n")
+    with pytest.raises(FabricError, match="line 4, column 1: found the key 'metrics' twice"):
+        load_study(path)
+    path.write_text("gpus: 256\narchitectures: [{<<: {name: dgx, label: a}, label: b}]\nmetrics: [cost]\n")
+    assert [p.label for p in load_study(path).points] == ["b"]  # a merged key may be overridden, as YAML says

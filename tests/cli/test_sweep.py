@@ -199,6 +199,21 @@ def test_resume_runs_only_the_missing_points(tmp_path, run_cli):
     assert "warning: " in err4 and "6 point(s) that this spec does not have" in err4
 
 
+def test_resume_after_a_relabel_says_the_rows_keep_their_old_label(tmp_path, run_cli):
+    """A label is not an input of a point, so a relabelled point is not run again and its row keeps the old label:
+    the table showed a name the spec no longer has, in silence."""
+    doc = {"gpus": 256, "architectures": [{"name": "dgx", "label": "old"}, {"name": "tpuv4"}], "metrics": ["cost"]}
+    out = tmp_path / "out"
+    assert sweep(run_cli, write_spec(tmp_path, doc), out, "--workers", "1")[0] == 0
+    rc, summary, err = sweep(run_cli, write_spec(tmp_path, doc), out, "--workers", "1", "--resume")
+    assert rc == 0 and "label" not in err  # nothing renamed: nothing to say
+    doc["architectures"][0]["label"] = "new"
+    rc, summary, err = sweep(run_cli, write_spec(tmp_path, doc), out, "--workers", "1", "--resume")
+    assert rc == 0 and summary["skipped"] == 2
+    assert "warning: " in err and "1 row(s) under a label this spec has changed ('old' -> 'new')" in err
+    assert [r["label"] for r in summary["comparison"]] == ["old", "tpuv4"]  # as the warning says
+
+
 def test_an_existing_folder_needs_resume_or_overwrite(tmp_path, run_cli):
     spec = write_spec(tmp_path, {"gpus": 256, "architectures": [{"name": "dgx"}], "metrics": ["cost"]})
     out = tmp_path / "out"

@@ -112,6 +112,15 @@ def test_out_that_cannot_be_created_is_bad_input_and_leaves_nothing(tmp_path, ru
     assert "--resume" not in err
 
 
+def test_out_with_a_nul_byte_is_bad_input(tmp_path, run_cli, monkeypatch):
+    """Found by `pytest -m slow tests/cli/test_fuzz.py`: os.mkdir raised ValueError (a traceback)."""
+    monkeypatch.chdir(tmp_path)
+    spec = _spec(tmp_path, {**SLOW, "seeds": [0], "metrics": ["noop"]})
+    rc, _, err = run_cli("sweep", spec, "--out", "o\x00ut")
+    assert rc == 2 and err.startswith("error: --out:") and "NUL" in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == [spec.name]
+
+
 def test_a_refused_run_leaves_no_folder_and_a_lock_alone_is_not_results(tmp_path, run_cli):
     spec = _spec(tmp_path, {**SLOW, "seeds": [0], "metrics": ["noop"]})
     out = tmp_path / "out"

@@ -110,3 +110,30 @@ def test_faults_metric_tp_dividing_the_node_wastes_nothing(tmp_path, run_cli):
         "gpus": 64, "architectures": [{"name": "khop-ring"}], "workloads": [{"name": "a", "tp": 2}],
         "faults": {"ratios": [0.05]}, "metrics": [{"faults": {"samples": 20, "blast": False}}]})
     assert df["faults_waste_ratio_max"].tolist() == [0.0]
+
+
+def test_faults_options_from_a_workload_draw_the_faults_they_set(tmp_path, run_cli):
+    """A workload's `samples: 1500, mode: exact` set the faults metric's options but not the shared fault draw (drawn
+    with the defaults, 1,000 bernoulli samples): every point failed with an IndexError.  Exact: the same options
+    given as the metric's own must give the same faults columns, bit for bit."""
+    base = {"gpus": 64, "architectures": [{"name": "khop-ring"}], "faults": {"ratios": [0.05]}, "seeds": [3]}
+    opts = {"samples": 1500, "mode": "exact"}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    _, by_metric = _run(tmp_path / "a", run_cli, {**base, "workloads": [{"name": "w", "tp": 8}],
+                                                 "metrics": [{"faults": opts}]})
+    _, by_workload = _run(tmp_path / "b", run_cli, {**base, "workloads": [{"name": "w", "tp": 8, "params": opts}],
+                                                   "metrics": ["faults"]})
+    cols = [c for c in by_metric.columns if c.startswith("faults_")]
+    assert cols and by_metric[cols].equals(by_workload[cols])
+
+
+def test_a_workloads_samples_pass_the_samples_limit_when_read(tmp_path, run_cli):
+    """The limit guarded the metric's own `samples` only: 1e11 from a workload ran for a minute, then failed."""
+    spec = tmp_path / "study.yaml"
+    spec.write_text(yaml.safe_dump({"gpus": 64, "architectures": [{"name": "dgx"}], "faults": {"ratios": [0.1]},
+                                    "workloads": [{"name": "w", "tp": 8, "params": {"samples": 10**11}}],
+                                    "metrics": ["faults"]}))
+    rc, _, err = run_cli("sweep", spec, "--out", tmp_path / "out")
+    assert rc == 2 and "workloads[0].params.samples: needs about 100,000,000,000 samples" in err
+    assert not (tmp_path / "out").exists()

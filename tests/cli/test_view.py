@@ -149,6 +149,24 @@ def test_out_and_serve_together_are_refused(run_cli, tmp_path):
     assert rc == 2 and "not both" in err
 
 
+@pytest.mark.parametrize("args, words", [
+    (["--out", "{out}", "--port", "8000"], "--port: is the port of --serve"),
+    (["--serve", "--level", "rack"], "--level: forces the level of detail of the page of --out"),
+    (["--serve", "--backend", "canvas"], "--backend: chooses how the page of --out draws"),
+])
+def test_an_option_of_the_other_mode_is_refused_not_ignored(run_cli, tmp_path, args, words):
+    """--port with --out, --level or --backend with --serve: each was silently ignored (the page wrote, the app
+    served), so a user who asked for a rack-level app or a canvas app did not get one and was not told."""
+    out = tmp_path / "view.html"
+    with socket.socket() as busy:  # were the option ignored again, the app would fail on this port, not hang
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = ["--port", str(busy.getsockname()[1])] if "--serve" in args else []
+        rc, stdout, err = run_cli("view", "dgx", "--gpus", "16", *[a.format(out=out) for a in args], *port)
+    assert rc == 2 and err.startswith(f"error: {words}") and err.count("\n") == 1 and stdout == ""
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_existing_page_survives_a_failed_run(run_cli, tmp_path):
     out = tmp_path / "view.html"
     out.write_text("previous")
