@@ -37,7 +37,7 @@ from solvers.orchestrator.rings import block_structure, max_rings
 from solvers.orchestrator.run import Budget, run_ilp, warm_start_result
 from solvers.orchestrator.single_group import large_group, run_single_group
 from solvers.orchestrator.space import Line, khop_line
-from solvers.orchestrator.stage1 import check_jobs, resolve_jobs
+from solvers.orchestrator.stage1 import NoInstanceFits, check_jobs, resolve_jobs
 from solvers.orchestrator.traffic import placement_traffic
 from solvers.orchestrator.several_jobs import deal, live, merged_job, mergeable, relabel
 from solvers.pulp_adapter import SolveOptions, relative_gap
@@ -262,7 +262,8 @@ def orchestrate_summary(fabric: Fabric, *, tp: int, dp: int | None, pp: int = 1,
                         time_limit: float | None = DEFAULT_TIME_LIMIT, gap_rel: float = 0.0,
                         mip_solver: str = "auto", tor_map=None, dp_bytes: float | None = None,
                         pp_bytes: float | None = None, placement: bool = False,
-                        fault_mode: str = "bernoulli", trace_servers: int | None = None) -> dict:
+                        fault_mode: str = "bernoulli", trace_servers: int | None = None,
+                        none_fit: str = "error") -> dict:
     """One orchestration as the JSON object of ``fabric orchestrate`` (what a sweep metric registers).
 
     Exactly one fault source: ``faulty_nodes`` (node ids), ``node_fault_ratio``
@@ -272,6 +273,10 @@ def orchestrate_summary(fabric: Fabric, *, tp: int, dp: int | None, pp: int = 1,
     read at ``trace_time`` days: default the moment with the most nodes
     down); none of them means no fault.  ``trace_servers`` counts the servers
     a trace file covers, those that never fail included (default: those in it).
+    ``none_fit``: when not one instance fits on the healthy GPUs, ``error``
+    raises :class:`~solvers.orchestrator.stage1.NoInstanceFits` (bad input for
+    one orchestration); ``empty`` returns status ``infeasible`` with no
+    instance (a cell of a table over fault ratios).
 
     Returns
     -------
@@ -285,8 +290,16 @@ def orchestrate_summary(fabric: Fabric, *, tp: int, dp: int | None, pp: int = 1,
                                 trace=trace, trace_time=trace_time, mode=fault_mode)
     job = Job(tp=tp, dp=dp, pp=pp, count=count, dp_bytes=dp_bytes, pp_bytes=pp_bytes)
     opts = SolveOptions(solver=mip_solver, time_limit=time_limit, gap_rel=gap_rel)
-    res = orchestrate(fabric, [job], nodes, solver=solver, options=opts, tor_map=tor_map)
-    out = res.summary(placement=placement)
+    if none_fit not in ("error", "empty"):
+        raise FabricError("none_fit", f"{none_fit!r} not allowed; use error or empty")
+    try:
+        res = orchestrate(fabric, [job], nodes, solver=solver, options=opts, tor_map=tor_map)
+        out = res.summary(placement=placement)
+    except NoInstanceFits as exc:
+        if none_fit == "error":
+            raise
+        out = {"status": "infeasible", "instances": 0, "gpu_utilization": 0.0, "cross_tor_traffic_ratio": None,
+               "notes": [exc.message]}
     out["fault_source"] = source
     all_nodes = np.unique(fabric.group("node")[fabric.gpu_ids])
     out["nodes"] = int(all_nodes.size)

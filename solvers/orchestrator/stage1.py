@@ -54,9 +54,17 @@ def resolve_jobs(jobs: list[Job], rings: int, healthy_gpus: int) -> list[Job] | 
         out[i] = out[i].with_layout(out[i].dp, c)
     if len(out) == 1 and out[0].count == 0:
         j = out[0]
-        raise FabricError("dp", f"DP x TP x PP = {j.dp} x {j.tp} x {j.pp} = {j.dp * j.tp * j.pp} GPUs does not "
+        raise NoInstanceFits("dp", f"DP x TP x PP = {j.dp} x {j.tp} x {j.pp} = {j.dp * j.tp * j.pp} GPUs does not "
                                   f"fit: the {healthy_gpus} healthy GPUs form {rings} TP groups of {j.tp}")
     return out
+
+
+class NoInstanceFits(FabricError):
+    """Not one instance of the job fits on the healthy GPUs (a request of as many as fit, and none does).
+
+    A :class:`FabricError` (exit 2, naming ``--dp``) for one orchestration; a table over fault ratios
+    records it as a cell where no job fits (:func:`solvers.orchestrator.table.cross_tor_table`).
+    """
 
 
 def _knapsack(sizes: list[int], cap: int) -> list[int]:

@@ -64,13 +64,14 @@ def cross_tor_table(fabrics: Iterable[tuple[str, Fabric]], *, ratios=tuple(i / 1
             for s in range(samples):
                 for solver in solvers:
                     d = orchestrate_summary(fab, tp=tp, dp=dp, count=count, node_fault_ratio=ratio, seed=seed + s,
-                                            solver=solver, time_limit=time_limit, **({"fault_mode": mode}))
+                                            solver=solver, time_limit=time_limit, fault_mode=mode,
+                                            none_fit="empty" if ratio > 0 else "error")
                     cells.setdefault(("iid", ratio, solver), []).append(d)
         if trace:
             for time_day in _trace_times(fab, trace, trace_points, seed):
                 for solver in solvers:
                     d = orchestrate_summary(fab, tp=tp, dp=dp, count=count, trace=trace, trace_time=time_day,
-                                            seed=seed, solver=solver, time_limit=time_limit)
+                                            seed=seed, solver=solver, time_limit=time_limit, none_fit="empty")
                     near = min(ratios, key=lambda r: abs(r - d["node_fault_ratio"]))
                     cells.setdefault(("trace", near, solver), []).append(d)
         for (source, ratio, solver), ds in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
@@ -110,7 +111,9 @@ def table_markdown(rows: list[dict]) -> str:
             for x in ratios:
                 r = next((r for r in sub if (r["architecture"], r["solver"], r["node_fault_ratio"]) ==
                           (arch, solver, x)), None)
-                if r is None or r["cross_tor_traffic_ratio"] is None:
+                if r is not None and r["infeasible"] == r["samples"] and r["gpu_utilization"] == 0:
+                    cells.append("no job fits")
+                elif r is None or r["cross_tor_traffic_ratio"] is None:
                     cells.append("-")
                 else:
                     cells.append(f"{r['cross_tor_traffic_ratio']:.3f} ({r['gpu_utilization']:.2f})")

@@ -127,6 +127,26 @@ def test_orchestrate_table_command(run_cli):
                 "cross_tor_traffic_ratio"] - 1e-12
 
 
+def test_orchestrate_table_cell_where_no_job_fits(run_cli):
+    """TPUv4 at 64 GPUs is one cube: at 10 % node faults (seed 0) hosts of it are down and no TP group is left.
+    One orchestration refuses that request (exit 2, naming --dp); the table records the cell as 'no job fits'
+    and goes on (it stopped the whole table before)."""
+    rc, out, err = run_cli("orchestrate", "tpuv4", "--gpus", "64", "--tp", "8", "--dp", "4", "--node-fault-ratio",
+                           "0.1", "--json")
+    assert rc == 2 and out == "" and err.startswith("error: --dp:") and "0 TP groups" in err
+    args = ("orchestrate-table", "--gpus", "64", "--max-ratio", "0.1", "--step", "0.1", "--samples", "1", "--trace", "")
+    rc, out, err = run_cli(*args, "--json")
+    assert rc == 0, err
+    cell = {(r["architecture"], r["solver"]): r for r in json.loads(out)["rows"] if r["node_fault_ratio"] == 0.1}
+    for solver in ("ilp", "greedy"):
+        r = cell[("tpuv4", solver)]
+        assert r["infeasible"] == r["samples"] == 1 and r["gpu_utilization"] == 0
+        assert r["cross_tor_traffic_ratio"] is None
+    assert cell[("dgx-h100", "ilp")]["infeasible"] == 0 and cell[("dgx-h100", "ilp")]["gpu_utilization"] > 0
+    rc, out, err = run_cli(*args)
+    assert rc == 0 and "| tpuv4 | ilp | 0.000 (1.00) | no job fits |" in out
+
+
 @pytest.mark.parametrize("extra", [[], ["--pp", "2", "--pp-bytes", "0"]])
 def test_zero_bytes_is_optimal_at_zero_not_a_crash(run_cli, extra):
     """--dp-bytes 0 (and no PP bytes): no placement moves a byte across ToRs, so the most instances at 0 bytes is
