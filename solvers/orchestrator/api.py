@@ -263,7 +263,7 @@ def orchestrate_summary(fabric: Fabric, *, tp: int, dp: int | None, pp: int = 1,
                         mip_solver: str = "auto", tor_map=None, dp_bytes: float | None = None,
                         pp_bytes: float | None = None, placement: bool = False,
                         fault_mode: str = "bernoulli", trace_servers: int | None = None,
-                        none_fit: str = "error") -> dict:
+                        none_fit_empty: bool = False) -> dict:
     """One orchestration as the JSON object of ``fabric orchestrate`` (what a sweep metric registers).
 
     Exactly one fault source: ``faulty_nodes`` (node ids), ``node_fault_ratio``
@@ -273,10 +273,10 @@ def orchestrate_summary(fabric: Fabric, *, tp: int, dp: int | None, pp: int = 1,
     read at ``trace_time`` days: default the moment with the most nodes
     down); none of them means no fault.  ``trace_servers`` counts the servers
     a trace file covers, those that never fail included (default: those in it).
-    ``none_fit``: when not one instance fits on the healthy GPUs, ``error``
-    raises :class:`~solvers.orchestrator.stage1.NoInstanceFits` (bad input for
-    one orchestration); ``empty`` returns status ``infeasible`` with no
-    instance (a cell of a table over fault ratios).
+    When not one instance fits on the healthy GPUs it raises
+    :class:`~solvers.orchestrator.stage1.NoInstanceFits` (bad input for one
+    orchestration), or with ``none_fit_empty`` returns status ``infeasible``
+    with no instance (a cell of a table over fault ratios).
 
     Returns
     -------
@@ -290,13 +290,11 @@ def orchestrate_summary(fabric: Fabric, *, tp: int, dp: int | None, pp: int = 1,
                                 trace=trace, trace_time=trace_time, mode=fault_mode)
     job = Job(tp=tp, dp=dp, pp=pp, count=count, dp_bytes=dp_bytes, pp_bytes=pp_bytes)
     opts = SolveOptions(solver=mip_solver, time_limit=time_limit, gap_rel=gap_rel)
-    if none_fit not in ("error", "empty"):
-        raise FabricError("none_fit", f"{none_fit!r} not allowed; use error or empty")
     try:
         res = orchestrate(fabric, [job], nodes, solver=solver, options=opts, tor_map=tor_map)
         out = res.summary(placement=placement)
     except NoInstanceFits as exc:
-        if none_fit == "error":
+        if not none_fit_empty:
             raise
         out = {"status": "infeasible", "instances": 0, "gpu_utilization": 0.0, "cross_tor_traffic_ratio": None,
                "notes": [exc.message]}

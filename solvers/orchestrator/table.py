@@ -65,13 +65,13 @@ def cross_tor_table(fabrics: Iterable[tuple[str, Fabric]], *, ratios=tuple(i / 1
                 for solver in solvers:
                     d = orchestrate_summary(fab, tp=tp, dp=dp, count=count, node_fault_ratio=ratio, seed=seed + s,
                                             solver=solver, time_limit=time_limit, fault_mode=mode,
-                                            none_fit="empty" if ratio > 0 else "error")
+                                            none_fit_empty=ratio > 0)
                     cells.setdefault(("iid", ratio, solver), []).append(d)
         if trace:
             for time_day in _trace_times(fab, trace, trace_points, seed):
                 for solver in solvers:
                     d = orchestrate_summary(fab, tp=tp, dp=dp, count=count, trace=trace, trace_time=time_day,
-                                            seed=seed, solver=solver, time_limit=time_limit, none_fit="empty")
+                                            seed=seed, solver=solver, time_limit=time_limit, none_fit_empty=True)
                     near = min(ratios, key=lambda r: abs(r - d["node_fault_ratio"]))
                     cells.setdefault(("trace", near, solver), []).append(d)
         for (source, ratio, solver), ds in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
