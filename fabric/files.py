@@ -77,47 +77,59 @@ def _no_constant(name: str):
 
 
 def parse_yaml(text: str, name: str, field: str) -> Any:
-    """Parse YAML text of file ``name`` (safe loader); errors name ``field`` and the file."""
+    """Parse YAML text of file ``name`` (safe loader, a key given twice refused); errors name ``field`` and the file."""
     import yaml
 
     check_nesting(text, name, field)
     try:
-        return yaml.load(text, Loader=_unique_key_loader())
-    except _DuplicateKey as exc:
-        raise FabricError(field, f"{name}: key {exc.key!r} is given twice (line {exc.line}); a later one would "
-                                 "silently replace the earlier") from None
+        return yaml.load(text, Loader=yaml_loader())  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as exc:
+        if hasattr(exc, "duplicate_key"):
+            raise FabricError(field, f"{name}: key {exc.duplicate_key} is given twice (line "
+                                     f"{exc.problem_mark.line + 1}); a later one would silently replace the "
+                                     "earlier") from None
         raise FabricError(field, f"{name} is not valid YAML ({str(exc).splitlines()[0]})") from None
     except (RecursionError, ValueError) as exc:
         raise FabricError(field, f"{name} is not valid YAML ({exc})") from None
 
 
-class _DuplicateKey(Exception):
-    def __init__(self, key, line: int):
-        super().__init__(key)
-        self.key, self.line = key, line
-
-
 _LOADER = None
+SHOWN_KEY_CHARS = 60  # a key in a message is cut here: a YAML alias bomb as a key must not be printed in full
 
 
-def _unique_key_loader():
-    """PyYAML's safe loader refusing a key given twice in one mapping (it keeps the last, silently: a second
-    ``gpu_h100:`` entry of a catalog would drop the first).  Built on first use: ``import yaml`` costs start-up."""
+def yaml_loader():
+    """PyYAML's safe loader refusing a key given twice in one mapping, the one every YAML input is read with.
+
+    PyYAML keeps the last of two equal keys in silence (a second ``gpu_h100:`` entry of a catalog dropped the
+    first; a second ``metrics:`` line of a study dropped the first).  The error is a
+    ``yaml.constructor.ConstructorError`` "found the key K twice" at the second key's mark, with the shown key
+    as ``duplicate_key``.  Keys merged in with ``<<`` may still be overridden, as YAML says.  Built on first
+    use: ``import yaml`` costs start-up.
+    """
     global _LOADER
     if _LOADER is None:
         import yaml
 
         class UniqueKeyLoader(yaml.SafeLoader):
             def construct_mapping(self, node, deep=False):
-                seen = set()
-                for key_node, _ in node.value:  # the mapping's own keys: a merge (<<) may be overridden
-                    if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
-                        continue
-                    key = self.construct_object(key_node)
-                    if key in seen:
-                        raise _DuplicateKey(key, key_node.start_mark.line + 1)
-                    seen.add(key)
+                if isinstance(node, yaml.MappingNode):
+                    seen: set = set()
+                    for key_node, _ in node.value:
+                        if key_node.tag == "tag:yaml.org,2002:merge":
+                            continue
+                        key = self.construct_object(key_node, deep=deep)
+                        try:
+                            again = key in seen
+                            seen.add(key)
+                        except TypeError:  # an unhashable key: the base class says so
+                            break
+                        if again:
+                            shown = repr(key)
+                            shown = shown if len(shown) <= SHOWN_KEY_CHARS else shown[:SHOWN_KEY_CHARS] + "..."
+                            err = yaml.constructor.ConstructorError(None, None, f"found the key {shown} twice",
+                                                                    key_node.start_mark)
+                            err.duplicate_key = shown
+                            raise err
                 return super().construct_mapping(node, deep=deep)
 
         _LOADER = UniqueKeyLoader

@@ -548,29 +548,6 @@ def _expand(study: str, designs: list[dict[str, Any]], faults: list[FaultScenari
 
 
 # ---------------------------------------------------------------------------------------------- entry
-class _SpecLoader(yaml.SafeLoader):
-    """YAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last in silence: a second
-    ``metrics:`` line would drop the first).  Keys merged in with ``<<`` may still be overridden, as YAML says."""
-
-    def construct_mapping(self, node, deep=False):
-        if isinstance(node, yaml.MappingNode):
-            seen: set = set()
-            for key_node, _ in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge":
-                    continue
-                key = self.construct_object(key_node, deep=deep)
-                try:
-                    again = key in seen
-                    seen.add(key)
-                except TypeError:  # an unhashable key: the base class says so
-                    break
-                if again:
-                    raise yaml.constructor.ConstructorError(None, None, f"found the key {_shown(key)} twice",
-                                                            key_node.start_mark)
-        return super().construct_mapping(node, deep)
-
-
-
 def parse_study(doc: Any, source: str = "study.yaml", base_dir: Path | str = ".", text: str = "") -> Study:
     """Validate a parsed spec and expand it into design points.
 
@@ -652,12 +629,12 @@ def load_study(path: Path | str) -> Study:
         raise FabricError("SPEC", f"{path} is a folder; give a study YAML file, e.g. studies/default.yaml")
     if not path.is_file():
         raise FabricError("SPEC", f"no such study file: {path}")
-    from fabric.files import MAX_DEPTH, check_nesting, read_text
+    from fabric.files import MAX_DEPTH, check_nesting, read_text, yaml_loader
 
     text = read_text(path, source)  # the one reader of input files: size limit, UTF-8, a name the OS refuses
     check_nesting(text, path.name, source)
     try:
-        doc = yaml.load(text, Loader=_SpecLoader)  # noqa: S506 (a SafeLoader)
+        doc = yaml.load(text, Loader=yaml_loader())  # noqa: S506 (a SafeLoader refusing a key given twice)
     except RecursionError:  # block-style nesting (indentation) that the bracket count does not see
         raise FabricError(source, f"{path.name} nests deeper than {MAX_DEPTH} levels") from None
     except yaml.YAMLError as exc:

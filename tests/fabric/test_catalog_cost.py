@@ -98,7 +98,7 @@ def test_a_key_given_twice_is_refused(tmp_path):
                  "  gpu_h100:\n    power_w: {value: 1, source: assumed}\n")
     with pytest.raises(FabricError) as exc:
         load_catalog(p)
-    assert exc.value.field == "catalog" and "'gpu_h100' is given twice (line 4)" in exc.value.message
+    assert exc.value.field == "catalog" and "key 'gpu_h100' is given twice (line 4)" in exc.value.message
 
 
 def test_yaml_merge_keys_may_still_be_overridden():
