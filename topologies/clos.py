@@ -227,14 +227,15 @@ def attach_clos(b: FabricBuilder, endpoints: np.ndarray, catalog: Catalog, *, po
                + (f" ({u // S} link(s) per ToR-spine pair, {T * u // S} of {k} spine ports used)" if T > 1 else ""))
     else:
         da, ua = split_ports(k, params["agg_oversubscription"])
-        a = u  # aggs per pod: one link from every ToR to every agg
         P = math.ceil(T / da)
         if P > k:
             raise FabricError("gpus", f"{E} endpoints need {P} pods, more than a 3-tier Clos of radix {k} "
                                         f"allows ({k} pods, {k * da * ept} endpoints); use a larger -p k")
-        tors, aggs, pod_of_tor = pods_of_tors_and_aggs(b, endpoints, tor_of_ep, T, P, da, a, port_bandwidth, latency)
+        a = aggs_per_pod(T, u, da)
+        tors, aggs, pod_of_tor = pods_of_tors_and_aggs(b, endpoints, tor_of_ep, T, P, da, a, port_bandwidth, latency,
+                                                       links_per_pair=u // a)
         tors_per_pod = min(da, tors.size)
-        n_fiber = E + tors.size * a
+        n_fiber = E + tors.size * u
         c = even_spine_count(P, ua, k)  # cores per plane, dividing ua: ua / c links per agg-core pair
         cores = b.add_devices(DeviceKind.CORE, a * c)
         p_idx, j_idx, t_idx = np.meshgrid(np.arange(P), np.arange(a), np.arange(ua), indexing="ij")
@@ -263,12 +264,31 @@ def attach_clos(b: FabricBuilder, endpoints: np.ndarray, catalog: Catalog, *, po
     return ClosInfo(tors, aggs, cores, tor_of_ep, pod_of_ep, tiers_n, ept, circuits)
 
 
+def aggs_per_pod(n_tors: int, uplinks: int, agg_downlinks: int) -> int:
+    """Aggregation switches per pod: every ToR's ``uplinks`` spread evenly over them, as spines over leaves.
+
+    A full pod (``agg_downlinks`` ToRs) takes ``uplinks`` aggs, one link from every ToR to each (the
+    k-ary fat-tree); a single pod of fewer ToRs takes the fewest that divide the uplinks and have ports
+    for them all (:func:`even_spine_count`), so one ToR under a radix-128 pod is one agg with 64 links, not
+    64 aggs with one link each.  With more than one pod the pods are full (the last one is rounded up).
+
+    Examples
+    --------
+    >>> aggs_per_pod(64, 64, 64), aggs_per_pod(1, 64, 64), aggs_per_pod(40, 64, 64)
+    (64, 1, 64)
+    >>> aggs_per_pod(3, 4, 4)  # 12 ToR uplinks need 3 aggs of 4 downlinks; 4 divides the uplinks
+    4
+    """
+    return even_spine_count(min(n_tors, agg_downlinks), uplinks, agg_downlinks)
+
+
 def pods_of_tors_and_aggs(b: FabricBuilder, endpoints: np.ndarray, tor_of_ep: np.ndarray, n_tors: int, pods: int,
-                          tors_per_pod: int, aggs_per_pod: int, bw: float, latency: float):
+                          tors_per_pod: int, aggs_per_pod: int, bw: float, latency: float, links_per_pair: int = 1):
     """The lower two tiers of a 3-tier Clos: ToRs over the endpoints, pods of aggregation switches.
 
-    More than one pod rounds the ToRs up to whole pods; every ToR links once to every aggregation switch
-    of its pod, and endpoint ``i`` to ToR ``tor_of_ep[i]`` (all duplex fibres at ``bw``).
+    More than one pod rounds the ToRs up to whole pods; every ToR links ``links_per_pair`` times to every
+    aggregation switch of its pod (:func:`aggs_per_pod`), and endpoint ``i`` to ToR ``tor_of_ep[i]`` (all
+    duplex fibres at ``bw``).
 
     Returns
     -------
@@ -281,7 +301,8 @@ def pods_of_tors_and_aggs(b: FabricBuilder, endpoints: np.ndarray, tor_of_ep: np
     aggs = b.add_devices(DeviceKind.AGG, pods * aggs_per_pod, pod=np.repeat(np.arange(pods), aggs_per_pod))
     # ToR t of pod p -> every agg of pod p
     dst = aggs[(pod_of_tor[:, None] * aggs_per_pod + np.arange(aggs_per_pod)[None, :]).ravel()]
-    b.add_links(np.repeat(tors, aggs_per_pod), dst, capacity=bw, latency=latency, medium="fiber", layer="dcn")
+    b.add_links(np.repeat(np.repeat(tors, aggs_per_pod), links_per_pair), np.repeat(dst, links_per_pair),
+                capacity=bw, latency=latency, medium="fiber", layer="dcn")
     return tors, aggs, pod_of_tor
 
 

@@ -25,7 +25,7 @@ from fabric.catalog import Catalog
 from fabric.errors import FabricError
 from fabric.model import Configuration, DeviceKind, Fabric, FabricBuilder, HBDKind, HBDSpec
 from topologies import dgx
-from topologies.clos import (DCN_DRIVERS, check_ratios, dcn_params, default_configuration, default_radix, even_spine_count, pods_of_tors_and_aggs,
+from topologies.clos import (DCN_DRIVERS, aggs_per_pod, check_ratios, dcn_params, default_configuration, default_radix, even_spine_count, pods_of_tors_and_aggs,
                              split_ports)
 from topologies.params import Param
 from topologies.servers import add_gpu_nodes, add_nic_per_gpu, attach_gpus_to_clos, propagate_tor
@@ -145,8 +145,8 @@ def _attach_ocs_pods(b: FabricBuilder, nics: np.ndarray, catalog: Catalog, bw: f
     T = max(1, math.ceil(E / d))
     P = math.ceil(T / da)
     tor_of_ep = np.arange(E, dtype=np.int64) // d  # not a repeat of T x d: d may be a huge radix
-    a = u
-    tors, aggs, pod_of_tor = pods_of_tors_and_aggs(b, nics, tor_of_ep, T, P, da, a, bw, latency)
+    a = aggs_per_pod(T, u, da)
+    tors, aggs, pod_of_tor = pods_of_tors_and_aggs(b, nics, tor_of_ep, T, P, da, a, bw, latency, links_per_pair=u // a)
     T = tors.size
     yc = int(round(params["core_ratio"] * ua))
     ud = ua - yc
@@ -185,8 +185,8 @@ def _attach_ocs_pods(b: FabricBuilder, nics: np.ndarray, catalog: Catalog, bw: f
     n_core_fibres = a * P * yc
     b.add_bom(switch, "dcn", T + aggs.size + cores.size)
     # transceivers at both ends of NIC-ToR and ToR-agg fibres, one per OCS fibre (the OCS is passive)
-    b.add_bom(trx, "dcn", 2 * (E + T * a) + n_agg_fibres + n_core_fibres)
-    b.add_bom("fiber", "dcn", E + T * a + n_agg_fibres + n_core_fibres)
+    b.add_bom(trx, "dcn", 2 * (E + T * u) + n_agg_fibres + n_core_fibres)
+    b.add_bom("fiber", "dcn", E + T * u + n_agg_fibres + n_core_fibres)
     b.add_bom(ocs_item, "dcn", ocs.size)
     b.note(f"DCN: 3-tier fat-tree, radix {k}, {P} pods x {min(da, T)} ToRs x {d} endpoints, {aggs.size} aggs; "
            f"agg uplinks through {ocs.size} OCS ({n_o} per plane); {yc} of {ua} uplinks per agg face "

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable
 
 from fabric import limits
 from fabric.errors import FabricError
-from topologies.clos import check_ratios, split_ports
+from topologies.clos import aggs_per_pod, check_ratios, split_ports
 
 
 @dataclass(frozen=True)
@@ -71,12 +71,13 @@ def clos_size(endpoints: float, k: int, params: dict, endpoints_per_tor: float |
         return tors + spines, endpoints + (tors * u if tors > 1 else 0)
     da, ua = split_ports(k, params["agg_oversubscription"])
     pods = math.ceil(tors / da)
+    a = aggs_per_pod(tors, u, da)  # core planes too
     tors = pods * da if tors > da else tors
-    agg_core = pods * u * ua
-    devices = tors + pods * u + u * math.ceil(pods * ua / k)
+    agg_core = pods * a * ua
+    devices = tors + pods * a + a * math.ceil(pods * ua / k)
     links = endpoints + tors * u + agg_core
     if ocs_core:
-        devices += u * math.ceil(pods * ua / max(ocs_ports // 2, 1))  # per core plane, ports // 2 pairs an OCS
+        devices += a * math.ceil(pods * ua / max(ocs_ports // 2, 1))  # per core plane, ports // 2 pairs an OCS
         links += agg_core
     return devices, links
 

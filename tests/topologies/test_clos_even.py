@@ -128,3 +128,26 @@ def test_healthy_nvl72_dp_rings_do_not_slow_each_other():
     together, alone = sim(fab, "all_reduce", groups, 1e9), sim(fab, "all_reduce", groups[:1], 1e9)
     assert together == pytest.approx(alone, rel=1e-6)
     assert together == pytest.approx(analytic_comm_time(fab, "all_reduce", groups, 1e9), rel=1e-3)
+
+
+@settings(max_examples=15, deadline=None)
+@given(gpus=st.integers(1, 160), k=st.sampled_from([8, 12, 16, 20]), o=st.sampled_from([1.0, 3.0]))
+def test_a_single_pod_takes_the_fewest_aggs_and_every_tor_uplink(gpus, k, o):
+    """A 3-tier Clos whose ToRs fit one pod: brute force over the built links, not the builder's formula.
+
+    Each ToR keeps all its u uplinks, and the aggs are the fewest S with S | u and S x (agg downlinks) >= ToRs x u
+    (one ToR under a radix-128 pod is one agg with 64 links; it was 64 aggs with one link each, 64 cores and 64
+    OCS for `rfabric --gpus 64`).  Full pods keep the k-ary fat-tree's u aggs (test_full_trees_keep...)."""
+    d = round(k * o / (1 + o))
+    u = k - d
+    da = k // 2  # agg_oversubscription 1
+    gpus = min(gpus, d * da)  # one pod
+    fab = build("fat-tree", gpus, {"k": k, "tiers": "3", "oversubscription": o})
+    tors, aggs = fab.ids_of(DeviceKind.TOR), fab.ids_of(DeviceKind.AGG)
+    pairs = tier_pairs(fab, DeviceKind.TOR, DeviceKind.AGG)
+    per_tor = np.bincount(np.searchsorted(tors, [t for t, _ in pairs]), weights=list(pairs.values()),
+                          minlength=tors.size)
+    assert (per_tor == u).all()
+    fewest = next(s for s in range(1, u + 1) if u % s == 0 and s * da >= tors.size * u)
+    assert aggs.size == fewest
+    assert_even(fab)
