@@ -30,14 +30,13 @@ bound of the next candidate exceeds the ``confirm``-th best screened time
 from __future__ import annotations
 
 import itertools
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from fabric.errors import FabricError
 from workloads.comm import analytic_comm_time
-from workloads.parallelism import Parallelism, validate
+from workloads.parallelism import Parallelism, divisors, validate
 from workloads.placement import usable_gpus
 from workloads.step import StepModel, StepResult
 
@@ -47,10 +46,6 @@ _LAYOUT_OPTIONS = ("distributed_optimizer", "zero_stage", "first_stage_layers", 
                    "account_for_embedding", "account_for_loss")
 
 
-def _divisors(n: int) -> list[int]:
-    """The divisors of ``n`` >= 1, ascending; pairs up to sqrt(n), so a model file's 2**24 experts takes 4,096 steps."""
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return small + [n // d for d in reversed(small) if d * d != n]
 
 
 @dataclass
@@ -99,10 +94,10 @@ def candidates(sm: StepModel, global_batch: int, fixed: dict[str, Any] | None = 
     def pick(name: str, values: Iterable) -> list:
         return [fixed[name]] if name in fixed else list(values)
 
-    tps = pick("tp", [t for t in _divisors(m.heads) if t <= max_tp and (t % unit == 0 or unit % t == 0)])
+    tps = pick("tp", [t for t in divisors(m.heads) if t <= max_tp and (t % unit == 0 or unit % t == 0)])
     cps = pick("cp", [c for c in (1, 2, 4, 8, 16, 32) if m.seq_len % (2 * c) == 0 and m.seq_len // c >= 1024
                       or c == 1])
-    pps = pick("pp", sorted(set(_divisors(m.layers)) | {p for p in (2, 4, 8, 16, 32, 64) if p <= m.layers}))
+    pps = pick("pp", sorted(set(divisors(m.layers)) | {p for p in (2, 4, 8, 16, 32, 64) if p <= m.layers}))
     mbs = pick("micro_batch", (1, 2, 4, 8))
     rcs = pick("recompute", ("none", "full") if sm.flash else ("none", "selective", "full"))
     usable = {t: usable_gpus(fab, t) for t in tps}
@@ -123,7 +118,7 @@ def candidates(sm: StepModel, global_batch: int, fixed: dict[str, Any] | None = 
             nmb = global_batch // (dp * mb)
             vs = pick("interleave", [v for v in (1, 2, 4, 8) if pp * v <= m.layers + 2 and
                                      (v == 1 or (pp > 1 and nmb % pp == 0))])
-            eps = pick("ep", [e for e in _divisors(m.experts) if (tp * cp * dp) % e == 0] if m.is_moe else [1])
+            eps = pick("ep", [e for e in divisors(m.experts) if (tp * cp * dp) % e == 0] if m.is_moe else [1])
             sp_opts = [fixed["sequence_parallel"]] if "sequence_parallel" in fixed else [tp > 1]
             for v, ep, rc, sp in itertools.product(vs, eps, rcs, sp_opts):
                 yield Parallelism(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, micro_batch=mb, global_batch=global_batch,

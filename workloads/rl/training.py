@@ -20,7 +20,7 @@ from fabric.catalog import Catalog
 from fabric.errors import FabricError
 from fabric.model import Fabric
 from workloads.models import ModelSpec
-from workloads.parallelism import Parallelism, validate
+from workloads.parallelism import Parallelism, divisors, validate
 from workloads.placement import RankPlacement
 from workloads.rl.config import RLConfig
 from workloads.rl.generation import ACT_BYTES
@@ -71,10 +71,6 @@ class TrainingResult:
                 "notes": list(self.notes)}
 
 
-def _divisors(n: int) -> list[int]:
-    """The divisors of ``n`` >= 1, ascending; pairs up to sqrt(n), so a model file's 2**24 experts takes 4,096 steps."""
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return small + [n // d for d in reversed(small) if d * d != n]
 
 
 def plan_training(fabric: Fabric, model: ModelSpec, cfg: RLConfig, train_gpus: int, mean_output: float,
@@ -95,7 +91,7 @@ def plan_training(fabric: Fabric, model: ModelSpec, cfg: RLConfig, train_gpus: i
         seq = tp * math.ceil(seq / tp)
     m = model.with_seq_len(seq)
     notes: list[str] = []
-    candidates = [cfg.train_pp] if cfg.train_pp else [p for p in _divisors(m.layers) if train_gpus // (tp * p) >= 1]
+    candidates = [cfg.train_pp] if cfg.train_pp else [p for p in divisors(m.layers) if train_gpus // (tp * p) >= 1]
     if not candidates:
         raise FabricError("params[train_tp]", f"tp={tp} needs more than the {train_gpus} GPUs of the training pool")
     sm = StepModel(fabric, m, catalog=catalog, runtime=runtime)
