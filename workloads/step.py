@@ -275,6 +275,18 @@ class StepModel:
         other._placements, other._comms = self._placements, self._comms
         return other
 
+    def with_backend(self, backend) -> "StepModel":
+        """The same job's StepModel timing its collectives with ``backend`` (own caches: times depend on it).
+
+        TP beyond the HBD, if allowed here, is allowed there too; ``self`` when the backend is already it.
+        """
+        if backend is self.backend:
+            return self
+        other = StepModel(self.fabric, self.model, catalog=self.catalog, runtime=self.runtime, gemm=self.gemm,
+                          backend=backend, gpu=self.gpu, flops_convention=self.flops_convention)
+        other.tp_beyond_hbd = self.tp_beyond_hbd
+        return other
+
     @property
     def flash(self) -> bool:
         """Whether attention runs as one fused (flash) kernel.

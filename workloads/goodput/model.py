@@ -83,10 +83,7 @@ class ShapeRates:
         self.cache: dict[int, StepResult | None] = {self.par.dp: healthy}
         self.timing = placement_timing
         self.ref = step_model if placement_timing == "exact" or step_model.backend_name == "analytic" else \
-            StepModel(step_model.fabric, step_model.model, catalog=step_model.catalog, runtime=step_model.runtime,
-                      gemm=step_model.gemm, backend=analytic_comm_time, gpu=step_model.gpu,
-                      flops_convention=step_model.flops_convention)
-        self.ref.tp_beyond_hbd = step_model.tp_beyond_hbd
+            step_model.with_backend(analytic_comm_time)
         self._ref_healthy: dict[int, float] = {}
         self._floor: dict[int, float] = {}
         self._healthy_gpus: dict[int, np.ndarray] = {}

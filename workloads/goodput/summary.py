@@ -124,12 +124,8 @@ def _size(sm, tl, par, rec, policy: str, *, batch_pinned: bool):
     """:func:`workloads.goodput.sizing.size_for_goodput` with the analytic step model of ``sm``'s job."""
     from workloads.comm import analytic_comm_time
     from workloads.goodput.sizing import size_for_goodput
-    from workloads.step import StepModel
 
-    screen = sm if sm.backend_name == "analytic" else StepModel(
-        sm.fabric, sm.model, catalog=sm.catalog, runtime=sm.runtime, gemm=sm.gemm, backend=analytic_comm_time,
-        gpu=sm.gpu, flops_convention=sm.flops_convention)
-    screen.tp_beyond_hbd = sm.tp_beyond_hbd
+    screen = sm if sm.backend_name == "analytic" else sm.with_backend(analytic_comm_time)
 
     def rate_of(p):
         r = screen.evaluate(p)
