@@ -85,12 +85,9 @@ def goodput_command(
 
     if policy not in JOB_POLICIES:
         raise FabricError("--policy", f"{policy!r} not allowed; use one of {', '.join(JOB_POLICIES)}")
-    from workloads.goodput.sizing import SIZINGS
+    from workloads.goodput.sizing import check_sizing
 
-    if sizing not in SIZINGS:
-        raise FabricError("--sizing", f"{sizing!r} not allowed; use one of {', '.join(SIZINGS)}")
-    if sizing == "goodput" and dp is not None:
-        raise FabricError("--sizing", "goodput chooses the DP size; drop --dp, or use --sizing throughput")
+    check_sizing(sizing, dp is not None)  # before the fabric is built
     if trace_mapping not in MAPPINGS:
         raise FabricError("--trace-mapping", f"{trace_mapping!r} not allowed; use one of {', '.join(MAPPINGS)}")
     if seed < 0:

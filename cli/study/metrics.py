@@ -287,8 +287,12 @@ def _rl(ctx: PointContext) -> dict[str, Any]:
 
 def _check_goodput_options(options: dict[str, Any], field: str) -> None:
     """``sizing: goodput`` chooses the DP size, so a pinned ``dp`` contradicts it (as ``--sizing goodput --dp``)."""
-    if options.get("sizing") == "goodput" and options.get("dp"):
-        raise FabricError(f"{field}.sizing", "goodput chooses the DP size; drop dp, or use sizing throughput")
+    from workloads.goodput.sizing import check_sizing
+
+    try:
+        check_sizing(options.get("sizing", "throughput"), bool(options.get("dp")))
+    except FabricError as exc:
+        raise FabricError(f"{field}.{exc.field}", exc.message) from None
 
 
 @register_metric(

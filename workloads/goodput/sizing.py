@@ -50,6 +50,18 @@ from workloads.parallelism import Parallelism
 SIZINGS = ("throughput", "goodput")
 
 
+def check_sizing(sizing: str, dp_pinned: bool) -> None:
+    """Refuse an unknown sizing rule, and ``goodput`` with a pinned DP size (the rule chooses it).
+
+    The one check of ``fabric goodput --sizing``, :func:`~workloads.goodput.summary.goodput_summary` and the
+    study's ``goodput`` metric (field ``sizing``; the CLI names it ``--sizing``).
+    """
+    if sizing not in SIZINGS:
+        raise FabricError("sizing", f"{sizing!r} not allowed; use one of {', '.join(SIZINGS)}")
+    if sizing == "goodput" and dp_pinned:
+        raise FabricError("sizing", "goodput chooses the DP size; drop the pinned dp, or use sizing throughput")
+
+
 @dataclass(frozen=True)
 class SizeCandidate:
     """One job size and what its year gave, all with the placement-blind rate (module docstring)."""

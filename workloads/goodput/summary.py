@@ -71,14 +71,11 @@ def goodput_summary(fabric, model: Any, *, trace: Any = "stepfun", catalog: Cata
 
     cat = catalog or load_catalog()
     rec = with_overrides(default_recovery(fabric.hbd.kind, cat), recovery or {})
-    from workloads.goodput.sizing import SIZINGS
+    from workloads.goodput.sizing import check_sizing
 
     if policy not in JOB_POLICIES:
         raise FabricError("policy", f"{policy!r} not allowed; use one of {', '.join(JOB_POLICIES)}")
-    if sizing not in SIZINGS:
-        raise FabricError("sizing", f"{sizing!r} not allowed; use one of {', '.join(SIZINGS)}")
-    if sizing == "goodput" and fixed.get("dp") is not None:
-        raise FabricError("sizing", "goodput chooses the DP size; drop the pinned dp, or use sizing throughput")
+    check_sizing(sizing, fixed.get("dp") is not None)
     d = mfu_data or mfu_summary(fabric, model, catalog=cat, search=search, global_batch=global_batch, comm=comm,
                                 confirm=confirm, runtime=runtime, **fixed)
     par = Parallelism(**d["parallelism"])
