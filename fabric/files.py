@@ -62,14 +62,34 @@ def check_nesting(text: str, name: str, field: str) -> None:
 
 
 def parse_json(text: str, name: str, field: str) -> Any:
-    """Parse JSON text of file ``name``; errors name ``field`` and the file."""
+    """Parse JSON text of file ``name`` (a key given twice in one object refused); errors name ``field`` and the file."""
     check_nesting(text, name, field)
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as exc:
+        raise FabricError(field, f"{name}: key {exc.key} is given twice in one object; a later one would silently "
+                                 "replace the earlier") from None
     except json.JSONDecodeError as exc:
         raise FabricError(field, f"{name} is not valid JSON ({exc})") from None
     except (RecursionError, ValueError) as exc:
         raise FabricError(field, f"{name} is not valid JSON ({exc})") from None
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list) -> dict:
+    """A JSON object's dict, refusing a key given twice (``json`` keeps the last in silence, as PyYAML does)."""
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            shown = repr(key)
+            raise _DuplicateKey(shown if len(shown) <= SHOWN_KEY_CHARS else shown[:SHOWN_KEY_CHARS] + "...")
+        out[key] = value
+    return out
 
 
 def _no_constant(name: str):

@@ -292,6 +292,27 @@ def test_flows_file_values_are_bounded(run_cli, tmp_path, flows, field):
     one_error(rc, err, field)
 
 
+@pytest.mark.parametrize("text,flag", [
+    ('[{"src": 0, "dst": 1, "bytes": 1, "bytes": 2}]', "--flows"),  # the first size would be dropped in silence
+    ('{"model": {"a": 1}, "model": {"b": 2}}', "--flows"),
+])
+def test_a_json_key_given_twice_is_refused_like_yaml(run_cli, tmp_path, text, flag):
+    """``json`` keeps the last of two equal keys; every JSON input now refuses it, as the YAML loader does."""
+    path = tmp_path / "f.json"
+    path.write_text(text)
+    rc, _, err = run_cli(*SIM, "--flows", path)
+    line = one_error(rc, err, flag, "f.json")
+    assert "is given twice" in line
+
+
+def test_a_json_key_given_twice_is_refused_in_a_model_file(run_cli, tmp_path):
+    path = tmp_path / "m.json"
+    path.write_text('{"name": "x", "layers": 2, "layers": 4, "hidden": 512, "heads": 8, "vocab": 1000, '
+                    '"seq_len": 128}')
+    rc, _, err = run_cli("mfu", "dgx", "--gpus", "8", "--model", path)
+    assert "'layers' is given twice" in one_error(rc, err, "--model")
+
+
 # ------------------------------------------------------------------------------------- orchestrate, rl
 def test_orchestrate_table_subnormal_step_is_refused(run_cli):
     """--step 1e-320 passed the (0, 1] rule, then max_ratio / step = inf overflowed int(): a traceback."""
