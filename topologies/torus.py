@@ -57,7 +57,7 @@ def size(params: dict, gpus: int | None, catalog: Catalog) -> Size:
     dims = parse_dims(params["dims"]) if params["dims"] else auto_dims(gpus or 1024, per_host)
     G = math.prod(dims)  # Python ints: a shape of 100000 x 100000 must not overflow int64 silently
     devices, links = dcn_size(catalog, params, G, catalog.value(params["gpu"], "nic_bandwidth"))
-    return servers_size(G, devices, links + G * len(dims), ("dims", "gpus", *DCN_DRIVERS))
+    return servers_size(G, devices, links + G * len(dims), ("dims", "gpus_per_host", "gpus", *DCN_DRIVERS))
 
 
 def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:

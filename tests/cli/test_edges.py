@@ -209,6 +209,7 @@ def test_an_empty_event_list_with_a_horizon_is_a_fault_free_trace():
     (["khop-ring", "--gpus", "64", "-p", "k=1000000000"], ["-p k", "1..15"]),  # hung over 60 s
     (["tpuv4", "-p", "cubes=1000000000"], ["-p cubes", "--limit gpus="]),  # 20 s, then "out of memory"
     (["torus", "-p", "dims=100000x100000"], ["-p dims", "--limit gpus="]),
+    (["torus", "-p", "gpus_per_host=100000000"], ["-p gpus_per_host", "--limit gpus="]),  # named no flag
     (["rfabric", "--gpus", "64", "-p", "k=1000000000"], ["-p k", "--limit devices="]),  # 20 s before its error
     (["dgx", "--gpus", "64", "-p", "k=128", "-p", "k=64"], ["-p k", "twice"]),  # the last one won, exit 0
 ])
