@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from fabric.catalog import Catalog
+from fabric.checks import real
+from fabric.errors import FabricError
 from fabric.model import SCOPES, Fabric
 
 
@@ -111,6 +113,10 @@ def cost_of(fabric: Fabric, catalog: Catalog) -> CostReport:
     CostReport
         One row per (item, scope), in BOM order.
     """
+    if not isinstance(fabric, Fabric):
+        raise FabricError("fabric", f"must be a Fabric (topologies.build), not {type(fabric).__name__}")
+    if not isinstance(catalog, Catalog):
+        raise FabricError("catalog", f"must be a Catalog (fabric.catalog.load_catalog), not {type(catalog).__name__}")
     merged: dict[tuple[str, str], int] = {}
     for line in fabric.bom:
         key = (line.item, line.scope)
@@ -185,6 +191,16 @@ def price_sensitivity(report: CostReport, versus: CostReport | None = None, swin
         ratio (or of the first metric), with ``low`` / ``base`` / ``high``
         per output.
     """
+    swing = real(swing, "swing", 0.0, 1.0, lo_open=True, hi_open=True)  # 1 or more would price items at <= $0
+    if isinstance(metrics, str) or not metrics:
+        raise FabricError("metrics", f"{metrics!r} must be a non-empty sequence of metric names")
+    for field, names in (("metrics", metrics), ("ratio_metric", (ratio_metric,) if versus is not None else ())):
+        for m in names:
+            try:
+                report.metric(m)
+            except (KeyError, TypeError):
+                raise FabricError(field, f"{m!r} is not a metric; use one of {', '.join(METRICS)} or "
+                                         "SCOPE_capex_per_gpu_usd / SCOPE_power_per_gpu_w") from None
     items = {r.item: r for r in report.rows if r.price_assumed}
     if versus is not None:
         items.update({r.item: r for r in versus.rows if r.price_assumed and r.item not in items})

@@ -143,6 +143,8 @@ def _fmt(name: str, value: float) -> str:
         return f"{value / 2**30:.3g} GiB"
     if not math.isfinite(value):
         return str(value)
+    if value >= 1e15:  # 1e308 GPUs: a 309-digit count says less than its exponent
+        return f"{value:.3g}"
     return f"{value:,.0f}"
 
 

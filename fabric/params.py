@@ -11,6 +11,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import numpy as np
+
+from fabric.checks import MAX_WHOLE, is_number
 from fabric.errors import FabricError
 
 
@@ -65,10 +68,16 @@ class Param:
                     value = text
             except ValueError:
                 raise FabricError(field, f"{raw!r} is not a {self.type.__name__}{where}") from None
-        elif self.type is float and isinstance(raw, int) and not isinstance(raw, bool):
+        elif self.type is bool and isinstance(raw, np.bool_):
+            value = bool(raw)
+        elif self.type is int and isinstance(raw, np.integer):  # a value taken from an array
+            value = int(raw)
+        elif self.type is float and is_number(raw):
             value = float(raw)
         elif not isinstance(raw, self.type) or (self.type is int and isinstance(raw, bool)):
             raise FabricError(field, f"{raw!r} is not a {self.type.__name__}{where}")
+        if self.type is int and abs(value) > MAX_WHOLE:  # numpy's int64 arrays sized or filled from it overflow
+            raise FabricError(field, f"{raw!r} must be at most {MAX_WHOLE:,} in size{where}")
         if self.type is float and not math.isfinite(value):
             # inf and nan pass every ``v >= lo`` check written for finite numbers (nan fails none of ``v <= hi``)
             raise FabricError(field, f"{raw!r} must be a finite number{where}")

@@ -62,6 +62,8 @@ from typing import Any
 
 import numpy as np
 
+from fabric import limits
+from fabric.checks import is_number, is_whole
 from fabric.errors import FabricError
 from fabric.faults import FaultSamples
 
@@ -399,16 +401,17 @@ def trace_from_events(events: Any, name: str = "trace", *, n_servers: int | None
     n_seen = len(index)
     if n_servers is None:
         n_servers = n_seen
-    if isinstance(n_servers, bool) or int(n_servers) != n_servers or n_servers < max(n_seen, 1):
+    if not is_whole(n_servers) or n_servers < max(n_seen, 1):
         raise FabricError("n_servers", f"{n_servers!r} must be a whole number >= the {n_seen} servers "
                                              f"in {name} (and >= 1)")
+    limits.check("gpus", n_servers, "n_servers", "a server holds at least one GPU")  # before arrays of that size
     end = max(times) if times else 0.0
     if horizon is None:
         if end < MIN_SPAN_DAYS:  # the window is the events' own span: the file is at fault
             raise FabricError(name, f"its events span {end:g} days (the last event time); a trace must span at "
                                     f"least one second ({MIN_SPAN_DAYS:.3g} days) for rates and down fractions")
         horizon = end
-    if not np.isfinite(horizon) or horizon < end or horizon < MIN_SPAN_DAYS:
+    if not is_number(horizon) or not np.isfinite(horizon) or horizon < end or horizon < MIN_SPAN_DAYS:
         raise FabricError("horizon", f"{horizon!r} must be >= {MIN_SPAN_DAYS:.3g} days (one second) and >= the "
                                      f"last event time ({end}) days")
     return Trace(name, tuple(index), int(n_servers), np.array(times, dtype=float), np.array(servers, dtype=np.int64),

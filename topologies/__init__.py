@@ -9,9 +9,11 @@ validates parameters and GPU count, and calls the family.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from fabric.catalog import Catalog, load_catalog
+from fabric import limits
+from fabric.checks import is_whole
 from fabric.errors import FabricError
 from fabric.model import Fabric
 from topologies.clos import split_ports  # noqa: F401  (the port split the RL comparison reads)
@@ -134,9 +136,18 @@ def check_build(name: str, gpus: int | None = None, params: dict[str, Any] | Non
     (Architecture, dict, Catalog)
         The architecture, its resolved parameters and the catalog, as :func:`build` then uses them.
     """
+    if not isinstance(name, str):
+        raise FabricError("ARCH", f"{name!r} must be an architecture name (a string; see `fabric list`)")
     arch, preset = resolve_architecture(name)
-    if gpus is not None and (isinstance(gpus, bool) or int(gpus) != gpus or gpus <= 0):
+    if gpus is not None and not (is_whole(gpus) and gpus > 0):
         raise FabricError("gpus", f"{gpus!r} must be a whole number > 0")
+    if gpus is not None:
+        limits.check("gpus", gpus, "gpus")  # 1e308 GPUs: refused here, before any size arithmetic overflows
+        gpus = int(gpus)
+    if params is not None and not isinstance(params, Mapping):
+        raise FabricError("params", f"must be a mapping of parameter name to value, not {type(params).__name__}")
+    if catalog is not None and not isinstance(catalog, Catalog):
+        raise FabricError("catalog", f"must be a Catalog (fabric.catalog.load_catalog), not {type(catalog).__name__}")
     given = {**preset, **(params or {})}
     resolved = resolve(arch.name, arch.params, given)
     catalog = catalog or load_catalog()

@@ -35,7 +35,7 @@ from fabric.catalog import Catalog
 from fabric.errors import FabricError
 from fabric.model import Fabric, FabricBuilder, HBDKind, HBDSpec
 from fabric.rings import candidate_index, ring_configuration  # noqa: F401  (the k-hop ring's lighting)
-from topologies.clos import DCN_DRIVERS, dcn_params, default_radix, split_ports
+from topologies.clos import DCN_DRIVERS, check_ratios, dcn_params, default_radix, split_ports
 from topologies.params import Param, at_least, even_at_least, positive
 from topologies.servers import add_gpu_nodes, add_nic_per_gpu, attach_gpus_to_clos
 from topologies.size import Size, clos_size, servers_size
@@ -99,6 +99,7 @@ def size(params: dict, gpus: int | None, catalog: Catalog) -> Size:
     hbd_links = n * g * (g - 1) // 2 + candidate_count(n, k, g, lanes, params["closed"])
     dcn = _dcn_view(params)
     radix = dcn["k"] or default_radix(catalog, dcn["switch"], catalog.value(params["gpu"], "nic_bandwidth"))
+    check_ratios(radix, dcn)  # before split_ports: a ratio of 1e308 overflows its port arithmetic
     npt = params["nodes_per_tor"] or max(1, split_ports(radix, dcn["oversubscription"])[0] // g)
     devices, links = clos_size(n * g, radix, dcn, endpoints_per_tor=npt * g)
     return servers_size(n * g, devices, hbd_links + links,
@@ -181,6 +182,7 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
     nics, _ = add_nic_per_gpu(b, catalog, ids, nic_bw, node, node // params["nodes_per_rack"])
     dcn = _dcn_view(params)
     radix = dcn["k"] or default_radix(catalog, dcn["switch"], nic_bw)
+    check_ratios(radix, dcn)
     npt = params["nodes_per_tor"] or max(1, split_ports(radix, dcn["oversubscription"])[0] // g)
     T = math.ceil(N / npt)
     if params["tor_wiring"] == "interleaved":

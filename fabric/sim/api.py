@@ -181,6 +181,8 @@ class Simulator:
         """
         ids = None
         if not isinstance(flows, FlowTable):
+            if isinstance(flows, (str, bytes)) or not hasattr(flows, "__iter__"):
+                raise FabricError("flows", f"must be a FlowTable or a sequence of Flow, not {type(flows).__name__}")
             flows, ids = table_from_flows(list(flows), self.device)
         sched, g, arcs, arc_bytes = self._schedule_table(flows, ecmp, seed, method, "flows")
         makespan = float(sched.finish.max()) if len(flows) else 0.0

@@ -45,7 +45,9 @@ from enum import Enum
 
 import numpy as np
 
+from fabric.checks import MAX_WHOLE, is_number, is_whole, whole
 from fabric.errors import FabricError
+from fabric.limits import check
 from fabric.sim.csr import ranges
 from fabric.sim.flows import FlowTable
 
@@ -121,6 +123,9 @@ def bus_factor(name: str, n: int) -> float:
     all-reduce ``2(n-1)/n``; reduce-scatter, all-gather, all-to-all ``(n-1)/n``;
     broadcast, send-recv 1.
     """
+    if name not in COLLECTIVES:
+        raise FabricError("collective", f"unknown collective {name!r}; allowed: {', '.join(COLLECTIVES)}")
+    n = whole(n, "n", 1)
     if name == CollectiveName.ALL_REDUCE:
         return 2.0 * (n - 1) / n
     if name in (CollectiveName.REDUCE_SCATTER, CollectiveName.ALL_GATHER, CollectiveName.ALL_TO_ALL):
@@ -211,20 +216,25 @@ class Collective:
                                            f"{', '.join(ALGORITHMS[self.name])}")
         if self.resolved_protocol not in PROTOCOLS:
             raise FabricError("protocol", f"{self.protocol!r} is not one of {', '.join(PROTOCOLS)}")
-        if self.channels is not None and (isinstance(self.channels, bool) or int(self.channels) != self.channels
-                                          or self.channels < 1):
-            raise FabricError("channels", f"{self.channels!r} must be a whole number >= 1")
-        n = len(self.ranks)
+        try:
+            n = len(self.ranks)
+        except TypeError:
+            raise FabricError("ranks", f"{self.ranks!r} must be a sequence of GPU indices") from None
         if n == 0:
             raise FabricError("ranks", "need at least one rank")
-        if isinstance(self.size, bool) or not isinstance(self.size, (int, float, np.integer, np.floating)) \
-                or not np.isfinite(self.size) or self.size <= 0:
-            raise FabricError("size", f"{self.size!r} must be a finite number of bytes > 0")
-        if isinstance(self.chunks, bool) or int(self.chunks) != self.chunks or self.chunks < 1:
-            raise FabricError("chunks", f"{self.chunks!r} must be a whole number >= 1")
-        if int(self.root) != self.root or not 0 <= int(self.root) < n:
+        if self.channels is not None:
+            whole(self.channels, "channels", 1)
+            # every channel is a ring over the ranks: a flow per rank each, sized before any array
+            check("flows", int(self.channels) * n, "channels", "channels x ranks")
+            object.__setattr__(self, "channels", int(self.channels))  # 8.0 or np.int64(8): ranges need an int
+        # bytes beyond 2**62 (4.6 EB) overflow the per-step arithmetic; no buffer comes near
+        if not (is_number(self.size) and 0 < self.size <= MAX_WHOLE):  # also refuses NaN and inf
+            raise FabricError("size", f"{self.size!r} must be a finite number of bytes > 0 (at most 2**62)")
+        object.__setattr__(self, "chunks", whole(self.chunks, "chunks", 1))
+        if not (is_whole(self.root) and 0 <= self.root < n):
             raise FabricError("root", f"{self.root!r} must be a position in ranks (0..{n - 1})")
-        if not np.isfinite(self.start_s) or self.start_s < 0:
+        object.__setattr__(self, "root", int(self.root))
+        if not (is_number(self.start_s) and 0 <= self.start_s < float("inf")):  # also refuses NaN
             raise FabricError("start_s", f"{self.start_s!r} must be a finite time >= 0")
 
     def batch_key(self) -> tuple:

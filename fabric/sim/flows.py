@@ -15,6 +15,7 @@ from typing import Hashable, Sequence
 
 import numpy as np
 
+from fabric.checks import whole
 from fabric.errors import FabricError
 
 
@@ -211,8 +212,7 @@ def table_from_flows(flows: Sequence[Flow], resolve_device) -> tuple[FlowTable, 
             raise FabricError(f"flows[{i}].bytes", f"{f.bytes!r} must be a finite number >= 0")
         if not (np.isfinite(f.start_s) and f.start_s >= 0):
             raise FabricError(f"flows[{i}].start_s", f"{f.start_s!r} must be a finite number >= 0")
-        if int(f.count) != f.count or f.count < 1:
-            raise FabricError(f"flows[{i}].count", f"{f.count!r} must be a whole number >= 1")
+        whole(f.count, f"flows[{i}].count", 1)
     table = FlowTable.build(src, dst, [float(f.bytes) for f in flows], [float(f.start_s) for f in flows], deps,
                             [int(f.count) for f in flows])
     return table, ids

@@ -11,6 +11,7 @@ from typing import Mapping
 
 import numpy as np
 
+from fabric.checks import is_whole, ratio
 from fabric.errors import FabricError
 from fabric.faults import FaultModel, FaultSamples, chunk_sizes, iter_components
 from fabric.faultset import FaultDraw, draw_faults
@@ -69,9 +70,9 @@ def evaluate_faults(fabric: Fabric, tp: int, *, node_fault_ratio: float | None =
     pol = policy_for(fabric)
     tp = pol.check_tp(tp)
     nodes = pol.nodes
-    if isinstance(samples, bool) or int(samples) != samples or samples < 1:
+    if not (is_whole(samples) and samples >= 1):
         raise FabricError("samples", f"{samples!r} must be a whole number >= 1")
-    if isinstance(seed, bool) or int(seed) != seed or seed < 0:
+    if not (is_whole(seed) and seed >= 0):
         raise FabricError("seed", f"{seed!r} must be a whole number >= 0")
     model = fault_model(node_fault_ratio, fault_ratios, mode, trace, trace_mapping)
     if model.kind == "none":
@@ -168,6 +169,7 @@ def fault_curve(fabric: Fabric, tp: int, ratios, known: Mapping[float, dict] | N
     known = dict(known or {})
     rows = []
     for r in ratios:
+        r = ratio(r, "node_fault_ratio")
         res = known.get(float(r)) or evaluate_faults(fabric, tp, node_fault_ratio=float(r), blast=False, **kwargs)
         rows.append({"node_fault_ratio": float(r), **{k: res[k] for k in CURVE_FIELDS}})
     return rows

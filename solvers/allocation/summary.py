@@ -12,6 +12,9 @@ import numbers
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+import numpy as np
+
+from fabric.checks import is_whole, ratio
 from fabric.errors import FabricError
 from fabric.faults import DEFAULT_SAMPLES
 from fabric.faultset import FaultDraw
@@ -73,10 +76,15 @@ def faults_summary(fabric: Fabric, tp: int, *, node_fault_ratio: float | Sequenc
         return {**head, **evaluate_faults(fabric, tp, trace=tr, trace_mapping=trace_mapping, seed=seed,
                                           blast=blast, draw=draw)}
     kw = dict(fault_ratios=fault_ratios, mode=mode or "bernoulli", samples=samples, seed=seed)
-    if not isinstance(node_fault_ratio, (list, tuple)):
-        ratio = None if node_fault_ratio is None else float(node_fault_ratio)
-        return {**head, **evaluate_faults(fabric, tp, node_fault_ratio=ratio, blast=blast, draw=draw, **kw)}
-    ratios = [float(r) for r in node_fault_ratio]
+    if isinstance(node_fault_ratio, np.ndarray) and node_fault_ratio.ndim == 0:
+        node_fault_ratio = node_fault_ratio.item()
+    if not isinstance(node_fault_ratio, (list, tuple, np.ndarray)):  # one ratio; a sequence draws a curve
+        one = None if node_fault_ratio is None else ratio(node_fault_ratio, "node_fault_ratio")
+        return {**head, **evaluate_faults(fabric, tp, node_fault_ratio=one, blast=blast, draw=draw, **kw)}
+    if isinstance(node_fault_ratio, np.ndarray) and node_fault_ratio.ndim != 1:
+        raise FabricError("node_fault_ratio", f"must be one ratio or a 1-D sequence of ratios, not an array of "
+                                              f"shape {node_fault_ratio.shape}")
+    ratios = [ratio(r, "node_fault_ratio") for r in node_fault_ratio]
     if not ratios:
         raise FabricError("node_fault_ratio", "the range is empty")
     top = evaluate_faults(fabric, tp, node_fault_ratio=max(ratios), blast=blast, **kw)
@@ -102,10 +110,14 @@ def waste_table(entries: Iterable[tuple[str, Fabric, Sequence[int]]], ratios: Se
     list of dict
         ``{label, architecture, gpus, tp, node_fault_ratio (float or 'trace'), waste_ratio, waste_ratio_p99}``.
     """
+    if isinstance(ratios, (str, bytes)) or not isinstance(ratios, (Sequence, np.ndarray)):
+        raise FabricError("ratios", f"{ratios!r} must be a sequence of node fault ratios in [0, 1]")
+    ratios = [ratio(r, "node_fault_ratio") for r in ratios]  # all refused before the first slow curve
     rows = []
     for label, fab, tps in entries:
         head = {"label": label, "architecture": fab.architecture, "gpus": fab.n_gpus}
         for tp in tps:
+            tp = int(tp) if is_whole(tp) else tp  # a numpy TP is reported as the int it is
             for r in fault_curve(fab, tp, ratios, samples=samples, seed=seed):
                 rows.append({**head, "tp": tp, "node_fault_ratio": r["node_fault_ratio"],
                              "waste_ratio": r["waste_ratio"]["mean"], "waste_ratio_p99": r["waste_ratio"]["p99"]})

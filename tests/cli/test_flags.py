@@ -67,7 +67,7 @@ def test_every_raised_parameter_maps_to_a_flag_the_command_has(command):
 
 
 DERIVED = {"architecture", "component", "components", "demand", "hbd", "jobs", "memory", "nodes", "rfabric", "rings",
-           "time", "reconfig_times"}
+           "time", "reconfig_times", "metrics", "ratio_metric", "ratios", "n"}
 """Library fields no flag sets: derived from other inputs (the HBD, the memory a configuration needs) or
 arguments only the Python API passes (explicit rings, demand matrices); they keep their Python names."""
 

@@ -1,0 +1,116 @@
+"""Checks of the numbers a caller passes to the Python API, each refusal a :class:`FabricError` naming the parameter.
+
+The CLI hands over Python ints and floats; a notebook hands over whatever it
+has: numpy scalars taken from arrays (accepted as the numbers they are),
+``True`` (not a count), strings, None, arrays, NaN and infinities (refused
+here, rather than as a ``TypeError`` or ``OverflowError`` from deep inside).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from fabric.errors import FabricError
+
+#: Largest whole number a count may be: numpy's int64 holds it (2**63 does not), so arrays sized or filled
+#: from it cannot overflow; every resource limit (fabric.limits) is far below it.
+MAX_WHOLE = 2**62
+
+
+def is_number(value: Any) -> bool:
+    """True for a real number: int, float, numpy integer or floating scalar; False for bool, str, None, arrays."""
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    return isinstance(value, (int, float, np.integer, np.floating))
+
+
+def is_whole(value: Any) -> bool:
+    """True for a whole number (an int, numpy integer, or an integral finite float); never for bool.
+
+    Examples
+    --------
+    >>> is_whole(8), is_whole(np.int64(8)), is_whole(8.0), is_whole(8.5), is_whole(True), is_whole("8")
+    (True, True, True, False, False, False)
+    """
+    if not is_number(value):
+        return False
+    if isinstance(value, (int, np.integer)):
+        return True
+    return math.isfinite(value) and float(value).is_integer()
+
+
+def whole(value: Any, field: str, lo: int = 1, hi: int | None = None, what: str = "") -> int:
+    """``value`` as a Python int in ``lo..hi``, or a :class:`FabricError` naming ``field``.
+
+    Parameters
+    ----------
+    value : Any
+        The caller's value: int, numpy integer, or an integral float.
+    field : str
+        The parameter, named in the error.
+    lo, hi : int
+        Allowed range (``hi`` defaults to :data:`MAX_WHOLE`).
+    what : str
+        Said after the range in the message (``" (the GPUs of the fabric)"``).
+    """
+    top = MAX_WHOLE if hi is None else hi
+    if not (is_whole(value) and lo <= value <= top):
+        allowed = f"in {lo}..{top}" if hi is not None or (is_whole(value) and value > top) else f">= {lo}"
+        raise FabricError(field, f"{value!r} must be a whole number {allowed}{what}")
+    return int(value)
+
+
+def optional_whole(value: Any, field: str, lo: int = 1, hi: int | None = None, what: str = "") -> int | None:
+    """:func:`whole`, with None kept (an optional count)."""
+    return None if value is None else whole(value, field, lo, hi, what)
+
+
+def real(value: Any, field: str, lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
+         hi_open: bool = False, unit: str = "") -> float:
+    """``value`` as a finite Python float in the range, or a :class:`FabricError` naming ``field``.
+
+    Parameters
+    ----------
+    value : Any
+        int, float or a numpy scalar; bool, str, None, arrays, NaN and infinities are refused.
+    field : str
+    lo, hi : float, optional
+        Bounds; closed unless ``lo_open`` / ``hi_open``.
+    unit : str
+        Said in the message (``"seconds"``).
+    """
+    ok = is_number(value) and math.isfinite(value)
+    if ok:
+        v = float(value)
+        ok = (lo is None or (v > lo if lo_open else v >= lo)) and (hi is None or (v < hi if hi_open else v <= hi))
+    if not ok:
+        raise FabricError(field, f"{value!r} must be a finite number{_range(lo, hi, lo_open, hi_open)}"
+                                 + (f" ({unit})" if unit else ""))
+    return float(value)
+
+
+def ratio(value: Any, field: str) -> float:
+    """A fraction in [0, 1] (a fault ratio, a share)."""
+    if not (is_number(value) and 0.0 <= value <= 1.0):
+        raise FabricError(field, f"{value!r} must be a number in [0, 1]")
+    return float(value)
+
+
+def flag(value: Any, field: str) -> bool:
+    """A switch: True or False (numpy's bool too); a string such as ``"no"`` is refused, not read as true."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise FabricError(field, f"{value!r} must be True or False")
+    return bool(value)
+
+
+def _range(lo, hi, lo_open, hi_open) -> str:
+    if lo is not None and hi is not None:
+        return f" in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+    if lo is not None:
+        return f" {'>' if lo_open else '>='} {lo:g}"
+    if hi is not None:
+        return f" {'<' if hi_open else '<='} {hi:g}"
+    return ""
