@@ -20,6 +20,7 @@ RENAMED: dict[str, str] = {
     "pipeline": "--async",
     "reconfiguration_time": "--reconfig-time",
     "fault_ratios": "--fault",
+    "gap_rel": "--gap",
     "path": "--out",
     "zero_stage": "--zero",
     "params": "-p",  # params[k] -> -p k

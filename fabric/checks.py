@@ -58,7 +58,8 @@ def whole(value: Any, field: str, lo: int = 1, hi: int | None = None, what: str 
     """
     top = MAX_WHOLE if hi is None else hi
     if not (is_whole(value) and lo <= value <= top):
-        allowed = f"in {lo}..{top}" if hi is not None or (is_whole(value) and value > top) else f">= {lo}"
+        allowed = (f"in {lo}..{hi}" if hi is not None else f"from {lo} to 2**62" if is_whole(value) and value > top
+                   else f">= {lo}")
         raise FabricError(field, f"{value!r} must be a whole number {allowed}{what}")
     return int(value)
 

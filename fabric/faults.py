@@ -48,12 +48,14 @@ inputs and seed give the same fault sets, bit for bit.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
+from fabric.checks import is_number
 from fabric.errors import FabricError
 from fabric.model import DeviceKind, Fabric, HBDKind, Layer, Medium
 
@@ -242,10 +244,9 @@ class FaultSamples:
 
 # ------------------------------------------------------------------------------------------ sampling
 def _check_ratio(ratio: float, field: str) -> float:
-    try:
-        r = float(ratio)
-    except (TypeError, ValueError):
-        raise FabricError(field, f"{ratio!r} must be a number in [0, 1]") from None
+    if not is_number(ratio):  # True is not a ratio of 1, nor "0.5" one of 0.5: numbers only (numpy's too)
+        raise FabricError(field, f"{ratio!r} must be a number in [0, 1]")
+    r = float(ratio)
     if not 0.0 <= r <= 1.0:  # also rejects NaN
         raise FabricError(field, f"{ratio!r} must be in [0, 1]")
     return r
@@ -632,6 +633,8 @@ class FaultModel:
             raise FabricError("mode", f"{self.mode!r} not allowed; use one of {', '.join(MODES)}")
         if self.trace is not None and self.ratios:
             raise FabricError("trace", "give either a trace or fault ratios, not both")
+        if self.trace_time is not None and not (is_number(self.trace_time) and math.isfinite(self.trace_time)):
+            raise FabricError("trace_time", f"{self.trace_time!r} must be a finite number of days")
 
     @property
     def kind(self) -> str:

@@ -64,6 +64,7 @@ from typing import Iterator, Mapping
 
 import pulp
 
+from fabric.checks import real, whole
 from fabric.errors import FabricError
 
 SOLVERS = ("highs", "cbc")
@@ -118,6 +119,12 @@ class SolveOptions:
         # proves the warm start optimal), and a misspelt solver must not pass unnoticed there
         if self.solver != "auto" and self.solver not in SOLVERS:
             raise FabricError("mip_solver", f"{self.solver!r} not allowed; use one of auto, {', '.join(SOLVERS)}")
+        # NaN, a negative limit or gap reached the solver as options it reads in its own way (or not at all)
+        if self.time_limit is not None:
+            real(self.time_limit, "time_limit", 0.0, lo_open=True, unit="seconds; None for no limit")
+        real(self.gap_rel, "gap_rel", 0.0, 1.0, hi_open=True)
+        if self.threads is not None:
+            whole(self.threads, "threads", 1)
 
 
 @dataclass(frozen=True)

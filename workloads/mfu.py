@@ -12,6 +12,7 @@ import math
 from typing import Any, Optional
 
 from fabric.catalog import Catalog, load_catalog
+from fabric.checks import flag as check_switch, whole
 from fabric.errors import FabricError
 
 RUNTIMES = ("megatron-core", "megatron-2021")
@@ -121,16 +122,20 @@ def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: b
         Bad input, or (without search) a configuration that does not fit in memory.
     """
     from workloads.models import load_model
-    from workloads.parallelism import Parallelism
+    from workloads.parallelism import Parallelism, check_fixed
     from workloads.search import search as run_search
     from workloads.step import RUNTIME_SOURCES, StepModel, check_fit, conventions
 
+    fixed = check_fixed(fixed)
+    search, fp8, memory_efficient_norm = (check_switch(v, k) for k, v in (
+        ("search", search), ("fp8", fp8), ("memory_efficient_norm", memory_efficient_norm)))
+    confirm = whole(confirm, "confirm", 1)
+    if catalog is not None and not isinstance(catalog, Catalog):
+        raise FabricError("catalog", f"must be a Catalog (fabric.catalog.load_catalog), not {type(catalog).__name__}")
     spec = load_model(model)
     if seq_len is not None:
         spec = spec.with_seq_len(seq_len)
-    B = global_batch if global_batch is not None else default_global_batch(spec.seq_len)
-    if isinstance(B, bool) or not isinstance(B, int) or B < 1:
-        raise FabricError("global_batch", f"{B!r} must be a whole number >= 1")
+    B = whole(global_batch, "global_batch", 1) if global_batch is not None else default_global_batch(spec.seq_len)
     sm = StepModel(fabric, spec, catalog=catalog or load_catalog(), runtime=runtime_named(runtime, fp8, memory_efficient_norm),
                    backend=backend_named(comm), flops_convention=flops_convention)
     head = {"architecture": fabric.architecture, "params": fabric.params, "gpus": fabric.n_gpus, "gpu": sm.gpu.item,

@@ -45,6 +45,7 @@ from typing import Any
 
 import yaml
 
+from fabric.checks import is_whole
 from fabric.errors import FabricError
 
 _INT_KEYS = ("hidden", "layers", "heads", "kv_heads", "head_dim", "v_head_dim", "ffn_hidden", "vocab", "seq_len",
@@ -141,8 +142,8 @@ class ModelSpec:
         return int(body + self.vocab * self.hidden * (1 if self.tied_embeddings else 2))
 
     def with_seq_len(self, seq_len: int) -> "ModelSpec":
-        if seq_len <= 0:
-            raise FabricError("seq_len", f"{seq_len} must be a whole number > 0")
+        if not (is_whole(seq_len) and 0 < seq_len <= MAX_MODEL_INT):  # 8.5 was read as 8, 1e308 overflowed
+            raise FabricError("seq_len", f"{seq_len!r} must be a whole number in 1..{MAX_MODEL_INT:,}")
         return dataclasses.replace(self, seq_len=int(seq_len))
 
     def to_dict(self) -> dict[str, Any]:

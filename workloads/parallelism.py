@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from fabric.checks import flag as check_switch, is_whole, whole
 from fabric.errors import FabricError
 from fabric.model import HBDSpec
 from workloads.models import ModelSpec
@@ -165,6 +166,48 @@ def _layer_split(model: ModelSpec, par: Parallelism) -> tuple[int, ...]:
     return tuple(_compute_layer_split(model, par))
 
 
+#: Keys of a pinned configuration (``mfu_summary(..., **fixed)``), by what each takes.
+FIXED_COUNTS = ("tp", "pp", "dp", "ep", "cp", "micro_batch", "interleave")
+FIXED_LAYERS = ("first_stage_layers", "last_stage_layers")
+FIXED_SWITCHES = ("sequence_parallel", "distributed_optimizer", "account_for_embedding", "account_for_loss")
+FIXED_KEYS = FIXED_COUNTS + FIXED_LAYERS + FIXED_SWITCHES + ("recompute", "zero_stage")
+
+
+def check_fixed(fixed: dict[str, Any]) -> dict[str, Any]:
+    """The pinned dimensions of a configuration, typed: counts as Python ints (numpy's accepted), switches as bools.
+
+    None means "not pinned" and is kept.  The rules between dimensions (tp divides the heads, ...) are
+    :func:`validate`'s; this refuses what no rule could read: an unknown key, a bool or a string for a count,
+    a string for a switch (``"no"`` is not False).
+
+    Raises
+    ------
+    FabricError
+        Naming the key.
+    """
+    out: dict[str, Any] = {}
+    for key, value in fixed.items():
+        if key not in FIXED_KEYS:
+            raise FabricError(key, f"unknown configuration key; allowed: {', '.join(FIXED_KEYS)}")
+        if value is None:
+            out[key] = None
+        elif key in FIXED_COUNTS:
+            out[key] = whole(value, key, 1)
+        elif key in FIXED_LAYERS:
+            out[key] = whole(value, key, 0)
+        elif key in FIXED_SWITCHES:
+            out[key] = check_switch(value, key)
+        elif key == "zero_stage":
+            if not (is_whole(value) and 0 <= value <= 3):
+                raise FabricError(key, f"{value!r} not allowed; use 0, 1, 2 or 3 (3 = FSDP)")
+            out[key] = int(value)
+        elif not isinstance(value, str) or value not in RECOMPUTE:
+            raise FabricError(key, f"{value!r} not allowed; use one of {', '.join(RECOMPUTE)}")
+        else:
+            out[key] = value
+    return out
+
+
 def layer_split(model: ModelSpec, par: Parallelism) -> list[int]:
     """Transformer layers of every virtual pipeline stage, in pipeline order.
 
@@ -194,6 +237,10 @@ def layer_split(model: ModelSpec, par: Parallelism) -> list[int]:
 def _compute_layer_split(model: ModelSpec, par: Parallelism) -> list[int]:
     """The split itself (rules in :func:`layer_split`)."""
     n, L = par.pp * par.interleave, model.layers
+    if par.pp > L or par.interleave > L:  # before lists of pp x interleave entries are made (pp = 2**62)
+        flag = "pp" if par.pp > L else "interleave"
+        raise FabricError(flag, f"{L} layers of {model.name} leave a pipeline stage empty with pp={par.pp}, "
+                                f"interleave={par.interleave}")
     first, last = par.first_stage_layers, par.last_stage_layers
     for flag, v in (("first_stage_layers", first), ("last_stage_layers", last)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from fabric.checks import MAX_WHOLE, is_number, is_whole
 from fabric.errors import FabricError
 
 DEFAULT_MODEL = {
@@ -86,19 +87,17 @@ class Job:
     name: str = "job"
 
     def __post_init__(self):
-        for field, v, lo in (("tp", self.tp, 1), ("pp", self.pp, 1)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-                raise FabricError(field, f"{v!r} must be a whole number >= {lo}")
-        if self.dp is not None and (isinstance(self.dp, bool) or not isinstance(self.dp, int) or self.dp < 1):
-            raise FabricError("dp", f"{self.dp!r} must be a whole number >= 1 or 'max'")
-        if self.count is not None and (isinstance(self.count, bool) or not isinstance(self.count, int)
-                                       or self.count < 1):
-            raise FabricError("count", f"{self.count!r} must be a whole number >= 1")
+        for field, v in (("tp", self.tp), ("pp", self.pp), ("dp", self.dp), ("count", self.count)):
+            if v is None and field in ("dp", "count"):
+                continue
+            if not (is_whole(v) and 1 <= v <= MAX_WHOLE):  # numpy integers (from an array) are accepted
+                raise FabricError(field, f"{v!r} must be a whole number >= 1" + (" or 'max'" if field == "dp" else ""))
+            object.__setattr__(self, field, int(v))
         if self.dp is None and self.count not in (None, 1):
             raise FabricError("count", "with --dp max there is exactly one instance")
         for field, v in (("dp_bytes", self.dp_bytes), ("pp_bytes", self.pp_bytes)):
-            if v is not None and not (v >= 0):
-                raise FabricError(field, f"{v!r} must be a number of bytes >= 0")
+            if v is not None and not (is_number(v) and 0 <= v < float("inf")):  # inf bytes made NaN ratios
+                raise FabricError(field, f"{v!r} must be a finite number of bytes >= 0")
 
     @property
     def bytes_dp(self) -> float:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fabric.checks import MAX_WHOLE, is_whole
 from fabric.errors import FabricError
 from fabric.model import Fabric, HBDKind
 
@@ -88,7 +89,13 @@ def check_faulty_nodes(fabric: Fabric, faulty_nodes, field: str = "faulty_nodes"
     """
     nodes = np.unique(fabric.group("node")[fabric.gpu_ids])
     nodes = nodes[nodes >= 0]
-    arr = np.unique(np.asarray(list(faulty_nodes), dtype=np.int64))
+    if isinstance(faulty_nodes, (str, bytes)) or not hasattr(faulty_nodes, "__iter__"):
+        raise FabricError(field, f"{faulty_nodes!r} must be a sequence of node ids (whole numbers >= 0)")
+    ids = list(faulty_nodes)
+    wrong = [v for v in ids if not (is_whole(v) and 0 <= v <= MAX_WHOLE)]
+    if wrong:  # 1.5 was read as node 1, True as node 1
+        raise FabricError(field, f"{wrong[0]!r} is not a node id (a whole number >= 0)")
+    arr = np.unique(np.asarray([int(v) for v in ids], dtype=np.int64))
     bad = arr[~np.isin(arr, nodes)]
     if bad.size:
         lo, hi = (int(nodes.min()), int(nodes.max())) if nodes.size else (0, -1)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fabric.checks import is_whole
 from fabric.errors import FabricError
 from fabric.faults import FaultSamples, NodeIndex
 from fabric.model import Fabric
@@ -116,7 +117,7 @@ def fault_timeline(fabric: Fabric, tp: int, trace: Trace | str, *, mapping: str 
     -------
     FaultTimeline
     """
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+    if not (is_whole(seed) and seed >= 0):
         raise FabricError("seed", f"{seed!r} must be a whole number >= 0")
     pol = policy_for(fabric)
     tp = pol.check_tp(tp)

@@ -19,9 +19,10 @@ Every default is a published figure or the word ``assumed``; ``fabric goodput
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from typing import Any, Mapping
 
 from fabric.catalog import Catalog
+from fabric.checks import is_number
 from fabric.errors import FabricError
 from fabric.units import parse_time
 
@@ -137,13 +138,18 @@ def default_recovery(hbd_kind: str, catalog: Catalog) -> Recovery:
 
 def with_overrides(base: Recovery, overrides: dict[str, Any]) -> Recovery:
     """``base`` with some values replaced: keys are :data:`RECOVERY_FIELDS`, values seconds or ``30min``-style strings."""
+    if not isinstance(overrides, Mapping):
+        raise FabricError("recovery", f"must be a mapping of {', '.join(RECOVERY_FIELDS)} to seconds, "
+                                      f"not {type(overrides).__name__}")
     known = {f.name for f in fields(Recovery)} - {"sources"}
     out, srcs = {}, dict(base.sources)
     for key, raw in overrides.items():
+        if not isinstance(key, str):
+            raise FabricError("recovery", f"{key!r} unknown; use one of {', '.join(RECOVERY_FIELDS)}")
         name = key if key.endswith("_s") else f"{key}_s"
         if name not in known:
             raise FabricError("recovery", f"{key!r} unknown; use one of {', '.join(RECOVERY_FIELDS)}")
         value = parse_time(raw, f"--recovery {key}") if isinstance(raw, str) else raw
-        out[name] = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        out[name] = float(value) if is_number(value) else value  # np.int64 from an array: the seconds it holds
         srcs[name] = "given by the user"
     return replace(base, **out, sources=tuple(sorted(srcs.items())))

@@ -33,9 +33,10 @@ that build Fabrics take the topology layer as an argument, any object with
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from fabric.catalog import Catalog, load_catalog
+from fabric.checks import is_number, is_whole
 from fabric.errors import ComputeError, FabricError
 from fabric.model import Fabric
 
@@ -74,6 +75,8 @@ def split_params(topologies: Topologies, given: dict[str, str]) -> tuple[dict, d
 
     static_names = topologies.param_names("dgx") - {"oversubscription"}
     rfab_names = topologies.param_names("rfabric") - {"oversubscription"}
+    if not isinstance(given, Mapping):
+        raise FabricError("params", f"must be a mapping of parameter name to value, not {type(given).__name__}")
     rl, st, rf = {}, {}, {}
     for name, value in given.items():
         if name in PARAMS_BY_NAME:
@@ -93,8 +96,9 @@ def build_pair(topologies: Topologies, gpus: int, oversubscription: float, stati
                rfabric_params: dict, catalog: Catalog, which: str = "both") -> dict:
     """The Fabrics to compare: ``{"static": dgx fat-tree, "rfabric": ...}`` (the ones asked for)."""
     build = topologies.build
-    if not oversubscription >= 1.0:
-        raise FabricError("oversubscription", f"{oversubscription} must be >= 1 (ToR downlink:uplink)")
+    if not (is_number(oversubscription) and oversubscription >= 1.0):
+        raise FabricError("oversubscription", f"{oversubscription!r} must be >= 1 (ToR downlink:uplink)")
+    oversubscription = float(oversubscription)  # the builders' -p oversubscription is a float
     out = {}
     if which in ("static", "both"):
         out["static"] = build("dgx", gpus, {"gpu": DEFAULT_GPU, **static_params,
@@ -149,11 +153,11 @@ def rl_summary(topologies: Topologies, gpus: int, model: Any, *, fabric: str = "
 
     if fabric not in FABRICS:
         raise FabricError("fabric", f"{fabric!r} not allowed; use one of {', '.join(FABRICS)}")
-    if isinstance(gpus, bool) or int(gpus) != gpus or gpus <= 0:
+    if not (is_whole(gpus) and gpus > 0):
         raise FabricError("gpus", f"{gpus!r} must be a whole number > 0")
     cat = catalog or load_catalog()
     m = load_model(model)
-    rl, st, rf = split_params(topologies, dict(params or {}))
+    rl, st, rf = split_params(topologies, {} if params is None else params)
     cfg = RLConfig.from_params(rl, pipeline=pipeline)
     fabrics = build_pair(topologies, int(gpus), oversubscription, st, rf, cat,
                          "both" if fabric == "rfabric" else fabric)
@@ -245,7 +249,7 @@ def rl_table(topologies: Topologies, gpus: int, model: Any, *, reconfig_times: t
     build = topologies.build
     cat = catalog or load_catalog()
     m = load_model(model)
-    rl, st, rf = split_params(topologies, dict(params or {}))
+    rl, st, rf = split_params(topologies, {} if params is None else params)
     cfg = RLConfig.from_params(rl, pipeline=pipeline)
 
     def row(label, fab, r):

@@ -38,6 +38,7 @@ from typing import Any, Callable
 import numpy as np
 
 from fabric.catalog import Catalog, load_catalog
+from fabric.checks import is_number
 from fabric.cost import cost_of
 from fabric.errors import FabricError
 from fabric.model import Configuration, Fabric, Layer
@@ -157,7 +158,8 @@ def evaluate_rl(fabric: Fabric, model: ModelSpec, cfg: RLConfig, catalog: Catalo
     cat = catalog or load_catalog()
     timer = Timer(timing)
     backend = default_backend() if timing == "sim" else analytic_comm_time
-    if reconfiguration_time is not None and (not np.isfinite(reconfiguration_time) or reconfiguration_time < 0):
+    if reconfiguration_time is not None and not (is_number(reconfiguration_time) and
+                                                 0 <= reconfiguration_time < float("inf")):
         raise FabricError("reconfiguration_time", f"{reconfiguration_time!r} must be a time >= 0")
     rt = reconfiguration_time_of(fabric, cat) if reconfiguration_time is None else float(reconfiguration_time)
     gpu = gpu_of(fabric, cat)

@@ -1,0 +1,43 @@
+"""Bad arguments to solvers.orchestrator.orchestrate_summary: a FabricError naming the parameter.
+
+Independent check: the documented contract (tp, dp, pp, count whole numbers >= 1; node ids whole numbers;
+a solver time limit > 0 and a relative gap in [0, 1); bytes finite and >= 0); numpy inputs give the result
+of the same Python numbers.
+"""
+
+import numpy as np
+import pytest
+
+from fabric.errors import FabricError
+from solvers.orchestrator import orchestrate_summary
+from topologies import build
+
+BASE = dict(tp=8, dp=2, solver="greedy", time_limit=None)
+
+
+@pytest.fixture(scope="module")
+def fab():
+    return build("khop-ring", 64)
+
+
+@pytest.mark.parametrize("kw, field", [({k: v}, k) for k in ("tp", "dp", "pp", "count")
+                                       for v in ("8", True, [8], float("nan"), 2**63)]
+                         + [({"faulty_nodes": v}, "faulty_nodes") for v in ([1.5], [True], "1,2", 3, [None])]
+                         + [({"dp_bytes": v}, "dp_bytes") for v in ("1", [1.0], float("inf"), float("nan"), -1.0)]
+                         + [({"trace": "stepfun", "trace_time": v}, "trace_time") for v in ("1", [1.0], float("nan"))]
+                         + [({"node_fault_ratio": 0.1, "seed": v}, "seed") for v in ("1", -1, 1.5, float("nan"))]
+                         + [({"solver": "ilp", "time_limit": v}, "time_limit")
+                            for v in ("1", 0, -1.0, float("nan"), float("inf"), [1])]
+                         + [({"solver": "ilp", "time_limit": 5, "gap_rel": v}, "gap_rel")
+                            for v in ("0", -0.1, 1.0, float("nan"), [0.1])])
+def test_orchestrate_summary_refuses(fab, kw, field):
+    with pytest.raises(FabricError) as exc:
+        orchestrate_summary(fab, **{**BASE, **kw})
+    assert exc.value.field == field
+
+
+def test_numpy_inputs_equal_python(fab):
+    a = orchestrate_summary(fab, **{**BASE, "tp": np.int64(8), "dp": np.int64(2), "faulty_nodes": np.array([1, 5]),
+                                    "dp_bytes": np.float64(1e9)})
+    b = orchestrate_summary(fab, **{**BASE, "faulty_nodes": [1, 5], "dp_bytes": 1e9})
+    assert {k: v for k, v in a.items() if k != "total_seconds"} == {k: v for k, v in b.items() if k != "total_seconds"}
