@@ -351,14 +351,19 @@ def layer_times(model, par, moe: bool, gpu: GpuSpec, gemm: GemmEfficiency, *, fl
     return LayerTimes(fwd, bwd, rec, attn_fwd, attn_bwd, column)
 
 
-def logits_times(model, par, gpu: GpuSpec, gemm: GemmEfficiency, *, fp8: bool = False) -> tuple[float, float]:
-    """(forward, backward) seconds of the output layer and the cross-entropy loss, one micro-batch."""
+def logits_times(model, par, gpu: GpuSpec, gemm: GemmEfficiency) -> tuple[float, float]:
+    """(forward, backward) seconds of the output layer and the cross-entropy loss, one micro-batch.
+
+    Always at the bf16 peak, also in an fp8 run: Megatron-Core's output layer
+    is its own ``tensor_parallel.ColumnParallelLinear`` (a plain bf16 matmul),
+    not a Transformer Engine module, so Transformer Engine's fp8 autocast does
+    not reach it (only the Transformer layers' linear layers run in fp8).
+    """
     from workloads.flops import logits_gemm
 
     gemm = gemm.for_gpu(gpu)
     g = logits_gemm(model, par.micro_batch, tp=par.tp, cp=par.cp)
-    peak = gpu.peak_fp8_flops if fp8 else gpu.peak_bf16_flops
-    t = gemm.gemm_time(g, peak, gpu.hbm_bandwidth)
+    t = gemm.gemm_time(g, gpu.peak_bf16_flops, gpu.hbm_bandwidth)
     elems = g.m * g.n
     # vocab-parallel cross-entropy in fp32: about 3 passes forward, 2 backward
     return (t + gemm.memory_time(12 * elems, gpu.hbm_bandwidth), 2 * t + gemm.memory_time(8 * elems, gpu.hbm_bandwidth))

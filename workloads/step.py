@@ -410,7 +410,7 @@ class StepModel:
                 d[dim] += f + b + (f if rec else 0.0)  # full recomputation repeats the forward's communication
             per_layer[moe] = d
         emb_f, emb_b = embedding_times(m, par, self.gpu, self.gemm)
-        out_f, out_b = logits_times(m, par, self.gpu, self.gemm, fp8=self.runtime.fp8)
+        out_f, out_b = logits_times(m, par, self.gpu, self.gemm)  # bf16 also under fp8
         p2p = self._p2p(par, pl) if with_comm else 0.0
         out = []
         for st, (n_dense, n_moe) in enumerate(self._stage_counts(par)):
