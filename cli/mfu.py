@@ -43,8 +43,9 @@ def mfu_command(
     do_search: bool = typer.Option(False, "--search", help="search the best configuration (flags given pin theirs)"),
     confirm: int = typer.Option(3, "--confirm", help="--search: candidates re-timed with the simulator"),
     runtime: str = typer.Option("megatron-core", "--runtime",
-                                help="megatron-core | megatron-2021 (unfused attention, fp16 gradients, no overlaps, "
-                                     "no distributed optimizer)"),
+                                help="megatron-core | megatron-core-fa2 (FlashAttention-2 kernels, as on Hopper "
+                                     "until mid-2024) | megatron-2021 (unfused attention, fp16 gradients, no "
+                                     "overlaps, no distributed optimizer)"),
     fp8: bool = typer.Option(False, "--fp8", help="weight GEMMs at the fp8 peak (MFU then relative to the fp8 peak)"),
     flops_convention: str = typer.Option("causal", "--flops-convention",
                                          help="attention FLOPs in MFU: causal (lower triangle) | full (PaLM/Megatron)"),

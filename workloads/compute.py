@@ -161,7 +161,13 @@ class KernelEfficiency:
         calibration GPU's (1 on it; fitted on a declared row for H100).
     flash_fwd, flash_bwd : float
         Fused flash-attention forward / backward FLOP/s over the dense peak
-        (causal, head dim 128, long sequences).
+        (causal, head dim 128, long sequences): the best published kernel on
+        the GPU (FlashAttention-2 on A100; FlashAttention-3 / cuDNN 9 class on
+        Hopper and later).
+    fa2_fwd, fa2_bwd : float or None
+        The same for FlashAttention-2 on this GPU (what frameworks ran on
+        Hopper before FlashAttention-3 and cuDNN 9 fused attention, mid-2024;
+        ``Runtime.flash_kernel == 'fa2'``).  None: the same as ``flash_*``.
     sources : dict
         Field -> source.
     """
@@ -171,6 +177,14 @@ class KernelEfficiency:
     flash_bwd: float
     training: float = 1.0
     sources: dict = field(default_factory=dict, compare=False, hash=False)
+    fa2_fwd: float | None = None
+    fa2_bwd: float | None = None
+
+    def flash(self, kernel: str = "best") -> tuple[float, float]:
+        """(forward, backward) fraction of the dense peak of the flash kernel ``kernel`` ('best' or 'fa2')."""
+        if kernel == "fa2" and self.fa2_fwd is not None and self.fa2_bwd is not None:
+            return self.fa2_fwd, self.fa2_bwd
+        return self.flash_fwd, self.flash_bwd
 
     def with_training(self, training: float) -> "KernelEfficiency":
         return replace(self, training=training)
@@ -189,9 +203,10 @@ def kernel_efficiency(item: str) -> KernelEfficiency | None:
     row = _kernel_table().get(item)
     if row is None:
         return None
+    fa2 = {k: float(row[k]["value"]) if k in row else None for k in ("fa2_fwd", "fa2_bwd")}
     return KernelEfficiency(float(row["matmul"]["value"]), float(row["flash_fwd"]["value"]),
                             float(row["flash_bwd"]["value"]), float(row["training"]["value"]),
-                            {k: v["source"] for k, v in row.items()})
+                            {k: v["source"] for k, v in row.items()}, **fa2)
 
 
 @functools.lru_cache(maxsize=8)
@@ -259,7 +274,7 @@ class LayerTimes:
 
 
 def layer_times(model, par, moe: bool, gpu: GpuSpec, gemm: GemmEfficiency, *, flash: bool,
-                fp8: bool = False) -> LayerTimes:
+                fp8: bool = False, flash_kernel: str = "best") -> LayerTimes:
     """Compute time of one layer (module docstring: GEMM model + memory-bound kernels).
 
     Parameters
@@ -274,6 +289,8 @@ def layer_times(model, par, moe: bool, gpu: GpuSpec, gemm: GemmEfficiency, *, fl
         GEMMs, softmax and dropout kernels over ``s x s`` tensors (Megatron 2021).
     fp8 : bool
         Weight GEMMs at the fp8 peak (attention stays bf16).
+    flash_kernel : {'best', 'fa2'}
+        Which flash kernel's throughput (:meth:`KernelEfficiency.flash`).
     """
     from workloads.flops import layer_gemms
 
@@ -288,6 +305,7 @@ def layer_times(model, par, moe: bool, gpu: GpuSpec, gemm: GemmEfficiency, *, fl
     gemms = layer_gemms(model, b, moe=moe, tp=t, cp=par.cp, ep=par.ep)
     w_fwd = attn_fwd = column = 0.0
     flash_fwd = flash_bwd = 0.0
+    eff_fwd, eff_bwd = gpu.kernels.flash(flash_kernel) if gpu.kernels is not None else (0.0, 0.0)
     for g in gemms:
         if g.name in ("scores", "context"):
             if flash:
@@ -299,8 +317,8 @@ def layer_times(model, par, moe: bool, gpu: GpuSpec, gemm: GemmEfficiency, *, fl
                     # kernel's prologue and epilogue; same d0 as the GEMMs
                     keys = s / par.cp
                     short = keys / (keys + gemm.d0)
-                    flash_fwd += executed / (peak16 * gpu.kernels.flash_fwd * short)
-                    flash_bwd += 2.5 * executed / (peak16 * gpu.kernels.flash_bwd * short)
+                    flash_fwd += executed / (peak16 * eff_fwd * short)
+                    flash_bwd += 2.5 * executed / (peak16 * eff_bwd * short)
                 else:
                     t_g = executed / (peak16 * gemm.efficiency(g.m, g.n, g.k))
                     flash_fwd += t_g

@@ -15,7 +15,7 @@ from fabric.catalog import Catalog, load_catalog
 from fabric.checks import flag as check_switch, whole
 from fabric.errors import FabricError
 
-RUNTIMES = ("megatron-core", "megatron-2021")
+RUNTIMES = ("megatron-core", "megatron-core-fa2", "megatron-2021")
 # Tokens per step when --global-batch is not given (assumed: Llama 3 405B began pre-training at 4M tokens
 # per step, arXiv 2407.21783 Sec. 3.4; GPT-3 175B used 3.2M).
 DEFAULT_TOKENS_PER_STEP = 4 * 2**20
@@ -33,7 +33,12 @@ def runtime_named(name: str, fp8: bool = False, memory_efficient_norm: bool = Fa
 
     if name not in RUNTIMES:
         raise FabricError("runtime", f"{name!r} not allowed; use one of {', '.join(RUNTIMES)}")
-    rt = MEGATRON_CORE if name == "megatron-core" else MEGATRON_2021
+    rt = MEGATRON_2021 if name == "megatron-2021" else MEGATRON_CORE
+    if name == "megatron-core-fa2":
+        # the same framework with FlashAttention-2 kernels (Transformer Engine / NeMo on Hopper until mid-2024)
+        from dataclasses import replace
+
+        rt = replace(rt, name=name, flash_kernel="fa2")
     if fp8 and name == "megatron-2021":
         # the 2021 runtime trained in fp16/bf16; fp8 GEMMs came with Transformer Engine on Hopper (2022)
         raise FabricError("fp8", "not available with runtime megatron-2021 (it predates fp8 training); "
@@ -102,7 +107,7 @@ def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: b
         evaluate the configuration ``fixed`` describes (unset: tp = pp = cp =
         ep = micro_batch = 1, the largest fitting dp).
     global_batch, seq_len : int, optional
-    runtime : {'megatron-core', 'megatron-2021'}
+    runtime : {'megatron-core', 'megatron-core-fa2', 'megatron-2021'}
     comm : {'sim', 'analytic'}
     confirm : int
         Search: candidates re-timed by the simulator.
@@ -214,8 +219,9 @@ def _kernels_dict(gpu) -> dict:
     k = gpu.kernels
     if k is None:
         return {}
+    fa2_fwd, fa2_bwd = k.flash("fa2")
     return {"matmul": k.matmul, "training": k.training, "flash_fwd": k.flash_fwd, "flash_bwd": k.flash_bwd,
-            "sources": dict(k.sources)}
+            "fa2_fwd": fa2_fwd, "fa2_bwd": fa2_bwd, "sources": dict(k.sources)}
 
 
 def kv_replicated(model, tp: Optional[int]) -> list[str]:

@@ -95,6 +95,11 @@ class Runtime:
     memory_efficient_norm : bool
         Norms keep their output instead of their input for the backward
         (:func:`workloads.memory.layer_activation_bytes`).
+    flash_kernel : {'best', 'fa2'}
+        The flash-attention kernel: ``best``, the best published kernel on the
+        GPU (FlashAttention-3 / cuDNN 9 class on Hopper), or ``fa2``,
+        FlashAttention-2, what frameworks ran on Hopper until mid-2024 (about
+        half the throughput there; :class:`workloads.compute.KernelEfficiency`).
     """
 
     name: str = "megatron-core"
@@ -110,6 +115,7 @@ class Runtime:
     memory_reserve_bytes: float = 4e9
     distributed_optimizer: bool | None = True
     memory_efficient_norm: bool = False
+    flash_kernel: str = "best"
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -130,6 +136,9 @@ RUNTIME_SOURCES = {
     "memory_reserve_bytes": "assumed: CUDA context (~0.5-1 GB), NCCL communicator buffers (~1-2 GB) and "
                             "cuBLAS/TE workspaces, about 4 GB per GPU",
     "distributed_optimizer": "Megatron-Core --use-distributed-optimizer (ZeRO-1); off in Megatron-LM 2021",
+    "flash_kernel": "best: the GPU's best published fused attention (FlashAttention-3, Shah et al. 2024, or cuDNN 9 "
+                    "on Hopper; FlashAttention-2 on A100); fa2: FlashAttention-2 (Dao 2023), which Transformer "
+                    "Engine / NeMo ran on Hopper before FlashAttention-3 and cuDNN 9 fused attention (mid-2024)",
     "memory_efficient_norm": "Megatron --memory-efficient-layer-norm (Apex fused norm that keeps its output, not its "
                              "input, for the backward); off by default (Transformer Engine's LayerNormLinear keeps both)",
 }
@@ -332,7 +341,8 @@ class StepModel:
         t = self._layers.get(key)
         if t is None:
             t = self._layers[key] = layer_times(self.model, par, moe, self.gpu, self.gemm,
-                                                flash=self.flash, fp8=self.runtime.fp8)
+                                                flash=self.flash, fp8=self.runtime.fp8,
+                                                flash_kernel=self.runtime.flash_kernel)
         return t
 
     def _layer_kinds(self) -> tuple[bool, ...]:

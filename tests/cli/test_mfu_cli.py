@@ -208,3 +208,20 @@ def test_tp_above_the_kv_heads_is_flagged_as_not_megatrons(capsys):
     rc, out, err = run(capsys, "mfu", "dgx", "--gpus", 64, "--model", "megatron-7.5b", "--tp", 16, "--comm",
                        "analytic", "--json")  # 32 KV heads (MHA): no such warning
     assert rc == 0 and not any("KV heads" in w for w in json.loads(out)["warnings"])
+
+
+def test_runtime_with_flashattention2_kernels(capsys):
+    """--runtime megatron-core-fa2: the same runtime with FlashAttention-2's throughput (H100: 0.34 / 0.325 of the
+    peak vs 0.62 / 0.50); only attention slows, so a 32K-token Llama 3 8B step is slower and its memory unchanged."""
+    args = ["mfu", "dgx", "--gpus", 8, "-p", "gpu=h100", "--model", "llama3-8b", "--seq-len", 32768, "--tp", 8,
+            "--global-batch", 4, "--recompute", "selective", "--comm", "analytic", "--json"]
+    rc, out, err = run(capsys, *args, "--runtime", "megatron-core-fa2")
+    fa2 = json.loads(out)
+    rc2, out2, err2 = run(capsys, *args)
+    best = json.loads(out2)
+    assert rc == 0 and rc2 == 0, err + err2
+    assert fa2["runtime_switches"]["flash_kernel"] == "fa2" and best["runtime_switches"]["flash_kernel"] == "best"
+    assert fa2["kernel_efficiency"]["fa2_fwd"] == 0.34 and best["kernel_efficiency"]["flash_fwd"] == 0.62
+    # only attention slows, by at most the kernels' ratio (1/0.34 + 2.5/0.325) / (1/0.62 + 2.5/0.50) = 1.61
+    assert 1.1 * best["step_time_s"] < fa2["step_time_s"] < 1.61 * best["step_time_s"]
+    assert fa2["memory"] == best["memory"]
