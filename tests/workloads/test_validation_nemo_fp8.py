@@ -98,3 +98,48 @@ def test_output_layer_stays_bf16_under_fp8():
     extra = {fp8: parts[fp8][1]["compute"] - parts[fp8][0]["compute"] for fp8 in parts}
     assert extra[True] == pytest.approx(extra[False], rel=1e-9)
     assert parts[True][0]["compute"] < parts[False][0]["compute"]   # the Transformer layers do speed up
+
+
+# --------------------------------------------------------------------------- long sequences (context parallelism)
+LONG = json.loads((Path(__file__).parent.parent / "data" / "nemo_h100_long_sequence.json").read_text())
+
+
+def predict_long(p: dict, runtime: str) -> dict:
+    fab = build("dgx", max(p["gpus"], 8), {"gpu": "h100"})
+    return mfu_summary(fab, model(LONG["model"]), search=False, runtime=runtime, global_batch=p["global_batch"],
+                       seq_len=p["seq_len"], fp8=True, tp=p["tp"], pp=p["pp"], cp=p["cp"], dp=p["dp"],
+                       micro_batch=p["micro_batch"])
+
+
+@pytest.fixture(scope="module")
+def long_predicted() -> dict[str, dict[str, dict]]:
+    return {rt: {p["id"]: predict_long(p, rt) for p in LONG["points"]} for rt in ("megatron-core-fa2", "megatron-core")}
+
+
+def test_long_sequences_4k_to_1m_within_10_percent_with_the_kernels_of_their_time(long_predicted):
+    """Llama 2 7B at 4K-1M tokens with CP 1-32 (NeMo 24.03.01, before FlashAttention-3): with FlashAttention-2's
+    published H100 throughput every row within 10 % (measured: max 3.6 %).  Attention is 8 % of the FLOPs at 4K and
+    95 % at 1M, so this checks the attention kernel, the causal work split, the CP ring overlap and TP/CP placement
+    over three orders of magnitude of sequence length; 10 % covers the GEMM curve's own error at 4K (the 24.07 rows)."""
+    rows, errs = [], []
+    for p in LONG["points"]:
+        r = long_predicted["megatron-core-fa2"][p["id"]]
+        best = long_predicted["megatron-core"][p["id"]]
+        e = r["tokens_per_s"] / r["gpus_used"] / p["tokens_per_s_per_gpu"] - 1
+        e_best = best["tokens_per_s"] / best["gpus_used"] / p["tokens_per_s_per_gpu"] - 1
+        errs.append(abs(e))
+        rows.append(f"| {p['seq_len'] // 1024}K | {p['gpus']} | {r['config']} | {p['tokens_per_s_per_gpu']:,} | "
+                    f"{r['tokens_per_s'] / r['gpus_used']:,.0f} | {100 * e:+.1f} % | {100 * e_best:+.1f} % |")
+        assert r["fits"] and r["runtime_switches"]["flash_kernel"] == "fa2", p["id"]
+        assert abs(e) <= 0.10, (p["id"], e)
+    print("\n| seq | GPUs | configuration | published tok/s/GPU | predicted (FA2) | error | error with FA3-class |")
+    print("|---:|---:|---|---:|---:|---:|---:|\n" + "\n".join(rows))
+    print(f"mean |error| {100 * sum(errs) / len(errs):.1f} %, max {100 * max(errs):.1f} %")
+
+
+def test_the_best_kernel_would_overstate_long_sequences_increasingly(long_predicted):
+    """The evidence for the kernel of the time: with FlashAttention-3-class figures the error grows with the
+    attention share (4K -> 1M), which no sequence-independent cause (GEMM curve, communication) produces."""
+    errs = [long_predicted["megatron-core"][p["id"]]["tokens_per_s"] / long_predicted["megatron-core"][p["id"]]["gpus_used"]
+            / p["tokens_per_s_per_gpu"] - 1 for p in LONG["points"]]
+    assert errs[-1] > errs[0] + 0.3 and errs[-1] > 0.4
