@@ -162,6 +162,9 @@ def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: b
         if res.best is None:
             raise FabricError("model", f"no configuration of {spec.name} fits in {sm.gpu.hbm_bytes / 1e9:.0f} GB on "
                                          f"{fabric.n_gpus} GPUs ({res.oom} candidates out of memory)")
+        if res.raised:  # the best fits only with memory switches raised, as a pinned configuration would be
+            head["memory_switches_raised"] = list(res.raised)
+            head["runtime_switches"] = res.step_model.runtime.to_dict()
         return {**head, **res.best.to_dict(), "search": res.to_dict()}
     kw = {"tp": 1, "pp": 1, "ep": 1, "cp": 1, "micro_batch": 1, "interleave": 1, "recompute": "none"}
     kw.update(fixed)
@@ -171,7 +174,7 @@ def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: b
     par = Parallelism(global_batch=B, **kw)
     result = sm.evaluate(par)
     if not result.fits and not ("zero_stage" in fixed and memory_efficient_norm):
-        fitted = _fit_by_memory_switches(sm, par, runtime, fp8, zero_fixed="zero_stage" in fixed)
+        fitted = _fit_by_memory_switches(sm, par, zero_fixed="zero_stage" in fixed)
         if fitted is not None:
             result, raised, step = fitted
             head["memory_switches_raised"] = raised
@@ -183,33 +186,21 @@ def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: b
     return {**head, **result.to_dict()}
 
 
-def _fit_by_memory_switches(sm, par, runtime: str, fp8: bool, zero_fixed: bool = False):
+def _fit_by_memory_switches(sm, par, zero_fixed: bool = False):
     """The first of the memory-only switches practice reaches for that makes ``par`` fit, and what was raised.
 
-    When a configuration does not fit with the runtime's defaults and the
-    caller left the ZeRO stage or the norm switch open, step up (only what is open) as
-    large runs do (Llama 3 405B: gradients sharded as in ZeRO-2 / FSDP
-    without re-sharding, tensors freed once used): ZeRO-1, then ZeRO-2
-    (gradients sharded too), then norms keeping their output; each result
-    is timed as evaluated, so any cost the model gives the switch is kept.
-    ZeRO-3 is not tried: it adds all-gathers, a choice the caller makes.
-    Returns the fitting result, the switches raised and the StepModel that
-    fitted, or None if nothing fits (the caller keeps the defaults' result).
+    When a configuration does not fit with the runtime's defaults and the caller left the ZeRO stage or the
+    norm switch open, step up (only what is open) as large runs do (Llama 3 405B: gradients sharded as in
+    ZeRO-2 / FSDP without re-sharding, tensors freed once used): the ladder of
+    :func:`workloads.search.memory_ladder`, which the search climbs too; each result is timed as evaluated,
+    so any cost the model gives the switch is kept.  Returns the fitting result, the switches raised and the
+    StepModel that fitted, or None if nothing fits (the caller keeps the defaults' result).
     """
-    from workloads.step import StepModel
+    from workloads.search import memory_ladder
 
-    top = par.zero if zero_fixed else max(par.zero, 2)
-    ladder = [(z, False) for z in (1, 2) if z > par.zero and not zero_fixed]
-    if not sm.runtime.memory_efficient_norm:
-        ladder.append((top, True))
-    for zero, men in ladder:
-        step = sm if not men else StepModel(sm.fabric, sm.model, catalog=sm.catalog,
-                                            runtime=runtime_named(runtime, fp8, True), backend=sm.backend,
-                                            flops_convention=sm.flops_convention)
-        result = step.evaluate(par.replace(zero_stage=zero))
+    for p2, step, raised in memory_ladder(sm, par, zero_fixed=zero_fixed):
+        result = step.evaluate(p2)
         if result.fits:
-            raised = ([f"zero_stage {par.zero} -> {zero}"] if zero != par.zero else []) + \
-                (["memory_efficient_norm"] if men else [])
             return result, raised, step
     return None
 

@@ -17,7 +17,11 @@ The space (each dimension can be pinned by the caller):
 * ``micro_batch`` 1, 2, 4, 8; ``recompute`` none, selective (only with
   unfused attention, where it differs from none), full.
 
-Candidates that fail validation or do not fit in HBM are dropped (counted).
+A candidate that does not fit in HBM with the runtime's defaults is made to fit, when the caller left them
+open, by the memory-only switches large runs raise (:func:`memory_ladder`: ZeRO-1, ZeRO-2, then norms keeping
+their output), exactly as a pinned configuration is (:func:`workloads.mfu.mfu_summary`), so that the search's
+best is never beaten by a configuration of its space given by hand.
+Candidates that fail validation or do not fit in HBM even so are dropped (counted).
 The rest are ranked by a communication-free lower bound on the step time
 (compute and bubble); they are then evaluated in that order with the
 *screening* backend (by default the analytic alpha-beta model, fast), and the
@@ -74,6 +78,10 @@ class SearchResult:
     confirmed: int
     seconds: float
     notes: list[str] = field(default_factory=list)
+    raised: list[str] = field(default_factory=list)
+    """The memory switches raised to make ``best`` fit (empty: the runtime's defaults)."""
+    step_model: StepModel | None = None
+    """The StepModel that timed ``best`` (its runtime holds a raised norm switch)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"best": self.best.to_dict() if self.best else None,
@@ -125,6 +133,38 @@ def candidates(sm: StepModel, global_batch: int, fixed: dict[str, Any] | None = 
                                   interleave=v, sequence_parallel=sp, recompute=rc, **extra)
 
 
+def memory_ladder(sm: StepModel, par: Parallelism, *, zero_fixed: bool = False,
+                  norm_model: StepModel | None = None) -> list[tuple[Parallelism, StepModel, list[str]]]:
+    """The memory-only switches practice raises, in order, for a configuration that does not fit.
+
+    ZeRO-1, then ZeRO-2 (gradients sharded as in FSDP without re-sharding), then norms keeping their output
+    (Megatron's ``--memory-efficient-layer-norm``), each only when the caller left it open: ``zero_fixed``
+    keeps the stage, a runtime that already keeps norm outputs has no norm step.  ZeRO-3 is never tried (it
+    adds all-gathers, a choice the caller makes).  Each step is (configuration, StepModel, switches raised);
+    the first that fits is the one to take.
+
+    Parameters
+    ----------
+    sm : StepModel
+        The job under the runtime's defaults.
+    par : Parallelism
+    zero_fixed : bool
+        The caller gave the ZeRO stage.
+    norm_model : StepModel, optional
+        ``sm`` under the memory-efficient norm, when the caller has it already (a search reuses one).
+    """
+    from dataclasses import replace
+
+    steps = [(par.replace(zero_stage=z), sm, [f"zero_stage {par.zero} -> {z}"])
+             for z in (1, 2) if z > par.zero and not zero_fixed]
+    if not sm.runtime.memory_efficient_norm:
+        top = par.zero if zero_fixed else max(par.zero, 2)
+        men = norm_model or sm.with_runtime(replace(sm.runtime, memory_efficient_norm=True))
+        raised = [f"zero_stage {par.zero} -> {top}"] if top != par.zero else []
+        steps.append((par.replace(zero_stage=top), men, raised + ["memory_efficient_norm"]))
+    return steps
+
+
 def search(sm: StepModel, global_batch: int, *, fixed: dict[str, Any] | None = None, confirm: int = 3,
            screen_backend=analytic_comm_time, limit: int | None = None) -> SearchResult:
     """The fastest valid, fitting configuration of ``sm.model`` on ``sm.fabric``.
@@ -151,9 +191,21 @@ def search(sm: StepModel, global_batch: int, *, fixed: dict[str, Any] | None = N
         If no candidate is valid (the message says why the first one failed).
     """
     t0 = time.perf_counter()
-    screen = sm if screen_backend is None else StepModel(sm.fabric, sm.model, catalog=sm.catalog, runtime=sm.runtime,
-                                                         gemm=sm.gemm, backend=screen_backend, gpu=sm.gpu)
-    pool: list[tuple[float, Parallelism]] = []
+    screens: dict[int, StepModel] = {}
+
+    def screen_of(step: StepModel) -> StepModel:  # the screening twin of a StepModel, one per runtime
+        if screen_backend is None:
+            return step
+        if id(step) not in screens:
+            screens[id(step)] = StepModel(step.fabric, step.model, catalog=step.catalog, runtime=step.runtime,
+                                          gemm=step.gemm, backend=screen_backend, gpu=step.gpu,
+                                          flops_convention=step.flops_convention)
+            screens[id(step)].tp_beyond_hbd = step.tp_beyond_hbd
+        return screens[id(step)]
+
+    zero_fixed = "zero_stage" in (fixed or {}) and (fixed or {})["zero_stage"] is not None
+    norm_model: list[StepModel] = []  # built at the first candidate that needs it
+    pool: list[tuple[float, Parallelism, StepModel, list[str]]] = []
     considered = invalid = oom = 0
     first_error: FabricError | None = None
     for par in candidates(sm, global_batch, fixed):
@@ -167,30 +219,45 @@ def search(sm: StepModel, global_batch: int, *, fixed: dict[str, Any] | None = N
             invalid += 1
             first_error = first_error or exc
             continue
-        if not sm.memory(par).fits:
+        chosen = (par, sm, []) if sm.memory(par).fits else None
+        if chosen is None:
+            for p2, step, raised in memory_ladder(sm, par, zero_fixed=zero_fixed,
+                                                  norm_model=norm_model[0] if norm_model else None):
+                if step is not sm and not norm_model:
+                    norm_model.append(step)
+                if step.memory(p2).fits:
+                    chosen = (p2, step, raised)
+                    break
+        if chosen is None:
             oom += 1
             continue
-        pool.append((sm.lower_bound(par), par))
+        p2, step, raised = chosen
+        pool.append((step.lower_bound(p2), p2, step, raised))
     if not pool:
         if first_error is not None and oom == 0:
             raise FabricError(first_error.field, f"no valid configuration; e.g. {first_error.message}")
         return SearchResult(None, [], considered, invalid, oom, 0, 0, time.perf_counter() - t0,
                             ["nothing fits in memory" if oom else "no candidate"])
     pool.sort(key=lambda x: (x[0], x[1].label()))
-    screened: list[StepResult] = []
-    for bound, par in pool:
-        if len(screened) >= confirm and bound > sorted(r.step_time_s for r in screened)[confirm - 1]:
+    screened: list[tuple[StepResult, StepModel, list[str]]] = []
+    for bound, par, step, raised in pool:
+        if len(screened) >= confirm and bound > sorted(r.step_time_s for r, _, _ in screened)[confirm - 1]:
             break
-        screened.append(screen.evaluate(par, check=False))
-    screened.sort(key=lambda r: (r.step_time_s, r.parallelism.label()))
-    shortlist = [r.parallelism for r in screened[:confirm]]
-    if screen is sm:
+        screened.append((screen_of(step).evaluate(par, check=False), step, raised))
+    screened.sort(key=lambda x: (x[0].step_time_s, x[0].parallelism.label()))
+    if screen_backend is None:
         top = screened[:confirm]
     else:
-        top = sorted((sm.evaluate(p, check=False) for p in shortlist), key=lambda r: (r.step_time_s,
-                                                                                        r.parallelism.label()))
+        top = sorted(((step.evaluate(r.parallelism, check=False), step, raised)
+                      for r, step, raised in screened[:confirm]),
+                     key=lambda x: (x[0].step_time_s, x[0].parallelism.label()))
     notes = [f"screened {len(screened)} of {len(pool)} fitting candidates with the "
-             f"{getattr(screen.backend, 'name', 'custom')} backend; the best {len(top)} re-timed with "
+             f"{getattr(screen_of(sm).backend, 'name', 'custom')} backend; the best {len(top)} re-timed with "
              f"{sm.backend_name}"]
-    return SearchResult(top[0] if top else None, top, considered, invalid, oom, len(screened), len(top),
-                        time.perf_counter() - t0, notes)
+    n_raised = sum(1 for _, _, _, raised in pool if raised)
+    if n_raised:
+        notes.append(f"{n_raised} of the {len(pool)} fitting candidates fit only with memory switches raised "
+                     "(ZeRO-2, memory-efficient norm), as a pinned configuration is")
+    best, best_step, best_raised = top[0] if top else (None, None, [])
+    return SearchResult(best, [r for r, _, _ in top], considered, invalid, oom, len(screened), len(top),
+                        time.perf_counter() - t0, notes, list(best_raised), best_step)

@@ -284,6 +284,18 @@ class StepModel:
         other._placements, other._comms = self._placements, self._comms
         return other
 
+    def with_runtime(self, runtime: Runtime) -> "StepModel":
+        """The same job's StepModel under another runtime (own caches); ``self`` when the runtime is already it.
+
+        TP beyond the HBD, if allowed here, is allowed there too.
+        """
+        if runtime == self.runtime:
+            return self
+        other = StepModel(self.fabric, self.model, catalog=self.catalog, runtime=runtime, gemm=self.gemm,
+                          backend=self.backend, gpu=self.gpu, flops_convention=self.flops_convention)
+        other.tp_beyond_hbd = self.tp_beyond_hbd
+        return other
+
     def with_backend(self, backend) -> "StepModel":
         """The same job's StepModel timing its collectives with ``backend`` (own caches: times depend on it).
 

@@ -84,7 +84,9 @@ def goodput_summary(fabric, model: Any, *, trace: Any = "stepfun", catalog: Cata
     spec = load_model(model)
     if spec.seq_len != d["model_spec"]["seq_len"]:
         spec = spec.with_seq_len(d["model_spec"]["seq_len"])
-    sm = StepModel(fabric, spec, catalog=cat, runtime=runtime_named(runtime, False), backend=backend_named(comm))
+    # the healthy job's runtime, norm switch included when mfu_summary raised it to make the job fit
+    men = bool(d.get("runtime_switches", {}).get("memory_efficient_norm", False))
+    sm = StepModel(fabric, spec, catalog=cat, runtime=runtime_named(runtime, False, men), backend=backend_named(comm))
     sized = None
     if sizing == "goodput":
         sized = _size(sm, tl, par, rec, policy, batch_pinned=global_batch is not None)
