@@ -440,7 +440,7 @@ class Simulator:
         model = nccl_model()
         proto = c0.resolved_protocol
         best = None
-        for algo in candidates(c0.name, c0.resolved_algorithm, nvls, n, sharp, nvls_tree):
+        for algo in candidates(c0.name, c0.resolved_algorithm, nvls, n, sharp, nvls_tree, proto):
             for run in self._nccl_runs(c0, algo, proto, devices, members, n_tags, (nvls, sharp, nvls_tree), model,
                                        ecmp, seed, method):
                 if best is None or run.finish_of_tag[members].max() < best.finish_of_tag[members].max():

@@ -216,6 +216,11 @@ class Collective:
                                            f"{', '.join(ALGORITHMS[self.name])}")
         if self.resolved_protocol not in PROTOCOLS:
             raise FabricError("protocol", f"{self.protocol!r} is not one of {', '.join(PROTOCOLS)}")
+        if algo in (Algorithm.NVLS, Algorithm.NVLS_TREE, Algorithm.SHARP) and \
+                self.resolved_protocol not in (Protocol.AUTO, Protocol.SIMPLE):
+            # NCCL runs in-switch / in-network reduction with Simple only; the run would not be the one asked
+            raise FabricError("protocol", f"{self.resolved_protocol!r} with algorithm {algo}: {algo} runs only with "
+                                          "NCCL's Simple protocol; use protocol simple or auto")
         try:
             n = len(self.ranks)
         except TypeError:

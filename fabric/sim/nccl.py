@@ -456,16 +456,26 @@ def _max_window(lat: np.ndarray, k: int) -> np.ndarray:
     return win.max(axis=(1, 2))
 
 
+SIMPLE_ONLY = (Algorithm.NVLS, Algorithm.NVLS_TREE, Algorithm.SHARP)
+"""Algorithms NCCL runs only with its Simple protocol (in-switch and in-network reduction)."""
+
+
 def candidates(name: str, algorithm: str, nvls: float | None, n: int, sharp: float | None = None,
-               nvls_tree: float | None = None) -> list:
+               nvls_tree: float | None = None, protocol: str = Protocol.AUTO) -> list:
     """The algorithms ``auto`` tries (all-reduce: ring, tree, NVLS / NVLS tree / SHARP where switches reduce),
-    else the one asked."""
+    else the one asked.
+
+    NVLS, NVLS tree and SHARP run only with Simple, so a protocol pinned to another (``ll``, ``ll128``,
+    ``none``) leaves them out: the run returned is then always one of the protocol asked for.
+    """
     if algorithm != Algorithm.AUTO:
         return [algorithm]
     if name == CollectiveName.ALL_REDUCE:
         out = [Algorithm.RING]
         if n > 2:
             out.append(Algorithm.TREE)
+        if protocol not in (Protocol.AUTO, Protocol.SIMPLE):
+            return out
         if nvls is not None:
             out.append(Algorithm.NVLS)
         if nvls_tree is not None:
