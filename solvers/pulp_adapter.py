@@ -250,10 +250,32 @@ def solve(problem: pulp.LpProblem, options: SolveOptions = SolveOptions(),
     with solver_stdout_elsewhere(quiet=not options.msg), _variables_listed_once(problem):
         if name == "highs":
             report = _solve_highs(problem, options, start)
+            if start and not _values_match(report, problem, options):
+                # HiGHS 1.16 can end "Optimal" with the objective of its true optimum while handing back the
+                # start's columns (a presolve that empties the problem; cf. HiGHS#907): the placement read
+                # from them was the warm start's, reported optimal at a bound it does not reach.  The solve
+                # without the start returns its own point.
+                left = None if options.time_limit is None else max(options.time_limit - report.seconds, 1.0)
+                spent = report.seconds
+                report = _solve_highs(problem, replace(options, time_limit=left), None)
+                report = replace(report, seconds=spent + report.seconds, warm_start=True)
+            if not _values_match(report, problem, options):  # still not the point it reports: believe the point
+                report = replace(report, objective=float(pulp.value(problem.objective)),
+                                 gap=relative_gap(float(pulp.value(problem.objective)), report.bound))
         else:
             report = _solve_cbc(problem, options, start)
         report = _round_bound(report, problem, options)
         return _compare_with_start(report, problem, options, start)
+
+
+def _values_match(report: SolveReport, problem: pulp.LpProblem, options: SolveOptions) -> bool:
+    """The incumbent's objective equals the objective of the variable values handed back (within the gaps)."""
+    if not report.has_solution or report.objective is None:
+        return True
+    got = pulp.value(problem.objective)
+    if got is None:
+        return False
+    return abs(float(got) - report.objective) <= options.gap_abs + 1e-7 * max(abs(report.objective), 1.0)
 
 
 @contextlib.contextmanager
