@@ -74,6 +74,10 @@ class Param:
             value = int(raw)
         elif self.type is float and is_number(raw):
             value = float(raw)
+        elif self.type is str and isinstance(raw, (int, np.integer)) and not isinstance(raw, (bool, np.bool_)):
+            # a whole number for a text parameter (``tiers: 3`` in a YAML spec or the API) is the text the
+            # command line's ``-p tiers=3`` gives: the same design point, however it is spelt
+            value = str(int(raw))
         elif not isinstance(raw, self.type) or (self.type is int and isinstance(raw, bool)):
             raise FabricError(field, f"{raw!r} is not a {self.type.__name__}{where}")
         if self.type is int and abs(value) > MAX_WHOLE:  # numpy's int64 arrays sized or filled from it overflow

@@ -111,3 +111,23 @@ def test_equivalent_spellings_give_byte_identical_json(run_cli, command, variant
         assert rc == 0, err
         outs.append(out)
     assert all(o == outs[0] for o in outs[1:])
+
+
+def test_a_whole_number_for_a_text_parameter_is_its_text(tmp_path, run_cli, capsys):
+    """`tiers: 3` in a spec (or the API) was refused ('3 is not a str') where `-p tiers=3` builds: one design point,
+    two spellings.  Both now give the same Fabric, and the sweep's row the CLI's cost."""
+    from fabric.catalog import load_catalog
+    from fabric.cost import cost_of
+    from topologies import build
+
+    cat = load_catalog()
+    as_int, as_text = (build("dgx", gpus=128, params={"tiers": t}, catalog=cat) for t in (3, "3"))
+    assert as_int.params == as_text.params and cost_of(as_int, cat) == cost_of(as_text, cat)
+    out = run_small_study(tmp_path, {"name": "tiers", "gpus": 128, "architectures": [
+        {"name": "dgx", "params": {"tiers": 3}}], "metrics": ["cost"]})
+    capsys.readouterr()  # the sweep's own JSON
+    rc, rows, err = run_cli("results", out, "--rows", "--json")
+    assert rc == 0, err
+    rc, one, err = run_cli("cost", "dgx", "--gpus", 128, "-p", "tiers=3", "--json")
+    assert rc == 0, err
+    assert json.loads(rows)["rows"][0]["cost_capex_usd"] == json.loads(one)["capex_usd"]
