@@ -90,3 +90,21 @@ def test_fault_ratio_ends(name):
     assert zero["waste_ratio"]["max"] == zero["baseline"]["waste_ratio"]
     one = faults_summary(fab, tp, node_fault_ratio=1.0, samples=20, seed=3, blast=False)
     assert one["usable_gpus"]["max"] == one["healthy_gpus"]["max"] == one["wasted_gpus"]["max"] == 0
+
+
+@pytest.mark.parametrize("nodes", [16, 17, 18, 19, 33])
+@pytest.mark.parametrize("k", [1, 2])
+def test_node_blast_radius_on_a_khop_line_by_closed_form(nodes, k):
+    """One failed node at line position i of an open line of N nodes (rings of m = tp / g nodes):
+    k = 1 cuts the line there, so floor(N/m) - floor(i/m) - floor((N-1-i)/m) rings are lost; k >= 2 hops
+    over it, so floor(N/m) - floor((N-1)/m) rings are lost wherever it is (0 with a spare node)."""
+    g, m = 4, 4
+    fab = build("khop-ring", gpus=nodes * g, params={"k": k, "gpus_per_node": g})
+    if k == 1:
+        lost = [nodes // m - i // m - (nodes - 1 - i) // m for i in range(nodes)]
+    else:
+        lost = [nodes // m - (nodes - 1) // m] * nodes
+    blast = faults_summary(fab, m * g, node_fault_ratio=0.0, samples=1)["blast_radius"]["node"]
+    radius = [x * m * g for x in lost]
+    assert (blast["min"], blast["max"]) == (min(radius), max(radius))
+    assert blast["mean"] == pytest.approx(sum(radius) / nodes, rel=1e-12)
