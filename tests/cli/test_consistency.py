@@ -131,3 +131,18 @@ def test_a_whole_number_for_a_text_parameter_is_its_text(tmp_path, run_cli, caps
     rc, one, err = run_cli("cost", "dgx", "--gpus", 128, "-p", "tiers=3", "--json")
     assert rc == 0, err
     assert json.loads(rows)["rows"][0]["cost_capex_usd"] == json.loads(one)["capex_usd"]
+
+
+def test_a_curve_point_is_the_single_ratio_run(run_cli):
+    """`--node-fault-ratio 0:0.1:0.01` draws each ratio as `--node-fault-ratio R` alone does (its own seeded
+    draw per ratio), so every point of the curve is that run's JSON, number for number."""
+    base = ["faults", "khop-ring", "--gpus", 256, "--tp", 16, "--samples", 40, "--seed", 2, "--json"]
+    rc, out, err = run_cli(*base, "--node-fault-ratio", "0:0.1:0.01")
+    assert rc == 0, err
+    curve = {c["node_fault_ratio"]: c for c in json.loads(out)["curve"]}
+    for ratio in (0.03, 0.07, 0.1):
+        rc, one, err = run_cli(*base, "--node-fault-ratio", ratio)
+        assert rc == 0, err
+        single = json.loads(one)
+        for key in ("waste_ratio", "usable_gpus", "healthy_gpus"):
+            assert curve[ratio][key] == single[key], (ratio, key)
