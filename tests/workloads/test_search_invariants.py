@@ -101,3 +101,17 @@ def test_doubling_the_global_batch_amortises_the_dp_all_reduce(fab):
     assert runs[0]["breakdown_s"]["dp"] == runs[1]["breakdown_s"]["dp"] == runs[2]["breakdown_s"]["dp"]
     assert runs[0]["breakdown_s"]["bubble"] == pytest.approx(runs[2]["breakdown_s"]["bubble"], rel=1e-12)
     assert runs[0]["mfu"] < runs[1]["mfu"] < runs[2]["mfu"]
+
+
+def test_goodput_healthy_job_is_the_searched_mfu_job(fab, best):
+    """`fabric goodput` without pins searches the healthy job with mfu_summary: the same configuration and
+    the same floats (tokens/s, MFU) as `fabric mfu --search` on the same inputs."""
+    from workloads.goodput.summary import goodput_summary
+
+    d = goodput_summary(fab, MODEL, comm="analytic", global_batch=BATCH, series=False)
+    assert d["fastest_config"] == best["config"]
+    assert d["healthy_tokens_per_s"] == best["tokens_per_s"] and d["healthy_mfu"] == best["mfu"]
+    assert 0 < d["goodput_ratio"] <= 1
+    assert d["effective_tokens_per_s"] == pytest.approx(d["goodput_ratio"] * d["healthy_tokens_per_s"], rel=1e-12)
+    assert d["tokens_per_s_per_musd"] == pytest.approx(d["effective_tokens_per_s"] / (d["capex_usd"] / 1e6),
+                                                       rel=1e-12)
