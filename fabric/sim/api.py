@@ -25,7 +25,7 @@ from fabric.sim.graph import ArcGraph, build_arc_graph, endpoint_devices
 from fabric.sim.hierarchical import hierarchical_flow_count, hierarchical_step, time_hierarchical
 from fabric.sim.lumping import LUMP_MIN_FLOWS, Lumped, lump, unique_ints
 from fabric.sim.maxmin import max_min_rates_csr
-from fabric.sim.nccl import NCCL_PROTOCOLS, candidates, channel_count, nccl_model, nvls_factor, nvls_tree_factor, \
+from fabric.sim.nccl import NCCL_PROTOCOLS, candidates, channel_count, nccl_model, ring_channel_count, nvls_factor, nvls_tree_factor, \
     sharp_factor, time_nvls, time_nvls_tree, time_ring, time_sharp, time_tree, with_protocol
 from fabric.sim.results import CollectiveResult, CollectivesResult, LinkLoads, SimResult
 from fabric.sim.routing import ECMP_MODES, NoRoute, RouteTable
@@ -477,7 +477,7 @@ class Simulator:
                 yield self._ring_run(rt, c0, members, n_tags, model)._named(algo, rt.protocol, 1)
             return
         if algo == Algorithm.RING and c0.name in rings and n > 1:
-            channels = c0.channels or channel_count(self.fabric, devices[0])
+            channels = c0.channels or ring_channel_count(self.fabric, devices[0])
             if not (c0.ideal and channels == 1):
                 rt = time_ring(self, self.fabric, c0.name, devices, float(c0.size), proto, channels, model, method,
                                ecmp, seed, float(c0.start_s))

@@ -32,7 +32,11 @@ same rail: with one NIC per GPU, every NIC sends one channel's data and
 receives one channel's, as NCCL's rings on rail-optimised fabrics do.  The
 default ``C`` is the number of the group's ranks in each domain (one channel
 per NIC rail, :func:`channel_count`); a single domain has one ring (more
-channels over the same NVLink paths change nothing in a fluid model).
+channels over the same NVLink paths change nothing in a fluid model).  A
+k-hop line is one domain without a switch: there channels go by node
+(:func:`ring_channel_count`), and a ring over a TP group's lit optics goes
+down the line and back (:func:`ring_order_candidates`), since no optical
+path closes a ring from the last node to the first.
 
 How a multi-channel ring is timed (exactly the alpha-beta form of NCCL's own
 model, with the bandwidth from the simulator): every ring step moves the same
@@ -76,7 +80,7 @@ import numpy as np
 
 from fabric.catalog import Catalog, load_catalog
 from fabric.errors import FabricError
-from fabric.model import DeviceKind, Fabric
+from fabric.model import DeviceKind, Fabric, HBDKind
 from fabric.sim.collectives import Algorithm, CollectiveName, Protocol, domain_matrix
 from fabric.sim.collectives import domain_rows as _domain_rows  # by domain group; here by Fabric
 from fabric.sim.flows import FlowTable
@@ -179,6 +183,66 @@ def channel_count(fabric: Fabric, devices: np.ndarray) -> int:
     """
     rows = domain_rows(fabric, devices)
     return min(r.size for r in rows) if len(rows) > 1 else 1
+
+
+def ring_channel_count(fabric: Fabric, devices: np.ndarray) -> int:
+    """NCCL's channel count for a ring: :func:`channel_count`, by node on a k-hop line.
+
+    A k-hop line is one HBD domain, but no switch joins its nodes: a ring
+    leaves a node over a GPU's own optics or NIC, so, as across HBD domains,
+    one channel per rank of the group in each node (its rail), and 1 if the
+    group sits in one node.
+    """
+    if fabric.hbd.kind != HBDKind.KHOP_LINE:
+        return channel_count(fabric, devices)
+    rows = _node_rows(fabric, devices)
+    return min(r.size for r in rows) if len(rows) > 1 else 1
+
+
+def _node_rows(fabric: Fabric, devices: np.ndarray) -> list[np.ndarray]:
+    """Rank positions of ``devices`` per node, nodes in order of first appearance.
+
+    The caller's order stands: the step model hands over rings across nodes
+    already folded (:func:`workloads.comm.fold_order`), whose every hop is
+    two nodes at most.
+    """
+    return _domain_rows(devices, fabric.group("node"))
+
+
+def ring_order_candidates(fabric: Fabric, devices: np.ndarray, channels: int) -> list[np.ndarray]:
+    """Every ring layout NCCL's topology search could settle on, each ``(channels, n)`` rank positions.
+
+    Beside switch domains, one layout: :func:`ring_orders`.  On a k-hop line
+    a group spanning nodes has two, and the faster is NCCL's:
+
+    * the **snake** of :func:`ring_orders` by node: one crossing between
+      neighbouring nodes per channel, and a closing hop from the last node
+      to the first, which only a NIC can carry (the lit optics of a TP
+      group join neighbouring nodes only, :func:`fabric.rings.group_configuration`);
+    * **there and back**: the channel goes down the line on the first half of
+      every node's ranks and comes back on the second half (each half a snake,
+      so every crossing stays on one rail), so every hop joins neighbouring
+      nodes or stays in a node: the ring a TP group runs on its own optics,
+      at the price of crossing every node boundary twice.  Needs two ranks
+      in every node.
+    """
+    if fabric.hbd.kind != HBDKind.KHOP_LINE:
+        return [ring_orders(fabric, devices, channels)]
+    rows = _node_rows(fabric, devices)
+    if len(rows) == 1:
+        return [ring_orders(fabric, devices, channels)]
+    n = np.asarray(devices).size
+    snake = np.empty((channels, n), dtype=np.int64)
+    back = np.empty((channels, n), dtype=np.int64) if min(r.size for r in rows) >= 2 else None
+    for c in range(channels):
+        rot = [r[(np.arange(r.size) + c) % r.size] for r in rows]
+        snake[c] = np.concatenate([x[::-1] if i % 2 else x for i, x in enumerate(rot)])
+        if back is not None:
+            down = [x[:x.size // 2] for x in rot]
+            up = [x[x.size // 2:] for x in rot][::-1]
+            back[c] = np.concatenate([x[::-1] if i % 2 else x for i, x in enumerate(down)]
+                                     + [x[::-1] if i % 2 else x for i, x in enumerate(up)])
+    return [snake] if back is None else [snake, back]
 
 
 def _domain_matrix_or_one(fabric: Fabric, devices: np.ndarray) -> np.ndarray:
@@ -381,12 +445,27 @@ class RingTiming:
 
 def time_ring(sim, fabric: Fabric, name: str, devices: np.ndarray, size: float, protocol: str, channels: int,
               model: NcclModel, method: str, ecmp: str, seed: int, start: float) -> RingTiming:
-    """Time a ring reduce-scatter / all-gather / all-reduce on ``channels`` snake rings (module docstring)."""
+    """Time a ring reduce-scatter / all-gather / all-reduce on ``channels`` snake rings (module docstring).
+
+    Where NCCL could lay the rings out in more than one way
+    (:func:`ring_order_candidates`), each is timed and the fastest kept.
+    """
+    best = None
+    for orders in ring_order_candidates(fabric, devices[0], channels):
+        rt = _time_ring_layout(sim, fabric, name, devices, size, protocol, orders, model, method, ecmp, seed, start)
+        if best is None or rt.time_s.max() < best.time_s.max():
+            best = rt
+    return best
+
+
+def _time_ring_layout(sim, fabric: Fabric, name: str, devices: np.ndarray, size: float, protocol: str,
+                      orders: np.ndarray, model: NcclModel, method: str, ecmp: str, seed: int,
+                      start: float) -> RingTiming:
+    """:func:`time_ring` on one layout: ``orders`` (C, n), the rank positions of every channel's ring."""
     from fabric.sim.engine import schedule
 
     G, n = devices.shape
     k = ring_steps(name) * (n - 1)
-    orders = ring_orders(fabric, devices[0], channels)           # (C, n) positions
     C = orders.shape[0]
     pos_src = orders
     pos_dst = np.roll(orders, -1, axis=1)
