@@ -80,7 +80,7 @@ def default_radix(catalog: Catalog, switch: str, port_bandwidth: float) -> int:
 DCN_DRIVERS = ("k", "oversubscription", "agg_oversubscription", "tiers")
 
 
-def check_ratios(k: int, params: dict) -> None:
+def check_ratios(k: int, params: dict, radix_param: str = "k") -> None:
     """Refuse an oversubscription above ``k - 1``: a radix-``k`` switch cannot have fewer than one uplink.
 
     Larger ratios used to be clamped silently to ``k - 1`` (a ratio of 1e300 built the same fabric as 127).
@@ -91,12 +91,67 @@ def check_ratios(k: int, params: dict) -> None:
         Switch radix in ports.
     params : dict
         Resolved DCN parameters (``oversubscription``, ``agg_oversubscription``).
+    radix_param : str
+        The family's name of the radix parameter (``dcn_k`` for ``khop-ring``), named in the message.
     """
     for name in ("oversubscription", "agg_oversubscription"):
         ratio = params.get(name)
         if ratio is not None and not 1.0 <= ratio <= k - 1:
-            raise FabricError(f"params[{name}]", f"{ratio:g} must be between 1 and k-1 = {k - 1} "
+            raise FabricError(f"params[{name}]", f"{ratio:g} must be between 1 and {radix_param}-1 = {k - 1} "
                                                  f"(radix {k}: at least one uplink)")
+
+
+def clos_shape(endpoints: int, k: int, params: dict, endpoints_per_tor: int | None = None, ocs_core: bool = False,
+               radix_param: str = "k", strict: bool = True) -> tuple[int, int, int]:
+    """ToRs, tiers and pods of the Clos :func:`attach_clos` builds; refuses one that radix ``k`` cannot hold.
+
+    Shared by the builder and the closed-form size (:mod:`topologies.size`), so that a request for more
+    endpoints than the radix allows is refused before any array is allocated, naming the family's radix
+    parameter (``-p dcn_k`` for ``khop-ring``, ``-p k`` elsewhere).
+
+    Parameters
+    ----------
+    endpoints : int
+        NICs (or hosts) on the Clos.
+    k : int
+        Switch radix in ports.
+    params : dict
+        Resolved DCN parameters (``tiers``, ``oversubscription``, ``agg_oversubscription``).
+    endpoints_per_tor : int, optional
+        Endpoints per ToR (default: the ToR's downlinks).
+    ocs_core : bool
+        Aggregation-core links through OCS (always 3 tiers; ``rfabric`` checks its own pod count).
+    radix_param : str
+        The family's name of the radix parameter.
+    strict : bool
+        Refuse more ToRs or pods than radix ``k`` holds (False: return them, for a size estimate that the
+        resource limits judge first).
+
+    Returns
+    -------
+    tors, tiers, pods : int
+        ToRs before rounding to whole pods, 2 or 3, and pods (1 for 2 tiers).
+    """
+    check_ratios(k, params, radix_param)
+    d, _ = split_ports(k, params["oversubscription"])
+    ept = endpoints_per_tor or d
+    if ept > d:
+        raise FabricError("params[nodes_per_tor]", f"{ept} endpoints per ToR exceed its {d} downlinks "
+                                                   f"({radix_param}={k})")
+    T = max(1, math.ceil(endpoints / ept))
+    tiers = params.get("tiers", "auto")
+    tiers_n = 3 if ocs_core else 2 if tiers == "2" or (tiers == "auto" and T <= k) else 3
+    if tiers_n == 2:
+        if T > k and strict:
+            raise FabricError("gpus", f"{endpoints} endpoints need {T} ToRs, more than a 2-tier Clos of radix {k} "
+                                      f"allows ({k}); use -p tiers=3 or a larger -p {radix_param}")
+        return T, 2, 1
+    da, _ = split_ports(k, params["agg_oversubscription"])
+    P = math.ceil(T / da)
+    if P > k and strict and not ocs_core:  # rfabric's OCS joins pods its own way and checks its own ports
+        raise FabricError("gpus", f"{endpoints} endpoints need {P} pods, more than a 3-tier Clos of radix {k} "
+                                  f"allows ({k} pods, {k * da * ept} endpoints); use a larger -p {radix_param}")
+    return T, 3, P
 
 
 def split_ports(k: int, ratio: float) -> tuple[int, int]:
@@ -183,20 +238,11 @@ def attach_clos(b: FabricBuilder, endpoints: np.ndarray, catalog: Catalog, *, po
     # each tier reading the counts of the one below; split, every step would pass the same dozen arrays
     k = params["k"] or default_radix(catalog, switch, port_bandwidth)
     b.params[radix_param] = k  # report the derived radix with the other parameters
-    check_ratios(k, params)
     d, u = split_ports(k, params["oversubscription"])
     ept = endpoints_per_tor or d
-    if ept > d:
-        raise FabricError("params[nodes_per_tor]", f"{ept} endpoints per ToR exceed its {d} downlinks (k={k})")
     E = int(endpoints.size)
-    T = max(1, math.ceil(E / ept))
-    tiers = params["tiers"]
-    if tiers == "auto":
-        tiers = "2" if T <= k else "3"
-    if ocs_core:
-        tiers = "3"
-    tiers_n = int(tiers)
-    b.params["tiers"] = tiers
+    T, tiers_n, _ = clos_shape(E, k, params, endpoints_per_tor, ocs_core, radix_param)
+    b.params["tiers"] = str(tiers_n)
     latency = catalog.value("network_latency", "latency")
     trx = catalog.find_by_bandwidth("transceiver", port_bandwidth)
 
@@ -205,9 +251,6 @@ def attach_clos(b: FabricBuilder, endpoints: np.ndarray, catalog: Catalog, *, po
     circuits = np.zeros((0, 2), dtype=np.int64)
 
     if tiers_n == 2:
-        if T > k:
-            raise FabricError("gpus", f"{E} endpoints need {T} ToRs, more than a 2-tier Clos of radix {k} "
-                                        f"allows ({k}); use -p tiers=3 or a larger -p k")
         pod_of_tor = np.zeros(T, dtype=np.int64)
         tors = b.add_devices(DeviceKind.TOR, T, tor=np.arange(T), pod=0)
         b.add_links(endpoints, tors[tor_of_ep], capacity=port_bandwidth, latency=latency, medium="fiber", layer="dcn")
@@ -228,9 +271,6 @@ def attach_clos(b: FabricBuilder, endpoints: np.ndarray, catalog: Catalog, *, po
     else:
         da, ua = split_ports(k, params["agg_oversubscription"])
         P = math.ceil(T / da)
-        if P > k:
-            raise FabricError("gpus", f"{E} endpoints need {P} pods, more than a 3-tier Clos of radix {k} "
-                                        f"allows ({k} pods, {k * da * ept} endpoints); use a larger -p k")
         a = aggs_per_pod(T, u, da)
         tors, aggs, pod_of_tor = pods_of_tors_and_aggs(b, endpoints, tor_of_ep, T, P, da, a, port_bandwidth, latency,
                                                        links_per_pair=u // a)

@@ -90,6 +90,27 @@ def check_reach(k: int, n_nodes: int, closed: bool) -> None:
                                        f"{'ring' if closed else 'line'}); allowed: 1..{top}")
 
 
+def tor_fill(params: dict, dcn: dict, radix: int) -> tuple[int, int]:
+    """Nodes whose NICs share ToRs, and endpoints per ToR, as :func:`build` wires them.
+
+    Without rail optimisation a ToR takes ``nodes_per_tor`` whole nodes (default: as many as its
+    downlinks hold).  With it, a group of ``nodes_per_tor`` nodes (default: one per downlink) shares
+    ``gpus_per_node`` rail ToRs, each taking one NIC of every node of the group, so the default fills every
+    ToR as the other families do (the whole-node default left three quarters of each rail ToR empty).
+
+    Returns
+    -------
+    nodes, endpoints : int
+    """
+    g = params["gpus_per_node"]
+    down = split_ports(radix, dcn["oversubscription"])[0]
+    if dcn["rail_optimized"] and g > 1:
+        nodes = params["nodes_per_tor"] or down
+        return nodes, nodes
+    nodes = params["nodes_per_tor"] or max(1, down // g)
+    return nodes, nodes * g
+
+
 def size(params: dict, gpus: int | None, catalog: Catalog) -> Size:
     """Closed-form size (see :func:`build`), checked before anything is allocated."""
     k, g = params["k"], params["gpus_per_node"]
@@ -99,9 +120,9 @@ def size(params: dict, gpus: int | None, catalog: Catalog) -> Size:
     hbd_links = n * g * (g - 1) // 2 + candidate_count(n, k, g, lanes, params["closed"])
     dcn = _dcn_view(params)
     radix = dcn["k"] or default_radix(catalog, dcn["switch"], catalog.value(params["gpu"], "nic_bandwidth"))
-    check_ratios(radix, dcn)  # before split_ports: a ratio of 1e308 overflows its port arithmetic
-    npt = params["nodes_per_tor"] or max(1, split_ports(radix, dcn["oversubscription"])[0] // g)
-    devices, links = clos_size(n * g, radix, dcn, endpoints_per_tor=npt * g)
+    check_ratios(radix, dcn, "dcn_k")  # before split_ports: a ratio of 1e308 overflows its port arithmetic
+    _, ept = tor_fill(params, dcn, radix)
+    devices, links = clos_size(n * g, radix, dcn, endpoints_per_tor=ept, radix_param="dcn_k")
     return servers_size(n * g, devices, hbd_links + links,
                         ("k", "gpus", "gpus_per_node", "trx_per_gpu", "nodes_per_tor", "dcn_k", *DCN_DRIVERS[1:]))
 
@@ -182,8 +203,8 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
     nics, _ = add_nic_per_gpu(b, catalog, ids, nic_bw, node, node // params["nodes_per_rack"])
     dcn = _dcn_view(params)
     radix = dcn["k"] or default_radix(catalog, dcn["switch"], nic_bw)
-    check_ratios(radix, dcn)
-    npt = params["nodes_per_tor"] or max(1, split_ports(radix, dcn["oversubscription"])[0] // g)
+    check_ratios(radix, dcn, "dcn_k")
+    npt, _ = tor_fill(params, dcn, radix)
     T = math.ceil(N / npt)
     if params["tor_wiring"] == "interleaved":
         node_order = np.lexsort((np.arange(N) // T, np.arange(N) % T))

@@ -10,13 +10,20 @@ once instead of after minutes of allocation and a ``MemoryError``.
 
 from __future__ import annotations
 
+import contextvars
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from fabric import limits
 from fabric.errors import FabricError
-from topologies.clos import aggs_per_pod, check_ratios, split_ports
+from topologies.clos import aggs_per_pod, clos_shape, split_ports
+
+
+#: False while :func:`check_size` estimates a size for the resource limits: a Clos that its radix cannot
+#: hold is then counted as asked (so that ``-p cubes=1e9`` meets the limits, naming ``-p cubes``), and
+#: refused by the second, strict pass only when the limits let it through.
+_STRICT_CLOS: contextvars.ContextVar[bool] = contextvars.ContextVar("strict_clos", default=True)
 
 
 @dataclass(frozen=True)
@@ -39,7 +46,7 @@ class Size:
 
 
 def clos_size(endpoints: float, k: int, params: dict, endpoints_per_tor: float | None = None,
-              ocs_core: bool = False, ocs_ports: float = 136.0) -> tuple[float, float]:
+              ocs_core: bool = False, ocs_ports: float = 136.0, radix_param: str = "k") -> tuple[float, float]:
     """Devices and links (switches and their links, endpoints excluded) of :func:`topologies.clos.attach_clos`.
 
     Parameters
@@ -54,6 +61,9 @@ def clos_size(endpoints: float, k: int, params: dict, endpoints_per_tor: float |
         Endpoints per ToR (default: the ToR's downlinks).
     ocs_core, ocs_ports : bool, float
         Aggregation-core links through OCS of ``ocs_ports`` ports (``rfabric``).
+    radix_param : str
+        The family's name of the radix parameter, named when ``k`` cannot hold the endpoints
+        (:func:`topologies.clos.clos_shape`, the builder's own check, refuses before anything is built).
 
     Returns
     -------
@@ -61,16 +71,13 @@ def clos_size(endpoints: float, k: int, params: dict, endpoints_per_tor: float |
         Spine and core counts use the lower bound ``ceil(lower x uplinks / k)``
         of :func:`topologies.clos.even_spine_count` (the links are exact).
     """
-    check_ratios(k, params)
+    tors, tiers, pods = clos_shape(endpoints, k, params, endpoints_per_tor, ocs_core, radix_param,
+                                   strict=_STRICT_CLOS.get())
     d, u = split_ports(k, params["oversubscription"])
-    ept = endpoints_per_tor or d
-    tors = max(1, math.ceil(endpoints / ept))
-    three = ocs_core or params.get("tiers", "auto") == "3" or (params.get("tiers", "auto") == "auto" and tors > k)
-    if not three:
+    if tiers == 2:
         spines = math.ceil(tors * u / k) if tors > 1 else 0
         return tors + spines, endpoints + (tors * u if tors > 1 else 0)
     da, ua = split_ports(k, params["agg_oversubscription"])
-    pods = math.ceil(tors / da)
     a = aggs_per_pod(tors, u, da)  # core planes too
     tors = pods * da if tors > da else tors
     agg_core = pods * a * ua
@@ -121,10 +128,18 @@ def check_size(size_of: Callable[[dict, int | None], Size], resolved: dict[str, 
     gpus : int, optional
         ``--gpus``.
     """
+    token = _STRICT_CLOS.set(False)
     try:
         _check(size_of(resolved, gpus))
     except FabricError as exc:
         field = _blame(size_of, resolved, defaults, given, gpus)
+        raise FabricError(field, exc.message) from None
+    finally:
+        _STRICT_CLOS.reset(token)
+    try:  # within the limits: a Clos its radix cannot hold is refused now, not after the GPUs are allocated
+        size_of(resolved, gpus)
+    except FabricError as exc:
+        field = _blame(size_of, resolved, defaults, given, gpus, strict=True) if exc.field == "gpus" else exc.field
         raise FabricError(field, exc.message) from None
 
 
@@ -134,16 +149,26 @@ def _check(size: Size) -> None:
     limits.check_fabric_size(size.devices, size.links, "params", what)
 
 
-def _blame(size_of, resolved: dict, defaults: dict, given: dict, gpus: int | None) -> str:
-    """The first driver the user gave whose default would fit (``-p k=1e9`` with ``--gpus 64``: ``-p k``)."""
-    drivers = size_of(resolved, gpus).drivers
+def _blame(size_of, resolved: dict, defaults: dict, given: dict, gpus: int | None, strict: bool = False) -> str:
+    """The first driver the user gave whose default would fit (``-p k=1e9`` with ``--gpus 64``: ``-p k``).
+
+    ``strict``: fit the Clos radix too (:func:`topologies.clos.clos_shape`), not only the limits.
+    """
+    token = _STRICT_CLOS.set(False)
+    try:
+        drivers = size_of(resolved, gpus).drivers
+    finally:
+        _STRICT_CLOS.reset(token)
     asked = [n for n in drivers if (n == "gpus" and gpus is not None) or (n != "gpus" and n in given)]
     for name in asked:
         trial = (resolved, None) if name == "gpus" else ({**resolved, name: defaults.get(name)}, gpus)
+        token = _STRICT_CLOS.set(strict)
         try:
             _check(size_of(*trial))
         except FabricError:
             continue
+        finally:
+            _STRICT_CLOS.reset(token)
         return _field(name)
     # a size from defaults alone is still refused (a lowered --limit): blame the first input given
     return _field(asked[0]) if asked else "params"
