@@ -1,0 +1,97 @@
+"""Regression tests from the large-shape probe: a flows simulation's memory is checked before routing.
+
+Under ideal ECMP a route spreads over every shortest path, so the memory of a flows run grows with
+distinct pairs x route length; 1 M random flows on ``dgx --gpus 16384`` (224 arcs per route) used to run a
+minute past 5 GB into a MemoryError although the ``flows`` limit (4 M) let them through.  The limits are
+lowered here so that the cases stay small.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from fabric import limits
+from fabric.errors import FabricError
+from fabric.sim import FlowTable, simulator
+from fabric.sim.api import BYTES_PER_ROUTE_ARC
+from topologies import build
+
+
+def _random_pairs(n_gpus: int, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, n_gpus, n)
+    dst = (src + 1 + rng.integers(0, n_gpus - 1, n)) % n_gpus
+    return src, dst
+
+
+@pytest.fixture
+def fab():
+    return build("dgx", 256, {"k": 16})  # 3 tiers: cross-pod routes spread over many arcs
+
+
+def _table(fab, n):
+    src, dst = _random_pairs(fab.n_gpus, n)
+    return FlowTable.build(fab.gpu_ids[src], fab.gpu_ids[dst], 2.0 ** 20)
+
+
+def _true_route_bytes(fab, table) -> float:
+    """Route entries of the problem actually built (the independent count), x the per-entry bytes."""
+    prob, _, _ = simulator(fab).problem(table)
+    return prob.R.nnz * BYTES_PER_ROUTE_ARC
+
+
+def test_route_estimate_tracks_the_routes_built(fab):
+    """The sampled estimate is within 25 % of pairs x route arcs of the CSR the simulator builds."""
+    table = _table(fab, 2000)
+    true = _true_route_bytes(fab, table)
+    token = limits.set_limits(limits.Limits(memory=int(true * 0.75)))
+    try:
+        with pytest.raises(FabricError) as exc:
+            simulator(fab).run(table)
+    finally:
+        limits.reset(token)
+    assert exc.value.field == "flows"
+    assert "distinct (src, dst) pairs" in exc.value.message and "memory=N" in exc.value.message
+    token = limits.set_limits(limits.Limits(memory=int(true * 1.25)))
+    try:
+        prob, _, _ = simulator(fab).problem(table)  # routed, not refused (scheduling is not what is checked)
+    finally:
+        limits.reset(token)
+    assert prob.R.nnz * BYTES_PER_ROUTE_ARC == true
+
+
+def test_few_pairs_are_not_sampled(fab):
+    """At most ROUTE_SAMPLE distinct pairs are routed anyway: no estimate, same result as before."""
+    table = _table(fab, 10)
+    res = simulator(fab).run(table)
+    assert res.makespan_s > 0
+
+
+def test_cli_names_the_flows_flag_and_writes_nothing(run_cli, tmp_path, fab):
+    """Over the memory limit the CLI says --flows, one line, exit 2, nothing on stdout."""
+    src, dst = _random_pairs(256, 3000)
+    path = tmp_path / "flows.json"
+    path.write_text(json.dumps([{"src": int(s), "dst": int(d), "bytes": 1048576} for s, d in zip(src, dst)]))
+    table = FlowTable.build(fab.gpu_ids[src], fab.gpu_ids[dst], 2.0 ** 20)
+    true = _true_route_bytes(fab, table)
+    # above the file's parse estimate (16 B per byte) and the fabric's, below its routes
+    limit = int(true * 0.75)
+    assert limit > 16 * path.stat().st_size
+    rc, out, err = run_cli("--limit", f"memory={limit}B", "simulate", "dgx", "--gpus", "256", "-p", "k=16",
+                           "--flows", path, "--json")
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == 2 and out == "" and len(lines) == 1, err
+    assert lines[0].startswith("error: --flows:") and "distinct (src, dst) pairs" in lines[0]
+
+
+def test_cli_refuses_a_flows_file_too_large_to_parse(run_cli, tmp_path):
+    """Before parsing: a file whose parsed flows (~16 B per file byte, measured) exceed the memory limit."""
+    path = tmp_path / "flows.json"
+    path.write_text(json.dumps([{"src": 0, "dst": 1, "bytes": 1}] * 5000))  # ~150 kB
+    rc, out, err = run_cli("--limit", "memory=1MB", "simulate", "dgx", "--gpus", "8", "--flows", path, "--json")
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == 2 and out == "" and len(lines) == 1, err
+    assert lines[0].startswith("error: --flows:") and "flows.json is" in lines[0] and "memory=N" in lines[0]
