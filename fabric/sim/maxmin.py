@@ -9,8 +9,10 @@ more without taking from a flow that has no more than it.
 A flow is a row of ``R`` (fraction of its bytes on each arc: 1 on a single
 path, the ECMP split otherwise) with a multiplicity ``m`` (a class of ``m``
 identical flows, each at the returned rate), so arc ``a`` carries
-``sum_f m_f R[f, a] x_f`` bytes/s.  One iteration costs two passes over the
-non-zeros of ``R``; the number of iterations is the number of distinct
+``sum_f m_f R[f, a] x_f`` bytes/s.  The arc loads are computed once and each
+flow's entries leave them when it freezes, so one call costs a pass over the
+non-zeros of ``R`` plus a pass over the arcs per iteration; the number of
+iterations is the number of distinct
 bottleneck levels (a handful for collectives).  The work is done on the raw
 CSR arrays: the event loop calls this at every event, often for a few dozen
 flows, where sparse-matrix object overheads would dominate.
@@ -58,7 +60,16 @@ def max_min_rates(R: sp.csr_matrix, capacity: np.ndarray, multiplicity: np.ndarr
 
 def max_min_rates_csr(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, capacity: np.ndarray,
                       multiplicity: np.ndarray | None = None) -> np.ndarray:
-    """:func:`max_min_rates` on the arrays of a CSR matrix (rows: flows, columns: arcs)."""
+    """:func:`max_min_rates` on the arrays of a CSR matrix (rows: flows, columns: arcs).
+
+    Incremental: the load rate ``w`` of every arc is computed once, and each iteration subtracts the
+    entries of the flows it freezes (found through a column index of the arcs it saturates), so the
+    whole fill costs one pass over the non-zeros plus one pass over the arcs per bottleneck level.
+    Recomputing ``w`` from every entry at each level cost levels x non-zeros: 344 levels of 30,000
+    random flows on a 16,384-GPU fat-tree (6.8 M entries) took 20 s per call, and an event run of them
+    hours.  Whether an arc still carries unfrozen flows is an exact integer count, not ``w > 0``, so the
+    rounding of the subtractions cannot keep a drained arc alive.
+    """
     n_flows = indptr.size - 1
     m = np.ones(n_flows) if multiplicity is None else np.asarray(multiplicity, dtype=np.float64)
     rate = np.full(n_flows, np.inf)
@@ -77,10 +88,15 @@ def max_min_rates_csr(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
     cap_rem = capacity[used].copy()
     k = used.size
     row = np.repeat(np.arange(n_flows), lengths)
+    contrib = data * m[row]
+    loaded = contrib > 0
+    w = np.bincount(col, weights=contrib, minlength=k)
+    live = np.bincount(col[loaded], minlength=k)  # unfrozen flows loading each arc
+    by_arc = np.argsort(col, kind="stable")  # entries grouped by arc
+    arc_ptr = np.concatenate([[0], np.cumsum(np.bincount(col, minlength=k))])
     level = 0.0
     while True:
-        w = np.bincount(col, weights=data * (m * unfrozen)[row], minlength=k)
-        pos = np.flatnonzero(w > 0)
+        pos = np.flatnonzero(live > 0)
         if pos.size == 0:
             break
         ratio = cap_rem[pos] / w[pos]
@@ -89,13 +105,25 @@ def max_min_rates_csr(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
         cap_rem[pos] -= delta * w[pos]
         sat = pos[ratio <= delta * (1.0 + TIE_RTOL)]
         cap_rem[sat] = 0.0
-        hit = np.zeros(k, dtype=bool)
-        hit[sat] = True
-        crossing = np.zeros(n_flows, dtype=bool)
-        crossing[row[hit[col] & (data > 0)]] = True
-        newly = unfrozen & crossing
+        ent = by_arc[_ranges(arc_ptr[sat], arc_ptr[sat + 1])]
+        hit = np.unique(row[ent[loaded[ent]]])
+        newly = hit[unfrozen[hit]]
         rate[newly] = level
-        unfrozen &= ~newly
+        unfrozen[newly] = False
+        gone = _ranges(indptr[newly], indptr[newly + 1])
+        gone = gone[loaded[gone]]
+        np.subtract.at(w, col[gone], contrib[gone])
+        np.subtract.at(live, col[gone], 1)
         if not unfrozen.any():
             break
     return rate
+
+
+def _ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
+    """The concatenated integer ranges ``starts[i]:stops[i]``."""
+    lengths = stops - starts
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.cumsum(lengths) - lengths
+    return np.arange(total, dtype=np.int64) - np.repeat(offsets - starts, lengths)
