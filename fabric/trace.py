@@ -75,6 +75,11 @@ MAX_DAYS = 1e6
 #: Shortest observation window (days): one second.  Rates divide by it; a window of 5e-324 days (one event at
 #: a subnormal time) makes faults per node-day overflow to inf.
 MIN_SPAN_DAYS = 1.0 / 86400
+#: Bytes per (interval, server) of the down state: the int32 deltas, their int64 running count and the
+#: boolean state (:meth:`Trace._server_states`).
+STATE_BYTES_PER_SERVER = 13
+#: Bytes per (interval, node) of a replay: the boolean node state and its copy into fault samples.
+STATE_BYTES_PER_NODE = 2
 
 
 @dataclass(frozen=True)
@@ -242,8 +247,22 @@ class Trace:
                 count[s] -= 1
         return n
 
+    def check_state_memory(self, n_nodes: int = 0) -> None:
+        """Refuse a trace whose dense state matrices would not fit the ``memory`` limit, before building them.
+
+        The down state is kept per interval between event times and per server (and, replayed, per
+        node): a trace of 300,000 events over 75,000 servers asked numpy for 84 GiB at once and ended in
+        a MemoryError.  Bytes per cell: :data:`STATE_BYTES_PER_SERVER` and :data:`STATE_BYTES_PER_NODE`.
+        """
+        intervals = int(np.unique(self.time).size) + 2
+        limits.check("memory", float(intervals) * (self.n_servers * STATE_BYTES_PER_SERVER
+                                                   + n_nodes * STATE_BYTES_PER_NODE), "trace",
+                     f"{intervals:,} event times x ({self.n_servers:,} servers x {STATE_BYTES_PER_SERVER} B"
+                     + (f" + {n_nodes:,} nodes x {STATE_BYTES_PER_NODE} B" if n_nodes else "") + ")")
+
     def _server_states(self) -> tuple[np.ndarray, np.ndarray]:
         """Interval edges and the (intervals x servers) down matrix."""
+        self.check_state_memory()
         edges = np.unique(np.concatenate([[0.0], self.time, [self.horizon]]))
         edges = edges[edges <= self.horizon]
         ti = np.searchsorted(edges, self.time)  # events land on an edge
@@ -305,6 +324,7 @@ class Trace:
                 np.zeros(0, dtype=np.int64)
         else:
             server_of_node = rng.integers(0, S, size=n_nodes)
+        self.check_state_memory(n_nodes)
         edges, down = self._server_states()
         node_down = down[:, server_of_node]
         return NodeReplay(edges, FaultSamples.from_dense(node_down), server_of_node.astype(np.int64), method,

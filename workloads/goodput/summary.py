@@ -76,6 +76,7 @@ def goodput_summary(fabric, model: Any, *, trace: Any = "stepfun", catalog: Cata
     if policy not in JOB_POLICIES:
         raise FabricError("policy", f"{policy!r} not allowed; use one of {', '.join(JOB_POLICIES)}")
     check_sizing(sizing, fixed.get("dp") is not None)
+    trace = _checked_trace(fabric, trace, trace_servers)  # before the search: a trace too large is refused first
     d = mfu_data or mfu_summary(fabric, model, catalog=cat, search=search, global_batch=global_batch, comm=comm,
                                 confirm=confirm, runtime=runtime, **fixed)
     par = Parallelism(**d["parallelism"])
@@ -131,3 +132,18 @@ def _size(sm, tl, par, rec, policy: str, *, batch_pinned: bool):
         return r.tokens_per_s if r.fits else None
 
     return size_for_goodput(tl, par, rate_of, rec, policy, batch_pinned=batch_pinned)
+
+
+def _checked_trace(fabric, trace: Any, trace_servers: int | None) -> Any:
+    """The trace loaded, and its replay on ``fabric``'s nodes checked against the memory limit.
+
+    Replaying it is the last step, after the healthy job's configuration search (which takes minutes at
+    100k GPUs); a trace whose replay cannot fit is refused before that work.
+    """
+    from fabric.trace import Trace, load_trace
+    from solvers.allocation import policy_for
+
+    tr = trace if isinstance(trace, Trace) else load_trace(str(trace), n_servers=trace_servers)
+    tr.check_state_memory(policy_for(fabric).nodes.n_nodes)
+    return tr
+
