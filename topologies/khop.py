@@ -85,6 +85,9 @@ def check_reach(k: int, n_nodes: int, closed: bool) -> None:
     if closed and n_nodes < 2:
         raise FabricError("params[closed]", f"a closed ring needs at least 2 nodes ({n_nodes} built); use closed=false")
     top = max(n_nodes - 1, 1)  # a single node on a line has no optical path; k=1 (a plain ring) is still accepted
+    if k > top and n_nodes < 2:  # "nodes-1 = 1" would be false arithmetic for one node
+        raise FabricError("params[k]", f"k={k} reaches past the only node; allowed: 1 (a single node has no "
+                                       "optical path)")
     if k > top:
         raise FabricError("params[k]", f"k={k} must be at most nodes-1 = {top} ({n_nodes} node(s) on a "
                                        f"{'ring' if closed else 'line'}); allowed: 1..{top}")

@@ -85,3 +85,13 @@ def test_rail_optimised_khop_size_estimate_matches_the_build():
         est = khop_size(params, 4096, cat)
         assert est.links == len(f.links)
         assert est.devices == f.counts()["gpus"] + f.counts()["nics"] + f.counts()["packet_switches"]
+
+
+def test_single_node_khop_reach_message_is_true():
+    """One node: nodes-1 = 0, so the old "k=2 must be at most nodes-1 = 1" was false; k=1 still builds."""
+    with pytest.raises(FabricError) as exc:
+        build("khop-ring", 1, {"k": 2})
+    assert exc.value.field == "params[k]" and "nodes-1" not in exc.value.message
+    assert "allowed: 1" in exc.value.message
+    c = build("khop-ring", 1, {"k": 1}).counts()
+    assert (c["gpus"], c["nodes"], c["optical_candidate_links"]) == (4, 1, 0)
