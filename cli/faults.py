@@ -82,9 +82,20 @@ def parse_fault_ratios(items: Sequence[str]) -> dict[str, float]:
     return out
 
 
-def _table_fabrics(gpus: int, catalog=None) -> tuple[list, list]:
-    """The Fabrics of the two tables: (label, Fabric, TP sizes) and (label, Fabric)."""
-    waste = [(label, build(arch, gpus, params, catalog), tps) for label, arch, params, tps in TABLE_ENTRIES]
+def _table_fabrics(gpus: int, catalog=None, samples: int | None = None, seed: int = 0) -> tuple[list, list]:
+    """The Fabrics of the two tables: (label, Fabric, TP sizes) and (label, Fabric).
+
+    With ``samples``, each waste-table fabric's Monte Carlo size is checked as soon as it is built, so
+    that a run past the limits is refused before the next fabric is allocated.
+    """
+    from solvers.allocation.summary import check_table_sampling
+
+    waste = []
+    for label, arch, params, tps in TABLE_ENTRIES:
+        fab = build(arch, gpus, params, catalog)
+        if samples is not None:
+            check_table_sampling(fab, TABLE_RATIOS, samples, seed)
+        waste.append((label, fab, tps))
     blast = [(label, build(arch, gpus, params, catalog)) for label, arch, params in BLAST_ENTRIES]
     return waste, blast
 
@@ -244,7 +255,7 @@ def faults_table_command(
 
     if tp < 1 or tp > gpus:
         raise FabricError("--tp", f"{tp} must be a whole number in 1..{gpus} (the --gpus of every architecture)")
-    waste_fabrics, blast_fabrics = _table_fabrics(gpus)
+    waste_fabrics, blast_fabrics = _table_fabrics(gpus, samples=samples, seed=seed)
     blast = blast_table(blast_fabrics, tp)  # first: it checks the TP on every architecture before any work
     waste = waste_table(waste_fabrics, TABLE_RATIOS, samples=samples, seed=seed)
     if as_json:

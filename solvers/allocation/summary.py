@@ -16,7 +16,7 @@ import numpy as np
 
 from fabric.checks import is_whole, ratio
 from fabric.errors import FabricError
-from fabric.faults import DEFAULT_SAMPLES
+from fabric.faults import DEFAULT_SAMPLES, FaultModel, NodeIndex, check_sampling_size, component_samplers
 from fabric.faultset import FaultDraw
 from fabric.model import Fabric
 from fabric.trace import Trace, load_trace
@@ -113,6 +113,9 @@ def waste_table(entries: Iterable[tuple[str, Fabric, Sequence[int]]], ratios: Se
     if isinstance(ratios, (str, bytes)) or not isinstance(ratios, (Sequence, np.ndarray)):
         raise FabricError("ratios", f"{ratios!r} must be a sequence of node fault ratios in [0, 1]")
     ratios = [ratio(r, "node_fault_ratio") for r in ratios]  # all refused before the first slow curve
+    entries = list(entries)
+    for _, fab, _ in entries:  # every architecture's sampling size too
+        check_table_sampling(fab, ratios, samples, seed)
     rows = []
     for label, fab, tps in entries:
         head = {"label": label, "architecture": fab.architecture, "gpus": fab.n_gpus}
@@ -126,6 +129,17 @@ def waste_table(entries: Iterable[tuple[str, Fabric, Sequence[int]]], ratios: Se
                 rows.append({**head, "tp": tp, "node_fault_ratio": "trace", "waste_ratio": res["waste_ratio"]["mean"],
                              "waste_ratio_p99": res["waste_ratio"]["p99"]})
     return rows
+
+
+def check_table_sampling(fab: Fabric, ratios: Sequence[float], samples: int, seed: int = 0) -> None:
+    """Refuse ``samples`` on ``fab`` at the largest of ``ratios`` past the limits (``samples``, ``memory``).
+
+    :func:`waste_table` checks every entry before its first curve; ``fabric faults-table`` checks each
+    fabric as it is built, so that a refusal comes before the next one is allocated.
+    """
+    nodes = NodeIndex.of(fab)
+    model = FaultModel(ratios={"node": max(ratios, default=0.0)})
+    check_sampling_size(samples, nodes.n_nodes, component_samplers(fab, model, seed, nodes))
 
 
 def blast_table(entries: Iterable[tuple[str, Fabric]], tp: int = 32) -> list[dict]:
