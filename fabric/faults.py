@@ -55,7 +55,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from fabric.checks import is_number
+from fabric.checks import is_number, is_whole
 from fabric.errors import FabricError
 from fabric.model import DeviceKind, Fabric, HBDKind, Layer, Medium
 
@@ -301,7 +301,7 @@ Part of the sampling procedure: results depend on it, so it is a constant."""
 
 def chunk_sizes(samples: int) -> list[int]:
     """Row counts of the fixed-size batches that make up ``samples`` samples."""
-    if isinstance(samples, bool) or int(samples) != samples or samples < 1:
+    if not (is_whole(samples) and samples >= 1):  # None, a list, NaN or "abc": refused, not a TypeError
         raise FabricError("samples", f"{samples!r} must be a whole number >= 1")
     samples = int(samples)
     return [min(CHUNK_ROWS, samples - lo) for lo in range(0, samples, CHUNK_ROWS)]
@@ -688,7 +688,7 @@ def check_sampling_size(samples: int, n_nodes: int, samplers: Mapping[str, "IIDS
     """
     from fabric import limits
 
-    if isinstance(samples, bool) or int(samples) != samples or samples < 1:
+    if not (is_whole(samples) and samples >= 1):  # None, a list, NaN or "abc": refused, not a TypeError
         raise FabricError("samples", f"{samples!r} must be a whole number >= 1")
     samples = int(samples)
     limits.check("samples", samples, "samples")
