@@ -253,7 +253,8 @@ class Simulator:
         flows.validate(self.fabric.n_devices, field)
         _, ps, pd = flows.pairs()
         g, rt = self._route_table(ecmp, seed, np.concatenate([ps, pd]))
-        self._check_route_memory(g, rt, ps, pd, field)
+        # no route-memory check here: classes route one representative pair each (4.2 M all-to-all flows among
+        # 2,048 GPUs of a 3-tier fat-tree: under 1 GiB), and when they do not apply problem() checks the full set
         try:
             lp = lump(g, rt, flows, g.node_of_device[flows.src], g.node_of_device[flows.dst])
         except NoRoute:
