@@ -195,6 +195,11 @@ def table_command(
                                     f"at most {MAX_TABLE_POINTS + 1:,} (each is a set of ILP solves)")
     n = int(round(n))
     ratios = tuple(round(i * step, 6) for i in range(n + 1))
+    solves = len(ratios) * samples + (trace_points if trace else 0)
+    if solves > MAX_TABLE_SOLVES:  # each solve may take up to --time-limit: bound the run before it starts
+        raise FabricError("--samples", f"{len(ratios):,} fault ratios x {samples:,} samples"
+                                + (f" + {trace_points:,} trace points" if trace else "")
+                                + f" = {solves:,} placements per architecture; at most {MAX_TABLE_SOLVES:,}")
     from solvers.orchestrator.table import cross_tor_table, table_markdown  # lazily: the solvers import PuLP
 
     fabrics = [(label, build(arch, gpus, dict(params))) for label, arch, params in DEFAULT_ARCHS]
@@ -211,6 +216,9 @@ def table_command(
 TRACE_POINTS = 8
 #: Most fault-ratio steps of orchestrate-table: each one solves samples x architectures ILPs.
 MAX_TABLE_POINTS = 1000
+#: Most placements (fault sets) orchestrate-table solves per architecture, each up to --time-limit seconds:
+#: 10,000 is days of ILP at the worst, and `--samples 1000000` ran without bound.
+MAX_TABLE_SOLVES = 10_000
 
 
 def register(app: typer.Typer) -> None:

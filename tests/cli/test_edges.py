@@ -321,6 +321,14 @@ def test_orchestrate_table_subnormal_step_is_refused(run_cli):
     one_error(rc, err, "--step")
 
 
+def test_orchestrate_table_refuses_a_run_without_bound(run_cli):
+    """--samples 1000000 started 11 million ILP solves per architecture; now refused before any fabric is built
+    (--trace-points has its own bound of 10,000)."""
+    rc, out, err = run_cli("orchestrate-table", "--gpus", "64", "--samples", "1000000", "--json")
+    assert "placements per architecture; at most 10,000" in one_error(rc, err, "--samples")
+    assert out == ""
+
+
 def test_orchestrate_infeasible_says_why_on_one_line(run_cli):
     """Exit 1 (infeasible, documented) printed the JSON but nothing on stderr; now one line with the reason."""
     rc, out, err = run_cli("orchestrate", "dgx", "--gpus", "64", "--tp", "8", "--dp", "4", "--count", "2",
