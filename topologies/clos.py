@@ -241,7 +241,7 @@ def attach_clos(b: FabricBuilder, endpoints: np.ndarray, catalog: Catalog, *, po
     d, u = split_ports(k, params["oversubscription"])
     ept = endpoints_per_tor or d
     E = int(endpoints.size)
-    T, tiers_n, _ = clos_shape(E, k, params, endpoints_per_tor, ocs_core, radix_param)
+    T, tiers_n, P = clos_shape(E, k, params, endpoints_per_tor, ocs_core, radix_param)
     b.params["tiers"] = str(tiers_n)
     latency = catalog.value("network_latency", "latency")
     trx = catalog.find_by_bandwidth("transceiver", port_bandwidth)
@@ -270,7 +270,6 @@ def attach_clos(b: FabricBuilder, endpoints: np.ndarray, catalog: Catalog, *, po
                + (f" ({u // S} link(s) per ToR-spine pair, {T * u // S} of {k} spine ports used)" if T > 1 else ""))
     else:
         da, ua = split_ports(k, params["agg_oversubscription"])
-        P = math.ceil(T / da)
         a = aggs_per_pod(T, u, da)
         tors, aggs, pod_of_tor = pods_of_tors_and_aggs(b, endpoints, tor_of_ep, T, P, da, a, port_bandwidth, latency,
                                                        links_per_pair=u // a)

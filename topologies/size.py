@@ -10,6 +10,7 @@ once instead of after minutes of allocation and a ``MemoryError``.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import math
 from dataclasses import dataclass
@@ -24,6 +25,16 @@ from topologies.clos import aggs_per_pod, clos_shape, split_ports
 #: hold is then counted as asked (so that ``-p cubes=1e9`` meets the limits, naming ``-p cubes``), and
 #: refused by the second, strict pass only when the limits let it through.
 _STRICT_CLOS: contextvars.ContextVar[bool] = contextvars.ContextVar("strict_clos", default=True)
+
+
+@contextlib.contextmanager
+def _clos_strictness(strict: bool):
+    """:data:`_STRICT_CLOS` set to ``strict`` for the ``with`` block."""
+    token = _STRICT_CLOS.set(strict)
+    try:
+        yield
+    finally:
+        _STRICT_CLOS.reset(token)
 
 
 @dataclass(frozen=True)
@@ -128,14 +139,12 @@ def check_size(size_of: Callable[[dict, int | None], Size], resolved: dict[str, 
     gpus : int, optional
         ``--gpus``.
     """
-    token = _STRICT_CLOS.set(False)
     try:
-        _check(size_of(resolved, gpus))
+        with _clos_strictness(False):
+            _check(size_of(resolved, gpus))
     except FabricError as exc:
         field = _blame(size_of, resolved, defaults, given, gpus)
         raise FabricError(field, exc.message) from None
-    finally:
-        _STRICT_CLOS.reset(token)
     try:  # within the limits: a Clos its radix cannot hold is refused now, not after the GPUs are allocated
         size_of(resolved, gpus)
     except FabricError as exc:
@@ -154,21 +163,16 @@ def _blame(size_of, resolved: dict, defaults: dict, given: dict, gpus: int | Non
 
     ``strict``: fit the Clos radix too (:func:`topologies.clos.clos_shape`), not only the limits.
     """
-    token = _STRICT_CLOS.set(False)
-    try:
+    with _clos_strictness(False):
         drivers = size_of(resolved, gpus).drivers
-    finally:
-        _STRICT_CLOS.reset(token)
     asked = [n for n in drivers if (n == "gpus" and gpus is not None) or (n != "gpus" and n in given)]
     for name in asked:
         trial = (resolved, None) if name == "gpus" else ({**resolved, name: defaults.get(name)}, gpus)
-        token = _STRICT_CLOS.set(strict)
         try:
-            _check(size_of(*trial))
+            with _clos_strictness(strict):
+                _check(size_of(*trial))
         except FabricError:
             continue
-        finally:
-            _STRICT_CLOS.reset(token)
         return _field(name)
     # a size from defaults alone is still refused (a lowered --limit): blame the first input given
     return _field(asked[0]) if asked else "params"

@@ -197,10 +197,7 @@ def search(sm: StepModel, global_batch: int, *, fixed: dict[str, Any] | None = N
         if screen_backend is None:
             return step
         if id(step) not in screens:
-            screens[id(step)] = StepModel(step.fabric, step.model, catalog=step.catalog, runtime=step.runtime,
-                                          gemm=step.gemm, backend=screen_backend, gpu=step.gpu,
-                                          flops_convention=step.flops_convention)
-            screens[id(step)].tp_beyond_hbd = step.tp_beyond_hbd
+            screens[id(step)] = step.with_backend(screen_backend)
         return screens[id(step)]
 
     zero_fixed = "zero_stage" in (fixed or {}) and (fixed or {})["zero_stage"] is not None

@@ -270,8 +270,7 @@ class StepModel:
         """A StepModel with other GPU numbers (e.g. kernel efficiencies), sharing placements and collectives."""
         if gpu == self.gpu:
             return self
-        other = StepModel(self.fabric, self.model, catalog=self.catalog, runtime=self.runtime, gemm=self.gemm,
-                          backend=self.backend, gpu=gpu, flops_convention=self.flops_convention)
+        other = self._variant(gpu=gpu)
         other._placements, other._comms = self._placements, self._comms
         return other
 
@@ -279,10 +278,15 @@ class StepModel:
         """A StepModel with another GEMM model, sharing placements and collective caches."""
         if gemm == self.gemm:
             return self
-        other = StepModel(self.fabric, self.model, catalog=self.catalog, runtime=self.runtime, gemm=gemm,
-                          backend=self.backend, gpu=self.gpu, flops_convention=self.flops_convention)
+        other = self._variant(gemm=gemm)
         other._placements, other._comms = self._placements, self._comms
         return other
+
+    def _variant(self, **changes) -> "StepModel":
+        """A new StepModel of the same job, some constructor arguments changed (caches of its own)."""
+        kw = dict(catalog=self.catalog, runtime=self.runtime, gemm=self.gemm, backend=self.backend, gpu=self.gpu,
+                  flops_convention=self.flops_convention)
+        return StepModel(self.fabric, self.model, **{**kw, **changes})
 
     def with_runtime(self, runtime: Runtime) -> "StepModel":
         """The same job's StepModel under another runtime (own caches); ``self`` when the runtime is already it.
@@ -291,8 +295,7 @@ class StepModel:
         """
         if runtime == self.runtime:
             return self
-        other = StepModel(self.fabric, self.model, catalog=self.catalog, runtime=runtime, gemm=self.gemm,
-                          backend=self.backend, gpu=self.gpu, flops_convention=self.flops_convention)
+        other = self._variant(runtime=runtime)
         other.tp_beyond_hbd = self.tp_beyond_hbd
         return other
 
@@ -303,8 +306,7 @@ class StepModel:
         """
         if backend is self.backend:
             return self
-        other = StepModel(self.fabric, self.model, catalog=self.catalog, runtime=self.runtime, gemm=self.gemm,
-                          backend=backend, gpu=self.gpu, flops_convention=self.flops_convention)
+        other = self._variant(backend=backend)
         other.tp_beyond_hbd = self.tp_beyond_hbd
         return other
 

@@ -231,18 +231,30 @@ def ring_order_candidates(fabric: Fabric, devices: np.ndarray, channels: int) ->
     rows = _node_rows(fabric, devices)
     if len(rows) == 1:
         return [ring_orders(fabric, devices, channels)]
-    n = np.asarray(devices).size
-    snake = np.empty((channels, n), dtype=np.int64)
-    back = np.empty((channels, n), dtype=np.int64) if min(r.size for r in rows) >= 2 else None
+    snake = _snake_rings(rows, channels)
+    if min(r.size for r in rows) < 2:
+        return [snake]
+    back = np.empty_like(snake)
     for c in range(channels):
-        rot = [r[(np.arange(r.size) + c) % r.size] for r in rows]
-        snake[c] = np.concatenate([x[::-1] if i % 2 else x for i, x in enumerate(rot)])
-        if back is not None:
-            down = [x[:x.size // 2] for x in rot]
-            up = [x[x.size // 2:] for x in rot][::-1]
-            back[c] = np.concatenate([x[::-1] if i % 2 else x for i, x in enumerate(down)]
-                                     + [x[::-1] if i % 2 else x for i, x in enumerate(up)])
-    return [snake] if back is None else [snake, back]
+        rot = _rotated(rows, c)
+        back[c] = np.concatenate([_snake([x[:x.size // 2] for x in rot]),            # down the line
+                                  _snake([x[x.size // 2:] for x in rot][::-1])])     # and back
+    return [snake, back]
+
+
+def _rotated(rows: list[np.ndarray], c: int) -> list[np.ndarray]:
+    """Every row's ranks rotated by ``c`` (modulo the row's count): channel ``c``'s entry rank per row."""
+    return [r[(np.arange(r.size) + c) % r.size] for r in rows]
+
+
+def _snake(parts: list[np.ndarray]) -> np.ndarray:
+    """The parts in order, every odd one backwards: a ring leaves one part and enters the next on one rail."""
+    return np.concatenate([x[::-1] if i % 2 else x for i, x in enumerate(parts)])
+
+
+def _snake_rings(rows: list[np.ndarray], channels: int) -> np.ndarray:
+    """Rank positions of every channel's snake ring over ``rows``, shape (channels, n)."""
+    return np.stack([_snake(_rotated(rows, c)) for c in range(channels)]).astype(np.int64, copy=False)
 
 
 def _domain_matrix_or_one(fabric: Fabric, devices: np.ndarray) -> np.ndarray:
@@ -260,15 +272,7 @@ def ring_orders(fabric: Fabric, devices: np.ndarray, channels: int) -> np.ndarra
     domain's count), odd domains backwards, so that with ``c`` below every
     domain's count each channel enters and leaves a domain on a rank of its own.
     """
-    rows = domain_rows(fabric, devices)
-    out = np.empty((channels, np.asarray(devices).size), dtype=np.int64)
-    for c in range(channels):
-        parts = []
-        for i, r in enumerate(rows):
-            rot = r[(np.arange(r.size) + c) % r.size]
-            parts.append(rot[::-1] if len(rows) > 1 and i % 2 else rot)  # leave and enter on the same rail
-        out[c] = np.concatenate(parts)
-    return out
+    return _snake_rings(domain_rows(fabric, devices), channels)
 
 
 def nvls_factor(fabric: Fabric, devices: np.ndarray, catalog: Catalog | None = None) -> float | None:
