@@ -10,6 +10,7 @@ parsed document.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -114,17 +115,24 @@ def parse_yaml(text: str, name: str, field: str) -> Any:
 
 
 _LOADER = None
+# Exponent forms YAML 1.1 leaves as strings (unsigned exponent, or no dot): 5e10, 1.5e9, -2E5, .5e3, 1_000e3.
+# Every form with a dot and a signed exponent is already a float by YAML 1.1 and matches here as well.
+YAML12_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
 SHOWN_KEY_CHARS = 60  # a key in a message is cut here: a YAML alias bomb as a key must not be printed in full
 
 
 def yaml_loader():
-    """PyYAML's safe loader refusing a key given twice in one mapping, the one every YAML input is read with.
+    """PyYAML's safe loader refusing a key given twice in one mapping and reading YAML 1.2 floats, for every input.
 
     PyYAML keeps the last of two equal keys in silence (a second ``gpu_h100:`` entry of a catalog dropped the
     first; a second ``metrics:`` line of a study dropped the first).  The error is a
     ``yaml.constructor.ConstructorError`` "found the key K twice" at the second key's mark, with the shown key
     as ``duplicate_key``.  Keys merged in with ``<<`` may still be overridden, as YAML says.  Built on first
     use: ``import yaml`` costs start-up.
+
+    PyYAML resolves scalars by YAML 1.1, whose floats need a dot and a signed exponent: ``5e10``,
+    ``1.5e9`` and ``128256e0`` were read as strings and then refused as "not a number".  YAML 1.2's core
+    schema (and JSON) reads them as floats; :data:`YAML12_FLOAT` adds those forms.
     """
     global _LOADER
     if _LOADER is None:
@@ -152,6 +160,7 @@ def yaml_loader():
                             raise err
                 return super().construct_mapping(node, deep=deep)
 
+        UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", YAML12_FLOAT, list("-+.0123456789"))
         _LOADER = UniqueKeyLoader
     return _LOADER
 

@@ -172,10 +172,11 @@ class ModelSpec:
         for key, value in raw.items():
             field = f"{where}:{key}"
             if key in _INT_KEYS:
-                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                if not is_whole(value) or value < 0:  # 1.28256e5 is the whole number it writes; 1.5 is not
                     raise FabricError(field, f"{value!r} must be a whole number >= 0")
                 if value > MAX_MODEL_INT:  # far past any model; beyond it int64 sizes overflow
                     raise FabricError(field, f"{value} must be <= {MAX_MODEL_INT:,}")
+                value = int(value)
             elif key in _BOOL_KEYS:
                 if not isinstance(value, bool):
                     raise FabricError(field, f"{value!r} must be true or false")

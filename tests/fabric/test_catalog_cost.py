@@ -161,3 +161,30 @@ def test_sensitivity_matches_a_rebuild_with_the_moved_price(tmp_path, catalog):
     assert spans == sorted(spans, reverse=True)
     # only assumed prices are varied
     assert all(r["source"].lower().startswith("assumed") for r in rows)
+
+
+@pytest.mark.parametrize("text, value", [("5e10", 5e10), ("1.5e9", 1.5e9), ("-2E5", -2e5), (".5e3", 500.0),
+                                         ("1_000e3", 1e6), ("1.0e+10", 1e10), ("1e+3", 1e3)])
+def test_yaml_reads_exponent_floats_as_yaml_1_2_does(text, value):
+    """YAML 1.1 (PyYAML's resolver) leaves 5e10 a string; YAML 1.2's core schema and JSON read a float.
+
+    Exact: the value is Python's float() of the same text, the reference both specs name.
+    """
+    from fabric.files import parse_yaml
+
+    got = parse_yaml(f"a: {text}\n", "m.yaml", "f")["a"]
+    assert isinstance(got, float) and got == value
+
+
+@pytest.mark.parametrize("text", ["5e", "e10", "'5e10'", "5e10x", "1.2.3e4"])
+def test_yaml_strings_that_only_look_like_numbers_stay_strings(text):
+    from fabric.files import parse_yaml
+
+    assert isinstance(parse_yaml(f"a: {text}\n", "m.yaml", "f")["a"], str)
+
+
+def test_a_catalog_price_written_5e2_is_a_number(tmp_path):
+    """A user catalog's ``value: 5e2`` was the string '5e2' and refused as not a number."""
+    p = tmp_path / "c.yaml"
+    p.write_text("components:\n  transceiver_400g:\n    price_usd: {value: 5e2, source: my quote}\n")
+    assert load_catalog(p).value("transceiver_400g", "price_usd") == 500.0

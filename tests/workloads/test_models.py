@@ -76,6 +76,17 @@ def test_malformed_specs_name_the_field(tmp_path, doc, field):
     assert field in exc.value.field
 
 
+def test_sizes_in_exponent_form_are_the_whole_numbers_they_write(tmp_path):
+    """``vocab: 1.28256e5`` (a YAML float) is 128,256; it was refused as "not a whole number"."""
+    p = tmp_path / "m.yaml"
+    p.write_text("hidden: 4.096e3\nlayers: 32\nheads: 32\nvocab: 1.28256e5\nseq_len: 8192\n")
+    spec = load_model(p)
+    assert spec.vocab == 128256 and isinstance(spec.vocab, int) and spec.hidden == 4096
+    p.write_text("hidden: 4096\nlayers: 32.5\nheads: 32\nvocab: 1000\nseq_len: 8192\n")
+    with pytest.raises(FabricError, match="whole number"):
+        load_model(p)
+
+
 def test_a_model_key_given_twice_is_refused(tmp_path):
     p = tmp_path / "m.yaml"
     p.write_text("hidden: 512\nlayers: 4\nheads: 8\nvocab: 10\nseq_len: 8\nhidden: 1024\n")
