@@ -12,7 +12,8 @@ A point whose topology or metric fails is written too, with ``status =
 "failed"`` and the reason in ``error``; the sweep goes on, exits 0 and warns
 on stderr.  ``--resume`` counts such a point as done (``--overwrite`` retries
 everything).  Bad input (spec, flags, output folder) exits 2 before anything
-is written.
+is written.  Ctrl-C (exit 130) and SIGTERM (a scheduler's time limit, ``kill``; exit 143) stop it the same
+way: the pool is cancelled, the finished batches stay whole on disk, and one line says to ``--resume``.
 
 ``fabric results DIR`` prints the comparison table of a sweep folder, or its
 rows (``--rows``), as a table, CSV or JSON.  ``--sql`` runs a DuckDB statement
@@ -27,8 +28,10 @@ script that calls it with more than one worker needs the usual
 
 from __future__ import annotations
 
-from concurrent.futures.process import BrokenProcessPool
+import signal
 import sys
+import threading
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Optional
 
@@ -41,6 +44,17 @@ from fabric.errors import FabricError
 # The study engine (cli.study.runner, .report, .spec, .store) is imported inside the commands: it pulls in every
 # metric's module (the RL comparison, the allocation solvers, pandas), 0.2 s that `fabric --help` and the other
 # commands must not pay (issue 18, start-up).
+
+EXIT_SIGTERM = 128 + signal.SIGTERM  # the shell's code for a command ended by SIGTERM
+
+
+class Terminated(Exception):
+    """SIGTERM reached the sweep: it stops as Ctrl-C does (module docstring)."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
 
 ROWS_SHOWN = 200
 """`fabric results --rows` prints at most this many rows as a table."""
@@ -74,16 +88,23 @@ def sweep_command(
         if study.out is None:
             raise FabricError("--out", "missing; give --out DIR or out: in the spec")
         out = Path(study.out)
+    # without a handler SIGTERM ended the driver at once (exit -15, no word said) and left the workers to notice
+    main = threading.current_thread() is threading.main_thread()  # Python sets handlers from there only
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if main else None
     try:
         summary = run_study(study, out, workers, scheduler, resume, overwrite)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Terminated) as exc:
         # finished batches are on disk, each file whole: nothing is lost that --resume cannot redo
-        say(f"interrupted; finished batches are in {out}: rerun with --resume to complete the study")
-        raise typer.Exit(130) from None
+        what = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        say(f"{what}; finished batches are in {out}: rerun with --resume to complete the study")
+        raise typer.Exit(EXIT_SIGTERM if isinstance(exc, Terminated) else 130) from None
     except (OSError, BrokenProcessPool) as exc:  # disk full, a worker killed by the OOM killer, ...
         say(f"error: the sweep stopped: {type(exc).__name__}: {exc}; finished batches are in {out}: "
             f"rerun with --resume")
         raise typer.Exit(1) from None
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
     rows, cols = comparison(study_rows(study, out))
     all_failed = summary["failed"] > 0 and summary["done"] == 0
     for e in summary["errors"]:  # never silent: one line per distinct error, most frequent first

@@ -98,8 +98,10 @@ def _watch_driver(driver: int) -> None:
             time.sleep(0.5)
         os._exit(1)
 
-    # Ctrl-C reaches the whole process group: the driver alone handles it (and stops the pool)
+    # Ctrl-C reaches the whole process group, and so may SIGTERM (a scheduler's time limit): the driver alone
+    # handles them (and stops the pool); a worker killed first would turn the stop into a broken-pool error
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     threading.Thread(target=watch, name="fabric-sweep-driver-watch", daemon=True).start()
 
 

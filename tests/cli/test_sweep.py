@@ -387,6 +387,43 @@ def test_sigkill_mid_study_then_resume_loses_and_duplicates_nothing(tmp_path, ru
     assert ids.is_unique and set(ids) == {p.point_id for p in load_study(spec).points}
 
 
+def test_sigterm_mid_study_stops_like_ctrl_c_and_resume_completes(tmp_path, run_cli):
+    """SIGTERM (a scheduler's time limit) ended the driver with -15 and no word; now: one line, exit 143.
+
+    Sent to the whole process group, as ``timeout`` and batch schedulers do: the workers ignore it and the
+    driver cancels them, so the stop is never reported as a broken pool.
+    """
+    spec = write_spec(tmp_path, KILL_SPEC)
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-c", "from cli.app import entry; entry()", "sweep", str(spec), "--out", str(out),
+           "--workers", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not batch_files(out) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        children = _children(proc.pid)
+        os.killpg(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, err
+    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith(("sweep", "\r"))]
+    assert any(ln.startswith("terminated (SIGTERM); finished batches are in") for ln in lines), err
+    assert "Traceback" not in err and "BrokenProcessPool" not in err
+    n_before = len(batch_files(out))
+    assert 1 <= n_before < 20, "the signal must land mid-study"
+    _wait_gone(children)
+    rc, summary, err = sweep(run_cli, spec, out, "--resume", "--workers", "2")
+    assert rc == 0, err
+    assert summary["skipped"] + summary["done"] == 200
+    ids = read_results(out)["point_id"]
+    assert ids.is_unique and len(ids) == 200
+
+
 def _children(pid: int) -> list:
     try:
         import psutil
