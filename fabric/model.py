@@ -404,6 +404,11 @@ class Fabric:
     def to_networkx(self, active: bool = False):
         """The Fabric as a ``networkx.MultiGraph``.
 
+        The graph carries the HBD spec (``hbd``) and the bill of materials (``bom``: item, scope, count) as
+        graph attributes, in the form :mod:`topologies.custom` reads: ``networkx.node_link_data`` of the
+        ``active=True`` view loads back (``fabric simulate --topology``) as the same fabric for traffic,
+        cost and NVLS.  Without them a re-loaded DGX had no HBD (TP 1), cost 0 and no NVLS.
+
         Parameters
         ----------
         active : bool
@@ -413,7 +418,9 @@ class Fabric:
         """
         import networkx as nx
 
-        g = nx.MultiGraph(architecture=self.architecture)
+        hbd = {k: list(v) if k == "dims" else v for k, v in self.hbd.to_dict().items()}
+        bom = [{"item": line.item, "scope": line.scope, "count": int(line.count)} for line in self.bom]
+        g = nx.MultiGraph(architecture=self.architecture, hbd=hbd, bom=bom)
         names = self.device_names()
         groups = self.devices.groups
         for i in range(self.n_devices):

@@ -84,6 +84,35 @@ def test_topology_file(capsys, tmp_path):
     assert json.loads(out)["makespan_s"] == pytest.approx(2e-6 + 1e-3)
 
 
+@pytest.mark.parametrize("arch, gpus, group", [("dgx", 16, 8), ("dgx", 16, 16), ("nvl-72", 144, 144),
+                                               ("khop-ring", 32, 32), ("tpuv4", 64, 64)])
+def test_an_exported_fabric_loads_back_as_the_same_fabric(capsys, tmp_path, arch, gpus, group):
+    """``node_link_data(fab.to_networkx(active=True))`` re-loads with its HBD, BOM and NVLS.
+
+    Exact: the same links, HBD spec and catalog items, so the same simulated time and capex to the bit.  Before,
+    the graph carried neither HBD nor BOM: a re-loaded DGX had TP 1, cost 0 and no NVLS.
+    """
+    import networkx as nx
+
+    from topologies import build
+
+    fab = build(arch, gpus)
+    path = tmp_path / "topo.json"
+    path.write_text(json.dumps(nx.node_link_data(fab.to_networkx(active=True), edges="links")))
+    common = ["--collective", "all-reduce", "--size", "256MiB", "--group-size", str(group), "--json"]
+    rc, out, err = run(capsys, "simulate", arch, "--gpus", str(gpus), *common)
+    assert rc == 0, err
+    rc, out2, err = run(capsys, "simulate", "--topology", path, *common)
+    assert rc == 0, err
+    a, b = json.loads(out), json.loads(out2)
+    assert b["time_s"] == a["time_s"] and b["algorithm"] == a["algorithm"], (a["algorithm"], b["algorithm"])
+    assert arch != "dgx" or group != 8 or b["algorithm"] == "nvls"  # one node: NVLink SHARP, from the BOM's chips
+    rc, c1, err = run(capsys, "cost", arch, "--gpus", str(gpus), "--json")
+    rc2, c2, err2 = run(capsys, "cost", "--topology", path, "--json")
+    assert rc == 0 and rc2 == 0, err + err2
+    assert json.loads(c2)["capex_usd"] == json.loads(c1)["capex_usd"] > 0
+
+
 BASE = ["simulate", "dgx", "--gpus", "16"]
 
 
