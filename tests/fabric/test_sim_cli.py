@@ -113,6 +113,24 @@ def test_an_exported_fabric_loads_back_as_the_same_fabric(capsys, tmp_path, arch
     assert json.loads(c2)["capex_usd"] == json.loads(c1)["capex_usd"] > 0
 
 
+@pytest.mark.parametrize("algorithm, ok", [("tree", False), ("auto", False), ("nvls-tree", False), ("ring", True)])
+def test_a_collective_too_large_for_memory_is_refused_before_it_runs(capsys, algorithm, ok):
+    """The simulation's memory is estimated from its ranks (measured per-rank peaks, cli/simulate.py) and checked
+    against --limit memory before any flow is built: a tree all-reduce over 10^6 ranks grew to ~30 GB.
+
+    8,192 ranks: tree and auto 32 KiB (0.25 GiB), nvls-tree 24 KiB (0.19 GiB) are over 0.15 GiB; ring 12 KiB
+    (0.094 GiB) is under it and runs.
+    """
+    rc, out, err = run(capsys, "--limit", "memory=150MiB", "simulate", "dgx", "--gpus", "8192", "--collective",
+                       "all-reduce", "--size", "1GiB", "--group-size", "8192", "--algorithm", algorithm, "--json")
+    if ok:
+        assert rc == 0, err
+        assert json.loads(out)["time_s"] > 0
+    else:
+        assert rc == 2 and out == ""
+        assert err.startswith("error: --group-size: needs about") and "8,192 ranks" in err and err.count("\n") == 1
+
+
 BASE = ["simulate", "dgx", "--gpus", "16"]
 
 
