@@ -78,6 +78,8 @@ def parse_fault_ratios(items: Sequence[str]) -> dict[str, float]:
                                          f"{', '.join(COMPONENTS)}")
         if ":" in value:
             raise FabricError(f"--fault {name}", f"{value!r}: one ratio, not a range")
+        if name in out:  # the later one silently replaced the earlier
+            raise FabricError(f"--fault {name}", f"given twice ({out[name]:g} and {value.strip()}); give it once")
         out[name] = parse_ratios(value, f"--fault {name}")[0]
     return out
 

@@ -32,6 +32,8 @@ def parse_recovery(items: list[str]) -> dict[str, str]:
         name = name.strip()
         if not sep or name not in RECOVERY_FIELDS or not value.strip():
             raise FabricError("--recovery", f"{item!r} must be NAME=TIME with NAME one of {', '.join(RECOVERY_FIELDS)}")
+        if name in out:  # the later one silently replaced the earlier
+            raise FabricError(f"--recovery {name}", f"given twice ({out[name]} and {value.strip()}); give it once")
         seconds = parse_time(value.strip(), f"--recovery {name}")
         if seconds > MAX_SECONDS:
             raise FabricError(f"--recovery {name}", f"{value.strip()!r} is {seconds:.3g} s; at most {MAX_SECONDS:g} s")

@@ -143,6 +143,9 @@ def fault_model(node_fault_ratio: float | None = None, fault_ratios: Mapping[str
         return FaultModel(trace=trace, trace_mapping=trace_mapping)
     ratios = dict(fault_ratios or {})
     if node_fault_ratio is not None:
+        if "node" in ratios:  # one of the two was silently dropped (the node_fault_ratio won)
+            raise FabricError("fault_ratios[node]", f"{ratios['node']!r} repeats the node fault ratio given on its "
+                                                    f"own; give the node ratio once")
         ratios["node"] = node_fault_ratio
     return FaultModel(ratios, mode)
 

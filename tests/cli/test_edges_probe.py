@@ -1,0 +1,46 @@
+"""Bad and unusual inputs found by the fresh-eyes edge probe (branch probe-edges).
+
+Each case: exit status 2, one ``error:`` line naming the flag or file field and
+what is allowed, no traceback, nothing written -- or, for a valid input, the
+command works.  The docstring of each test says what it checks and what the
+tool did before.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.cli.test_edges import one_error
+
+
+# ------------------------------------------------------------------------------------- repeated fault ratios
+def test_a_node_ratio_given_as_fault_and_node_fault_ratio_is_refused(run_cli):
+    """`--node-fault-ratio 0.1 --fault node=0.2` ran at 0.1: the --fault value was dropped without a word."""
+    rc, _, err = run_cli("faults", "khop-ring", "--gpus", "64", "--tp", "8", "--samples", "3",
+                         "--node-fault-ratio", "0.1", "--fault", "node=0.2", "--json")
+    one_error(rc, err, "--fault node", "once")
+
+
+def test_the_library_refuses_the_node_ratio_twice():
+    """The root check is in the library: fault_model names its parameter, the CLI maps it to --fault node."""
+    from fabric.errors import FabricError
+    from solvers.allocation.evaluate import fault_model
+
+    with pytest.raises(FabricError) as exc:
+        fault_model(0.1, {"node": 0.2})
+    assert exc.value.field == "fault_ratios[node]"
+    assert fault_model(None, {"node": 0.2}).ratios == {"node": 0.2}  # alone, --fault node=R is the node ratio
+
+
+@pytest.mark.parametrize("args,flag", [
+    (("faults", "khop-ring", "--gpus", "64", "--tp", "8", "--samples", "3", "--node-fault-ratio", "0.1",
+      "--fault", "ocs=0.2", "--fault", "ocs=0"), "--fault ocs"),
+    (("goodput", "dgx", "--gpus", "16", "--model", "llama3-8b", "--comm", "analytic", "--no-series",
+      "--recovery", "restart=1s", "--recovery", "restart=2s"), "--recovery restart"),
+])
+def test_a_repeated_name_value_flag_is_refused_like_p(run_cli, args, flag):
+    """`--fault ocs=0.2 --fault ocs=0` ran at 0 (the last won); `-p k=2 -p k=3` is refused, so are these."""
+    rc, _, err = run_cli(*args, "--json")
+    one_error(rc, err, flag, "given twice")
