@@ -150,9 +150,16 @@ def _parse_entry(item: str, raw: Any, where: str, base: Component | None) -> Com
     if not isinstance(raw, dict):
         raise FabricError(f"{where}:{item}", "must be a mapping of fields")
     category = raw.get("category", base.category if base else None)
-    if category not in CATEGORIES:
+    if not isinstance(category, str) or category not in CATEGORIES:
         raise FabricError(f"{where}:{item}.category", f"{category!r} not allowed; use one of {', '.join(CATEGORIES)}")
+    if base is not None and category != base.category:
+        # an override keeps the shipped fields (a GPU's FLOP/s on a "switch"), and the architectures that pick
+        # the item by id then failed far away, blaming -p gpu: a part of another kind needs an id of its own
+        raise FabricError(f"{where}:{item}.category", f"{category!r}: {item} is a {base.category}; an override "
+                                                     f"keeps its category (give a new id for a {category})")
     description = raw.get("description", base.description if base else "")
+    if not isinstance(description, str):
+        raise FabricError(f"{where}:{item}.description", f"{description!r} must be a string")
     values = dict(base.values) if base else {}
     sources = dict(base.sources) if base else {}
     for name, q in raw.items():
@@ -203,7 +210,8 @@ def _parse_document(doc: Any, where: str, base: dict[str, Component] | None) -> 
     unknown = set(doc) - {"schema", "components", "constants"}
     if unknown:
         raise FabricError(f"{where}:{sorted(unknown)[0]}", "unknown top-level key; allowed: schema, components, constants")
-    if doc.get("schema", SCHEMA) != SCHEMA:
+    schema = doc.get("schema", SCHEMA)
+    if isinstance(schema, bool) or schema != SCHEMA:  # True == 1 in Python: `schema: true` was read as 1
         raise FabricError(f"{where}:schema", f"{doc['schema']!r} not allowed; this version reads schema {SCHEMA}")
     out = dict(base or {})
     for section in ("components", "constants"):

@@ -44,3 +44,28 @@ def test_a_repeated_name_value_flag_is_refused_like_p(run_cli, args, flag):
     """`--fault ocs=0.2 --fault ocs=0` ran at 0 (the last won); `-p k=2 -p k=3` is refused, so are these."""
     rc, _, err = run_cli(*args, "--json")
     one_error(rc, err, flag, "given twice")
+
+
+# ------------------------------------------------------------------------------------------------ catalogs
+@pytest.mark.parametrize("text,field", [
+    ("schema: true\ncomponents: {}\n", "cat.yaml:schema"),  # True == 1: read as schema 1, exit 0
+    ("components: {gpu_h100: {category: switch}}\n", "cat.yaml:gpu_h100.category"),
+    ("components: {gpu_h100: {description: 5}}\n", "cat.yaml:gpu_h100.description"),  # str(5) kept
+])
+def test_a_catalog_of_the_wrong_shape_is_refused(run_cli, tmp_path, text, field):
+    """A shipped GPU re-filed as a switch was accepted; `fabric mfu` then blamed `-p gpu` (no GPU in the BOM)."""
+    path = tmp_path / "cat.yaml"
+    path.write_text(text)
+    rc, _, err = run_cli("cost", "dgx", "--gpus", "16", "--catalog", path, "--json")
+    one_error(rc, err, field)
+
+
+def test_a_catalog_override_of_the_same_category_and_a_new_id_still_load(tmp_path):
+    """The check is in the library's catalog reader: a same-category override and a new id are valid."""
+    from fabric.catalog import load_catalog
+
+    path = tmp_path / "cat.yaml"
+    path.write_text("schema: 1\ncomponents:\n  gpu_h100: {category: gpu, price_usd: {value: 1, source: assumed}}\n"
+                    "  my_switch: {category: switch, price_usd: {value: 2, source: assumed}}\n")
+    cat = load_catalog(path)
+    assert cat.get("gpu_h100").values["price_usd"] == 1.0 and cat.category("my_switch") == "switch"
