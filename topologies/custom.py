@@ -62,12 +62,13 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
     # checks share the node-id map and the groups they fill
     if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), list):
         raise FabricError(f"{where}:nodes", "must be a list of nodes (networkx node-link format)")
+    if "links" in doc and "edges" in doc:  # networkx reads one of them; the other was ignored without a word
+        raise FabricError(f"{where}:edges", "given with 'links'; give the links under one of the two keys")
     links = doc.get("links", doc.get("edges"))
     if not isinstance(links, list):
         raise FabricError(f"{where}:links", "must be a list of links (networkx node-link format)")
-    graph = doc.get("graph") or {}
-    if not isinstance(graph, dict):
-        raise FabricError(f"{where}:graph", "must be a mapping")
+    # absent or null is empty; an empty list or string is the wrong shape (it was taken for "no graph data")
+    graph = _mapping_or_none(doc.get("graph"), f"{where}:graph", "a mapping of graph attributes (hbd, bom)")
     b = FabricBuilder("custom", {"file": where}, catalog.category if catalog else None)
     index: dict = {}
     kinds, names, groups = [], [], {g: [] for g in GROUPS}
@@ -133,7 +134,8 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
             if sel:
                 b.add_links(np.array(src)[sel], np.array(dst)[sel], capacity=np.array(cap)[sel],
                             latency=np.array(lat)[sel], medium=medium, layer=layer)
-    bom = graph.get("bom", []) or []
+    bom = graph.get("bom")
+    bom = [] if bom is None else bom
     if not isinstance(bom, list):
         raise FabricError(f"{where}:graph.bom", "must be a list of {item, scope, count}")
     for t, line in enumerate(bom):
@@ -153,7 +155,9 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
     if n_gpu == 0:
         raise FabricError(f"{where}:nodes", "has no GPU; give at least one node with kind 'gpu'")
     # no HBD: TP 1, as a fat-tree's (a domain of every GPU let the MFU search pick a TP that goodput then refused)
-    hbd_doc = graph.get("hbd") or {"kind": "none", "gpus_per_node": 1, "domain_gpus": 1, "max_tp": 1}
+    hbd_doc = graph.get("hbd")
+    if hbd_doc is None:
+        hbd_doc = {"kind": "none", "gpus_per_node": 1, "domain_gpus": 1, "max_tp": 1}
     try:
         if not isinstance(hbd_doc, dict) or hbd_doc.get("kind") not in HBD_KINDS:
             raise TypeError
@@ -163,6 +167,15 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
         raise FabricError(f"{where}:graph.hbd", f"must be {{kind ({', '.join(HBD_KINDS)}), gpus_per_node, "
                                                 "domain_gpus, ...}") from None
     return b.build(hbd)
+
+
+def _mapping_or_none(value, field: str, what: str) -> dict:
+    """``value`` as a dict: ``None`` is empty; anything but a mapping is refused (``[]`` and ``""`` too)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise FabricError(field, f"must be {what}; got {type(value).__name__} {str(value)[:40]!r}")
+    return value
 
 
 def _check_hbd(hbd: HBDSpec, field: str, n_gpu: int) -> None:

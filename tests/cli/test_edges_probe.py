@@ -69,3 +69,38 @@ def test_a_catalog_override_of_the_same_category_and_a_new_id_still_load(tmp_pat
                     "  my_switch: {category: switch, price_usd: {value: 2, source: assumed}}\n")
     cat = load_catalog(path)
     assert cat.get("gpu_h100").values["price_usd"] == 1.0 and cat.category("my_switch") == "switch"
+
+
+# ---------------------------------------------------------------------------------------- topology files
+def _topology(tmp_path, mutate) -> str:
+    doc = {"graph": {"hbd": {"kind": "switch_domain", "gpus_per_node": 2, "domain_gpus": 2},
+                     "bom": [{"item": "gpu_h100", "scope": "compute", "count": 2}]},
+           "nodes": [{"id": "g0", "kind": "gpu", "node": 0}, {"id": "g1", "kind": "gpu", "node": 0}],
+           "links": [{"source": "g0", "target": "g1", "capacity": "450GB/s", "latency": "1us", "layer": "hbd"}]}
+    mutate(doc)
+    path = tmp_path / "topo.json"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+@pytest.mark.parametrize("mutate,field", [
+    (lambda d: d.update(graph=[]), "topo.json:graph"),  # an empty list was read as "no graph data": no HBD, TP 1
+    (lambda d: d.update(graph=""), "topo.json:graph"),
+    (lambda d: d["graph"].update(bom={}), "topo.json:graph.bom"),  # an empty mapping was read as no BOM
+    (lambda d: d["graph"].update(hbd=[]), "topo.json:graph.hbd"),  # read as no HBD (TP 1) without a word
+    (lambda d: d["graph"].update(hbd={}), "topo.json:graph.hbd"),
+    (lambda d: d.update(edges=d["links"]), "topo.json:edges"),  # both keys: 'edges' was ignored
+])
+def test_a_topology_part_of_the_wrong_shape_is_refused(run_cli, tmp_path, mutate, field):
+    """Falsy wrong shapes (`[]`, `""`, `{}`) of graph, bom and hbd were taken for "absent"."""
+    rc, _, err = run_cli("build", "--topology", _topology(tmp_path, mutate), "--json")
+    one_error(rc, err, field)
+
+
+@pytest.mark.parametrize("mutate", [lambda d: d.update(graph=None), lambda d: d["graph"].update(bom=None),
+                                    lambda d: d["graph"].update(hbd=None), lambda d: d.update(edges=d.pop("links"))])
+def test_a_topology_part_null_or_edges_alone_still_builds(run_cli, tmp_path, mutate):
+    """null stays "absent" (a fabric without a BOM / HBD), and `edges` alone is networkx's other spelling."""
+    rc, out, err = run_cli("build", "--topology", _topology(tmp_path, mutate), "--json")
+    assert rc == 0, err
+    assert json.loads(out)["counts"]["gpus"] == 2
