@@ -13,6 +13,7 @@ architectures at equal GPU count, i.i.d. and with the production trace.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Optional
@@ -29,15 +30,21 @@ from topologies import build
 EXIT_INFEASIBLE = 1
 
 
+#: Text that is a list of numbers, not a file name (digits, signs, points, commas and spaces).
+_NUMBER_LIST = re.compile(r"[\s\d.,+-]+")
+
+
 def parse_tor_map(text: str) -> list[int]:
     """``--tor-map``: comma-separated ToR ids (one per line position) or a file with them (JSON list or text)."""
     raw = text
     p = Path(text)
-    if p.suffix or p.exists():
+    # a list of numbers is a list even where it looks like a file name: "0,1,1.5" has the suffix ".5" and was
+    # refused as "no such file"
+    if p.exists() or (p.suffix and not _NUMBER_LIST.fullmatch(text)):
         from fabric.files import parse_json, read_text
 
         raw = read_text(p, "--tor-map")
-        if raw.lstrip().startswith("["):
+        if raw.lstrip().startswith(("[", "{")):  # a JSON object was split as text: "'{"a":1}' is not a ToR id"
             data = parse_json(raw, p.name, "--tor-map")
             if not isinstance(data, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in data):
                 raise FabricError("--tor-map", f"{p.name} must be a JSON list of ToR ids (whole numbers >= 0)")

@@ -104,3 +104,35 @@ def test_a_topology_part_null_or_edges_alone_still_builds(run_cli, tmp_path, mut
     rc, out, err = run_cli("build", "--topology", _topology(tmp_path, mutate), "--json")
     assert rc == 0, err
     assert json.loads(out)["counts"]["gpus"] == 2
+
+
+# -------------------------------------------------------------------------------------------------- --tor-map
+_KHOP = ("orchestrate", "khop-ring", "--gpus", "64", "--tp", "8", "--dp", "1", "--solver", "greedy", "--json")
+
+
+def test_a_tor_map_list_with_a_fraction_is_named_as_a_value_not_a_file(run_cli):
+    """`--tor-map 0,...,3,1.5` has the path suffix ".5": it was refused as "no such file: 0,0,...,1.5"."""
+    rc, _, err = run_cli(*_KHOP, "--tor-map", ",".join(["0"] * 15 + ["1.5"]))
+    one_error(rc, err, "--tor-map", "'1.5' is not a ToR id")
+
+
+def test_a_tor_map_file_holding_a_json_object_says_it_must_be_a_list(run_cli, tmp_path):
+    """A JSON object was split as comma text: "'{"a":1}' is not a ToR id"."""
+    path = tmp_path / "tors.json"
+    path.write_text('{"a": 1}')
+    rc, _, err = run_cli(*_KHOP, "--tor-map", path)
+    one_error(rc, err, "--tor-map", "must be a JSON list")
+
+
+def test_a_tor_map_text_file_and_a_list_still_place(run_cli, tmp_path):
+    """Valid spellings: a whitespace-separated text file and a comma list (16 line positions, 4 ToRs)."""
+    path = tmp_path / "tors map.txt"
+    path.write_text("0 0 0 0\n1 1 1 1\n2 2 2 2\n3 3 3 3\n")
+    outs = []
+    for value in (path, ",".join(str(i // 4) for i in range(16))):
+        rc, out, err = run_cli(*_KHOP, "--tor-map", value)
+        assert rc == 0, err
+        doc = json.loads(out)
+        doc.pop("total_seconds")  # wall time, the one field that differs between two runs
+        outs.append(doc)
+    assert outs[0] == outs[1]
