@@ -363,8 +363,9 @@ def _stamped(path: Path) -> bool:
 
 
 def _remove_sweep_files(out: Path) -> None:
-    """``--overwrite``: delete what sweeps wrote (stamped batches, manifest, spec copy, temporaries), nothing else."""
-    for name in (MANIFEST, SPEC_COPY):
+    """``--overwrite``: delete what sweeps wrote (stamped batches, manifest, spec copy, the report of those rows,
+    temporaries), nothing else."""
+    for name in (MANIFEST, SPEC_COPY, REPORT):  # a report left behind showed the deleted rows as the new study's
         (out / name).unlink(missing_ok=True)
     for folder in out.glob(f"{PARTITION}=*"):
         if not folder.is_dir():

@@ -136,3 +136,17 @@ def test_a_tor_map_text_file_and_a_list_still_place(run_cli, tmp_path):
         doc.pop("total_seconds")  # wall time, the one field that differs between two runs
         outs.append(doc)
     assert outs[0] == outs[1]
+
+
+# ------------------------------------------------------------------------------------------ sweep --overwrite
+def test_overwrite_deletes_the_report_of_the_rows_it_deletes(run_cli, tmp_path):
+    """README: `DIR/_report.html`, which `--overwrite` deletes with the rows it showed.  It was kept, so the
+    folder of the new study held a page of the old one's numbers."""
+    spec = tmp_path / "one point.yaml"  # a study of one point, in a path with a space
+    spec.write_text("name: one\ngpus: 72\narchitectures: [{name: nvl-72}]\nmetrics: [cost]\n")
+    out = tmp_path / "out dir"
+    assert run_cli("sweep", spec, "--out", out, "--workers", "1")[0] == 0
+    assert run_cli("report", out)[0] == 0 and (out / "_report.html").is_file()
+    rc, _, err = run_cli("sweep", spec, "--out", out, "--workers", "1", "--overwrite", "--json")
+    assert rc == 0, err
+    assert not (out / "_report.html").exists()
