@@ -6,7 +6,9 @@ internet access, e.g. inside a datacenter.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -16,9 +18,29 @@ from bokeh.resources import INLINE
 from fabric.errors import FabricError
 
 
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+#: Where Bokeh puts the random ids (uuid4) of a page: the root's div, the document JSON's script tag, the doc id.
+_RANDOM_IDS = re.compile(rf'<div id="({_UUID})"|<script type="application/json" id="({_UUID})"|"docid":"({_UUID})"')
+
+
 def page_html(layout, title: str) -> str:
-    """The full HTML of a page showing ``layout``, with inline BokehJS."""
-    return file_html(layout, resources=INLINE, title=title)
+    """The full HTML of a page showing ``layout``, with inline BokehJS.
+
+    Bokeh names the page's root div, document and JSON script with random
+    UUIDs, so two writes of the same view differed; they are replaced by ids
+    derived from the page's content (same inputs, same bytes).
+    """
+    return _stable_ids(file_html(layout, resources=INLINE, title=title))
+
+
+def _stable_ids(text: str) -> str:
+    ids = list(dict.fromkeys(g for m in _RANDOM_IDS.finditer(text) for g in m.groups() if g))
+    if not ids:
+        return text
+    blanked = re.sub("|".join(map(re.escape, ids)), "", text)
+    digest = hashlib.sha256(blanked.encode("utf-8")).hexdigest()[:16]
+    names = {old: f"fabric-{digest}-{i}" for i, old in enumerate(ids)}  # starts with a letter: a CSS-safe id
+    return re.sub("|".join(map(re.escape, ids)), lambda m: names[m.group()], text)
 
 
 def write_html(layout, path: str | os.PathLike, title: str = "fabric view", field: str = "path") -> Path:
