@@ -1,7 +1,7 @@
 """Hold-out validation: the same Megatron-Core runs on DGX H100 in BF16 and FP8 (NVIDIA dgxc-benchmarking).
 
 ``tests/data/nemo_h100_dgxc_bf16_fp8.json``: Llama 3.1 8B / 70B / 405B (NeMo
-24.09) and GPT-3 175B, 8 to 2,304 H100, each published in BF16 and in FP8 with
+24.09), GPT-3 175B and Nemotron-4 15B / 340B, 8 to 2,304 H100, each published in BF16 and in FP8 with
 the same layout and batch.  Nothing was fitted on them.  Each run is predicted
 through the public API (``mfu_summary``, no search) with its published
 configuration, and compared on the step time.
@@ -9,7 +9,7 @@ configuration, and compared on the step time.
 What is asserted, and why:
 
 * FP8 runs (held out): each within 15 %, mean within 8 % (measured: max 13 %,
-  mean 6 %).  15 % because the fp8 GEMMs have no calibration of their own (the
+  mean 5.9 %).  15 % because the fp8 GEMMs have no calibration of their own (the
   A100 bf16 curve at the fp8 peak) and the FP8 cast kernels are not timed
   (README, Validation: known gaps).
 * BF16 runs (reported, gap pinned): predicted 13-25 % slow.  The cause is one
@@ -80,7 +80,7 @@ def test_fp8_runs_within_15_percent_bf16_runs_predicted_slow(predicted):
     print("\n| run | configuration | published s/step | predicted | error | role |\n|---|---|---:|---:|---:|---|\n"
           + "\n".join(rows))
     print(f"FP8 held out: mean |error| {100 * sum(fp8) / len(fp8):.1f} %, max {100 * max(fp8):.1f} %")
-    assert len(fp8) == 8 and sum(fp8) / len(fp8) <= 0.08
+    assert len(fp8) == 11 and sum(fp8) / len(fp8) <= 0.08
     assert all(p["source"].startswith("P:") and "github.com/NVIDIA/dgxc-benchmarking" in p["source"]
                for p in POINTS.values())
 
