@@ -56,6 +56,7 @@ from typing import Any, Iterable, Iterator, Mapping
 import numpy as np
 
 from fabric.checks import is_number, is_whole
+from fabric.checks import ratio as check_ratio
 from fabric.errors import FabricError
 from fabric.model import DeviceKind, Fabric, HBDKind, Layer, Medium
 
@@ -243,15 +244,6 @@ class FaultSamples:
 
 
 # ------------------------------------------------------------------------------------------ sampling
-def _check_ratio(ratio: float, field: str) -> float:
-    if not is_number(ratio):  # True is not a ratio of 1, nor "0.5" one of 0.5: numbers only (numpy's too)
-        raise FabricError(field, f"{ratio!r} must be a number in [0, 1]")
-    r = float(ratio)
-    if not 0.0 <= r <= 1.0:  # also rejects NaN
-        raise FabricError(field, f"{ratio!r} must be in [0, 1]")
-    return r
-
-
 def exact_count(n: int, ratio: float) -> int:
     """Failures per sample in ``exact`` mode: ``ratio * n`` rounded half up."""
     return int(np.floor(ratio * n + 0.5))
@@ -325,7 +317,7 @@ class IIDSampler:
     """
 
     def __init__(self, n: int, ratio: float, seed=0, *, mode: str = "bernoulli", field: str = "ratio"):
-        self.ratio = _check_ratio(ratio, field)
+        self.ratio = check_ratio(ratio, field)
         if mode not in MODES:
             raise FabricError("mode", f"{mode!r} not allowed; use one of {', '.join(MODES)}")
         self.n = int(n)
@@ -628,7 +620,7 @@ class FaultModel:
         for comp, r in self.ratios.items():
             if comp not in COMPONENTS:
                 raise FabricError("fault_ratios", f"{comp!r} is not a component; use one of {', '.join(COMPONENTS)}")
-            _check_ratio(r, f"fault_ratios[{comp}]" if comp != "node" else "node_fault_ratio")
+            check_ratio(r, f"fault_ratios[{comp}]" if comp != "node" else "node_fault_ratio")
         if self.mode not in MODES:
             raise FabricError("mode", f"{self.mode!r} not allowed; use one of {', '.join(MODES)}")
         if self.trace is not None and self.ratios:
