@@ -100,6 +100,16 @@ def ratio(value: Any, field: str) -> float:
     return float(value)
 
 
+def seed(value: Any, field: str = "seed") -> int:
+    """A random seed: a whole number >= 0 of any size (numpy seeds from arbitrarily large ints), as a Python int.
+
+    Checked before numpy's own seeding refuses it with a ``ValueError`` or ``TypeError`` (-1, 0.5, "1", None).
+    """
+    if not (is_whole(value) and value >= 0):
+        raise FabricError(field, f"{value!r} must be a whole number >= 0")
+    return int(value)
+
+
 def flag(value: Any, field: str) -> bool:
     """A switch: True or False (numpy's bool too); a string such as ``"no"`` is refused, not read as true."""
     if not isinstance(value, (bool, np.bool_)):

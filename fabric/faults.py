@@ -55,7 +55,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from fabric.checks import is_number, is_whole
+from fabric.checks import is_number, whole
 from fabric.checks import ratio as check_ratio
 from fabric.errors import FabricError
 from fabric.model import DeviceKind, Fabric, HBDKind, Layer, Medium
@@ -293,9 +293,7 @@ Part of the sampling procedure: results depend on it, so it is a constant."""
 
 def chunk_sizes(samples: int) -> list[int]:
     """Row counts of the fixed-size batches that make up ``samples`` samples."""
-    if not (is_whole(samples) and samples >= 1):  # None, a list, NaN or "abc": refused, not a TypeError
-        raise FabricError("samples", f"{samples!r} must be a whole number >= 1")
-    samples = int(samples)
+    samples = whole(samples, "samples")  # None, a list, NaN or "abc": refused, not a TypeError
     return [min(CHUNK_ROWS, samples - lo) for lo in range(0, samples, CHUNK_ROWS)]
 
 
@@ -680,9 +678,7 @@ def check_sampling_size(samples: int, n_nodes: int, samplers: Mapping[str, "IIDS
     """
     from fabric import limits
 
-    if not (is_whole(samples) and samples >= 1):  # None, a list, NaN or "abc": refused, not a TypeError
-        raise FabricError("samples", f"{samples!r} must be a whole number >= 1")
-    samples = int(samples)
+    samples = whole(samples, "samples")  # None, a list, NaN or "abc": refused, not a TypeError
     limits.check("samples", samples, "samples")
     draws = sum(s.draws_per_row() for s in samplers.values())
     limits.check("memory", float(samples) * (n_nodes + draws) * BYTES_PER_SAMPLE_POSITION, "samples",

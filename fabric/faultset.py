@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fabric.checks import is_whole
+from fabric.checks import seed as check_seed
 from fabric.errors import FabricError
 from fabric.faults import FaultModel, FaultSamples, NodeIndex, sample_components
 from fabric.model import Fabric
@@ -150,9 +150,7 @@ def draw_faults(fabric: Fabric, model: FaultModel, seed: int = 0, samples: int =
     ...     draw_faults(fab, FaultModel({"node": 0.5}), seed=1, samples=100).fault_set().nodes.tolist()
     True
     """
-    if not (is_whole(seed) and seed >= 0):  # before numpy's own seeding refuses it with a ValueError or TypeError
-        raise FabricError("seed", f"{seed!r} must be a whole number >= 0")
-    seed = int(seed)
+    seed = check_seed(seed)
     nodes = nodes or NodeIndex.of(fabric)
     if model.kind == "trace":
         tr = model.trace if isinstance(model.trace, Trace) else load_trace(str(model.trace))

@@ -11,7 +11,8 @@ from typing import Mapping
 
 import numpy as np
 
-from fabric.checks import is_whole, ratio
+from fabric.checks import ratio, whole
+from fabric.checks import seed as check_seed
 from fabric.errors import FabricError
 from fabric.faults import FaultModel, FaultSamples, chunk_sizes, iter_components
 from fabric.faultset import FaultDraw, draw_faults
@@ -70,10 +71,8 @@ def evaluate_faults(fabric: Fabric, tp: int, *, node_fault_ratio: float | None =
     pol = policy_for(fabric)
     tp = pol.check_tp(tp)
     nodes = pol.nodes
-    if not (is_whole(samples) and samples >= 1):
-        raise FabricError("samples", f"{samples!r} must be a whole number >= 1")
-    if not (is_whole(seed) and seed >= 0):
-        raise FabricError("seed", f"{seed!r} must be a whole number >= 0")
+    whole(samples, "samples")
+    check_seed(seed)
     model = fault_model(node_fault_ratio, fault_ratios, mode, trace, trace_mapping)
     if model.kind == "none":
         raise FabricError("node_fault_ratio", "give --node-fault-ratio R (or other fault ratios) or --trace")

@@ -123,3 +123,20 @@ def test_bus_factor_refuses(name, n, field):
 def test_bus_factor_closed_form_with_numpy_n():
     # nccl-tests PERFORMANCE.md: all-reduce busbw = algbw x 2(n-1)/n
     assert bus_factor("all-reduce", np.int64(8)) == 2 * 7 / 8
+
+
+def test_seed_is_one_check_for_every_entry_point():
+    """fabric.checks.seed: a whole number >= 0 of any size (numpy seeds from any such int, so 2**70 stays
+    allowed), the one message for -1, 0.5, True and "1" wherever a seed enters (fault draws, goodput timelines)."""
+    from fabric.checks import seed
+    from fabric.faultset import fault_set
+    from fabric.faults import FaultModel
+
+    assert seed(2**70) == 2**70 and seed(np.int64(3)) == 3 and seed(4.0) == 4
+    for bad in (-1, 0.5, True, "1", None, float("nan")):
+        with pytest.raises(FabricError, match=r"^seed: .* must be a whole number >= 0$"):
+            seed(bad)
+    fab = build("dgx", 16)
+    assert fault_set(fab, FaultModel({"node": 0.5}), seed=2**70).nodes.size >= 0
+    with pytest.raises(FabricError, match="^seed: "):
+        fault_set(fab, FaultModel({"node": 0.5}), seed=-1)

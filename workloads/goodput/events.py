@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fabric.checks import is_whole
+from fabric.checks import seed as check_seed
 from fabric.errors import FabricError
 from fabric.faults import FaultSamples, NodeIndex
 from fabric.model import Fabric
@@ -117,8 +117,7 @@ def fault_timeline(fabric: Fabric, tp: int, trace: Trace | str, *, mapping: str 
     -------
     FaultTimeline
     """
-    if not (is_whole(seed) and seed >= 0):
-        raise FabricError("seed", f"{seed!r} must be a whole number >= 0")
+    check_seed(seed)
     pol = policy_for(fabric)
     tp = pol.check_tp(tp)
     tr = trace if isinstance(trace, Trace) else load_trace(str(trace), n_servers=trace_servers)
