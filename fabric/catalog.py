@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import yaml
 
+from fabric.checks import whole
 from fabric.errors import FabricError
 from fabric.units import parse_bandwidth, parse_bytes, parse_flops, parse_money, parse_power, parse_time
 
@@ -30,9 +31,9 @@ CATEGORIES = (
 
 
 def _parse_count(value, field: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or int(value) != value:
-        raise FabricError(field, f"{value!r} must be a whole number >= 0")
-    return float(value)
+    # checks.whole refuses NaN, infinities (.inf, 1e309) and integers past float range before any int()/float()
+    # conversion raises: those escaped as ValueError / OverflowError tracebacks
+    return float(whole(value, field, lo=0))
 
 
 def _parse_factor(value, field: str) -> float:

@@ -42,6 +42,12 @@ def is_whole(value: Any) -> bool:
     return math.isfinite(value) and float(value).is_integer()
 
 
+def shown(value: Any) -> str:
+    """``value`` as an error message quotes it: its repr, cut to 40 characters (a 400-digit integer is one line)."""
+    r = repr(value)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
 def whole(value: Any, field: str, lo: int = 1, hi: int | None = None, what: str = "") -> int:
     """``value`` as a Python int in ``lo..hi``, or a :class:`FabricError` naming ``field``.
 
@@ -60,7 +66,7 @@ def whole(value: Any, field: str, lo: int = 1, hi: int | None = None, what: str 
     if not (is_whole(value) and lo <= value <= top):
         allowed = (f"in {lo}..{hi}" if hi is not None else f"from {lo} to 2**62" if is_whole(value) and value > top
                    else f">= {lo}")
-        raise FabricError(field, f"{value!r} must be a whole number {allowed}{what}")
+        raise FabricError(field, f"{shown(value)} must be a whole number {allowed}{what}")
     return int(value)
 
 
@@ -88,7 +94,7 @@ def real(value: Any, field: str, lo: float | None = None, hi: float | None = Non
         v = float(value)
         ok = (lo is None or (v > lo if lo_open else v >= lo)) and (hi is None or (v < hi if hi_open else v <= hi))
     if not ok:
-        raise FabricError(field, f"{value!r} must be a finite number{_range(lo, hi, lo_open, hi_open)}"
+        raise FabricError(field, f"{shown(value)} must be a finite number{_range(lo, hi, lo_open, hi_open)}"
                                  + (f" ({unit})" if unit else ""))
     return float(value)
 
@@ -96,7 +102,7 @@ def real(value: Any, field: str, lo: float | None = None, hi: float | None = Non
 def ratio(value: Any, field: str) -> float:
     """A fraction in [0, 1] (a fault ratio, a share)."""
     if not (is_number(value) and 0.0 <= value <= 1.0):
-        raise FabricError(field, f"{value!r} must be a number in [0, 1]")
+        raise FabricError(field, f"{shown(value)} must be a number in [0, 1]")
     return float(value)
 
 
@@ -113,7 +119,7 @@ def seed(value: Any, field: str = "seed") -> int:
 def flag(value: Any, field: str) -> bool:
     """A switch: True or False (numpy's bool too); a string such as ``"no"`` is refused, not read as true."""
     if not isinstance(value, (bool, np.bool_)):
-        raise FabricError(field, f"{value!r} must be True or False")
+        raise FabricError(field, f"{shown(value)} must be True or False")
     return bool(value)
 
 

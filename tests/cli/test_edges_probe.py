@@ -178,3 +178,16 @@ def test_a_view_page_written_twice_is_byte_identical(tmp_path):
     div = re.search(r'<div id="(fabric-[0-9a-f]{16}-\d)"', text).group(1)
     script = re.search(r'<script type="application/json" id="(fabric-[0-9a-f]{16}-\d)"', text).group(1)
     assert f'"roots":{{"p' in text and f'"{div}"}}' in text and f"getElementById('{script}')" in text
+
+
+# ------------------------------------------------------------------------------------ input probe (round 2)
+@pytest.mark.parametrize("value", [".inf", ".nan", "1e309", "9" * 400])
+def test_a_catalog_count_that_is_not_finite_is_refused(run_cli, tmp_path, value):
+    """`ports: {value: .inf}` raised OverflowError (`int(inf)`), `.nan` ValueError, a 400-digit integer
+    OverflowError (`float(10**400)`): three tracebacks.  Now checks.whole refuses them, the number cut short."""
+    path = tmp_path / "cat.yaml"
+    path.write_text(f"components: {{sw: {{category: switch, ports: {{value: {value}, source: assumed}}}}}}\n")
+    rc, _, err = run_cli("cost", "dgx", "--gpus", "16", "--catalog", path, "--json")
+    line = one_error(rc, err, "cat.yaml:sw.ports.value", "whole number")
+    assert len(line) < 200
+
