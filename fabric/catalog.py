@@ -221,9 +221,13 @@ def _parse_document(doc: Any, where: str, base: dict[str, Component] | None) -> 
         if not isinstance(entries, dict):
             raise FabricError(f"{where}:{section}", "must be a mapping of id -> entry")
         for item, raw in entries.items():
+            if not isinstance(item, str):
+                # `1:` and `'1':` were both filed as "1", the later replacing the earlier in silence; `~:` as "None"
+                raise FabricError(f"{where}:{section}",
+                                  f"id {item!r} is not a string; ids are names (quote a number: '1')")
             if section == "constants" and isinstance(raw, dict) and "category" not in raw:
                 raw = {"category": "constant", **raw}
-            out[str(item)] = _parse_entry(str(item), raw, where, out.get(str(item)))
+            out[item] = _parse_entry(item, raw, where, out.get(item))
     return out
 
 

@@ -191,3 +191,11 @@ def test_a_catalog_count_that_is_not_finite_is_refused(run_cli, tmp_path, value)
     line = one_error(rc, err, "cat.yaml:sw.ports.value", "whole number")
     assert len(line) < 200
 
+
+@pytest.mark.parametrize("ids", ["1: {category: switch}, '1': {category: switch}", "~: {category: switch}"])
+def test_a_catalog_id_that_is_not_a_string_is_refused(run_cli, tmp_path, ids):
+    """`1:` and `'1':` were both filed as "1" (the later replaced the earlier in silence), `~:` as "None"."""
+    path = tmp_path / "cat.yaml"
+    path.write_text(f"components: {{{ids}}}\n")
+    rc, _, err = run_cli("cost", "dgx", "--gpus", "16", "--catalog", path, "--json")
+    one_error(rc, err, "cat.yaml:components", "not a string")
