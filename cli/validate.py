@@ -173,11 +173,58 @@ def _wrap(param) -> None:
     param.callback = callback
 
 
+def _once(param) -> bool:
+    """True for an option that takes one value: a second one on the line would silently replace the first."""
+    return (getattr(param, "param_type_name", "") == "option" and not getattr(param, "multiple", False)
+            and not getattr(param, "count", False) and not getattr(param, "is_eager", False))
+
+
+def refuse_repeats(order: list, params: list) -> None:
+    """Refuse an option of one value given twice (``--tp 8 --tp 16``, ``--search --no-search``).
+
+    ``order`` is the click parser's list of parameters as they appear on the line (a parameter given twice
+    is listed twice).  Click keeps the last value in silence, so ``--tp 8 ... --tp 16`` ran at TP 16;
+    ``-p k=2 -p k=3``, ``--fault C`` and ``--recovery NAME`` twice are refused, and so is this.  A list
+    option (``-p``, ``--fault``) may repeat: each value is kept.
+    """
+    seen: set[int] = set()
+    for param in order:
+        if param in params and _once(param):
+            if id(param) in seen:
+                spellings = [*param.opts, *getattr(param, "secondary_opts", [])]
+                also = f" (as {' or '.join(spellings)})" if len(spellings) > 1 else ""
+                raise FabricError(_flag(param), f"given twice{also}; give it once (the last would silently "
+                                                "replace the first)")
+            seen.add(id(param))
+
+
+def _check_repeats(command) -> None:
+    make_parser = command.make_parser
+
+    def checked_parser(ctx):
+        parser = make_parser(ctx)
+        parse_args = parser.parse_args
+
+        def parse(args):
+            opts, largs, order = parse_args(args)
+            refuse_repeats(order, command.get_params(ctx))
+            return opts, largs, order
+
+        parser.parse_args = parse
+        return parser
+
+    command.make_parser = checked_parser
+
+
 def install(command) -> None:
-    """Attach the rules to every parameter of ``command`` and its sub-commands (a click command)."""
+    """Attach the rules to every parameter of ``command`` and its sub-commands (a click command), and refuse an
+    option of one value given twice (:func:`refuse_repeats`)."""
     for param in getattr(command, "params", []):
         if not getattr(param, "_fabric_rules", False):
             _wrap(param)
             param._fabric_rules = True
+    if not getattr(command, "_fabric_repeats", False):
+        _check_repeats(command)
+        command._fabric_repeats = True
     for sub in getattr(command, "commands", {}).values():
         install(sub)

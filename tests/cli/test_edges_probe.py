@@ -199,3 +199,27 @@ def test_a_catalog_id_that_is_not_a_string_is_refused(run_cli, tmp_path, ids):
     path.write_text(f"components: {{{ids}}}\n")
     rc, _, err = run_cli("cost", "dgx", "--gpus", "16", "--catalog", path, "--json")
     one_error(rc, err, "cat.yaml:components", "not a string")
+
+
+@pytest.mark.parametrize("argv,flag", [
+    (("build", "dgx", "--gpus", "8", "--gpus=16"), "--gpus"),  # built 16 GPUs: the last won in silence
+    (("mfu", "dgx", "--gpus", "16", "--model", "llama3-8b", "--model", "llama3-70b", "--tp", "8",
+      "--comm", "analytic"), "--model"),
+    (("goodput", "dgx", "--gpus", "16", "--model", "llama3-8b", "--search", "--no-search"), "--search"),
+    (("cost", "dgx", "--gpus", "16", "--catalog", "a.yaml", "--catalog", "b.yaml"), "--catalog"),
+])
+def test_an_option_of_one_value_given_twice_is_refused(run_cli, argv, flag):
+    """Click keeps the last value of a repeated option: `--gpus 8 --gpus=16` built 16 GPUs, `--model A --model B`
+    ran B; `-p k=2 -p k=3`, `--fault C` and `--recovery NAME` twice are refused, and so now is this, before any
+    file is read or fabric built."""
+    rc, out, err = run_cli(*argv, "--json")
+    one_error(rc, err, flag, "given twice")
+    assert out == ""
+
+
+def test_list_options_still_repeat(run_cli):
+    """-p, --fault, --recovery take one value per use: repeating them with different names stays valid."""
+    rc, out, err = run_cli("faults", "dgx", "--gpus", "16", "--tp", "8", "--samples", "3", "--fault", "gpu=0.01",
+                           "--fault", "tor=0.01", "-p", "gpu=h100", "-p", "oversubscription=2", "--json")
+    assert rc == 0, err
+    json.loads(out)
