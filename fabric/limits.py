@@ -83,11 +83,15 @@ def parse_limits(pairs: list[str] | str, base: Limits | None = None, field: str 
     if isinstance(pairs, str):
         pairs = [p for p in pairs.split(",") if p.strip()]
     out = base or Limits()
+    given: dict[str, str] = {}
     for pair in pairs:
         name, sep, value = str(pair).partition("=")
         name = name.strip()
         if not sep or name not in Limits.names():
             raise FabricError(field, f"{pair!r} must be NAME=N with NAME one of {', '.join(Limits.names())}")
+        if name in given:  # the last one won in silence, as -p k=2 -p k=3 would have
+            raise FabricError(field, f"{name} given twice ({given[name].strip()} and {value.strip()}); give it once")
+        given[name] = value
         out = replace(out, **{name: _parse_count(name, value, field)})
     return out
 

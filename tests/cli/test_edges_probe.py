@@ -223,3 +223,16 @@ def test_list_options_still_repeat(run_cli):
                            "--fault", "tor=0.01", "-p", "gpu=h100", "-p", "oversubscription=2", "--json")
     assert rc == 0, err
     json.loads(out)
+
+
+def test_a_limit_given_twice_is_refused_on_the_line_and_in_the_environment(run_cli, monkeypatch):
+    """`--limit gpus=10 --limit gpus=20` (and FABRIC_LIMITS=gpus=10,gpus=20) ran under the last in silence.
+    A --limit over FABRIC_LIMITS is an override, not a repeat: it stays valid."""
+    rc, _, err = run_cli("--limit", "gpus=10", "--limit", "gpus=20", "build", "dgx", "--gpus", "16", "--json")
+    one_error(rc, err, "--limit", "gpus given twice")
+    monkeypatch.setenv("FABRIC_LIMITS", "gpus=10,gpus=20")
+    rc, _, err = run_cli("build", "dgx", "--gpus", "16", "--json")
+    one_error(rc, err, "FABRIC_LIMITS", "gpus given twice")
+    monkeypatch.setenv("FABRIC_LIMITS", "gpus=10")
+    rc, out, err = run_cli("--limit", "gpus=20", "build", "dgx", "--gpus", "16", "--json")
+    assert rc == 0, err
