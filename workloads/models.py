@@ -45,7 +45,7 @@ from typing import Any
 
 import yaml
 
-from fabric.checks import is_whole
+from fabric.checks import is_whole, whole
 from fabric.errors import FabricError
 
 _INT_KEYS = ("hidden", "layers", "heads", "kv_heads", "head_dim", "v_head_dim", "ffn_hidden", "vocab", "seq_len",
@@ -172,11 +172,9 @@ class ModelSpec:
         for key, value in raw.items():
             field = f"{where}:{key}"
             if key in _INT_KEYS:
-                if not is_whole(value) or value < 0:  # 1.28256e5 is the whole number it writes; 1.5 is not
-                    raise FabricError(field, f"{value!r} must be a whole number >= 0")
-                if value > MAX_MODEL_INT:  # far past any model; beyond it int64 sizes overflow
-                    raise FabricError(field, f"{value} must be <= {MAX_MODEL_INT:,}")
-                value = int(value)
+                # 1.28256e5 is the whole number it writes; 1.5 is not.  Past MAX_MODEL_INT int64 sizes overflow,
+                # and the message cuts a 400-digit integer short (checks.shown)
+                value = whole(value, field, lo=0, hi=MAX_MODEL_INT)
             elif key in _BOOL_KEYS:
                 if not isinstance(value, bool):
                     raise FabricError(field, f"{value!r} must be true or false")

@@ -236,3 +236,38 @@ def test_a_limit_given_twice_is_refused_on_the_line_and_in_the_environment(run_c
     monkeypatch.setenv("FABRIC_LIMITS", "gpus=10")
     rc, out, err = run_cli("--limit", "gpus=20", "build", "dgx", "--gpus", "16", "--json")
     assert rc == 0, err
+
+
+_RL = ("rl", "--gpus", "32", "--model", "llama3-8b", "--comm", "analytic", "--fabric", "static", "--json")
+
+
+@pytest.mark.parametrize("content,named", [
+    ("[[1, 2], [3]]", "[0]"),  # ValueError (inhomogeneous array) traceback
+    ('[{"a": 1}]', "[0]"),  # TypeError traceback
+    ("[" + "9" * 400 + "]", "past float range"),  # OverflowError traceback
+    (b"\xff\xfe100\n", "not UTF-8"),  # UnicodeDecodeError traceback
+    ("[" * 100_000, "nests deeper"),  # RecursionError, blamed on --gpus
+    ("[true, true]", "[0]"),  # read as lengths of 1 token
+    ('["100"]', "[0]"),  # a string read as 100
+    ("[[100]]", "[0]"),  # a nested list flattened
+])
+def test_rl_lengths_file_refuses_what_is_not_a_flat_list_of_whole_numbers(run_cli, tmp_path, content, named):
+    """The lengths file now goes through the one reader of input files (fabric.files) and each JSON item must be
+    a whole number >= 1: four of these were tracebacks, one blamed --gpus, three were read as numbers."""
+    path = tmp_path / "lengths.json"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    rc, _, err = run_cli(*_RL, "-p", f"lengths_file={path}")
+    one_error(rc, err, "-p lengths_file", named)
+
+
+def test_rl_lengths_file_lines_and_json_list_give_the_same_iteration(run_cli, tmp_path):
+    """Valid spellings of one sample: whitespace-separated lines (CRLF too) and a flat JSON list."""
+    lines, listed = tmp_path / "a.txt", tmp_path / "b.json"
+    lines.write_bytes(b"100\r\n200 300\r\n")
+    listed.write_text("[100, 200, 300.0]")
+    docs = []
+    for path in (lines, listed):
+        rc, out, err = run_cli(*_RL, "-p", f"lengths_file={path}")
+        assert rc == 0, err
+        docs.append(json.loads(out))
+    assert docs[0]["static"] == docs[1]["static"]

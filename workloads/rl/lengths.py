@@ -9,11 +9,11 @@ in a synchronous iteration the slowest replica waits for its longest response
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
+from fabric.checks import is_whole, shown
 from fabric.errors import FabricError
 
 
@@ -49,23 +49,36 @@ def lognormal_lengths(n: int, median: float, sigma: float, max_tokens: int, seed
 def file_lengths(path: str | Path, n: int, max_tokens: int, seed: int) -> np.ndarray:
     """``n`` lengths drawn with replacement (seeded) from a file, clipped to ``[1, max_tokens]``.
 
-    The file holds whole numbers > 0: one per line, or one JSON list.
+    The file holds whole numbers > 0: one per line (or separated by spaces), or one flat JSON list of numbers.
 
     Raises
     ------
     FabricError
-        Missing file, or a value that is not a whole number > 0.
+        Missing file, a folder, not UTF-8, malformed JSON, or a value that is not a whole number > 0 (a
+        string, a boolean, a nested list, NaN, a number past float range).
     """
+    from fabric.files import parse_json, read_text
+
+    field = "params[lengths_file]"
     p = Path(path)
-    if not p.is_file():
-        raise FabricError("params[lengths_file]", f"no such file: {p}")
-    text = p.read_text().strip()
+    # the one reader of input files: a folder, non-UTF-8, over 1 GiB (non-UTF-8 raised UnicodeDecodeError)
+    text = read_text(p, field).strip()
+    if text.startswith("["):
+        # parse_json refuses nesting past 64 levels (a RecursionError was blamed on --gpus) and NaN
+        values = parse_json(text, p.name, field)
+        wrong = next((i for i, v in enumerate(values) if not (is_whole(v) and v >= 1)), None)
+        if wrong is not None:  # [[1, 2], [3]], [{}], [true] and ["100"] were ValueError, TypeError or read as 1
+            raise FabricError(field, f"{p.name}[{wrong}]: {shown(values[wrong])} must be a whole number >= 1")
+    else:
+        try:
+            values = [float(x) for x in text.split()]
+        except ValueError:
+            raise FabricError(field, f"{p.name} must hold whole numbers, one per line or a JSON list") from None
     try:
-        values = json.loads(text) if text.startswith("[") else [float(x) for x in text.split()]
-    except (ValueError, json.JSONDecodeError):
-        raise FabricError("params[lengths_file]", f"{p.name} must hold whole numbers, one per line or a JSON list") from None
-    arr = np.asarray(values, dtype=np.float64).ravel() if len(values) else np.zeros(0)
+        arr = np.asarray(values, dtype=np.float64) if len(values) else np.zeros(0)
+    except OverflowError:  # a JSON integer past float range
+        raise FabricError(field, f"{p.name} holds a number past float range; lengths are whole tokens") from None
     if arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr < 1) or np.any(arr != np.rint(arr)):
-        raise FabricError("params[lengths_file]", f"{p.name} must hold whole numbers >= 1 (got {arr.size} values)")
+        raise FabricError(field, f"{p.name} must hold whole numbers >= 1 (got {arr.size} values)")
     rng = np.random.default_rng(seed)
     return np.clip(rng.choice(arr, size=n, replace=True), 1, max_tokens).astype(np.int64)
