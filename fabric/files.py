@@ -4,7 +4,7 @@ A missing path, a directory, an unreadable or non-UTF-8 file, a file over the
 size limit, malformed JSON/YAML and nesting too deep for the parser all become
 one :class:`~fabric.errors.FabricError` naming the flag and the file, so that
 each format's own validation (``file.json:links[3].capacity``) starts from a
-parsed document.
+parsed document.  A UTF-8 byte-order mark at the start of a file is dropped, in every format.
 """
 
 from __future__ import annotations
@@ -36,7 +36,9 @@ def read_text(path: str | Path, field: str) -> str:
     try:
         if p.stat().st_size > MAX_FILE_BYTES:
             raise FabricError(field, f"{p.name} is over {MAX_FILE_BYTES >> 20} MiB")
-        return p.read_text(encoding="utf-8")
+        # utf-8-sig: a leading byte-order mark (Notepad, PowerShell 5's `Out-File -Encoding utf8`) is dropped, as
+        # YAML drops it; JSON refused it ("Unexpected UTF-8 BOM") while the same file in YAML was read
+        return p.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
         raise FabricError(field, f"{p.name} is not UTF-8 text") from None
     except OSError as exc:

@@ -271,3 +271,24 @@ def test_rl_lengths_file_lines_and_json_list_give_the_same_iteration(run_cli, tm
         assert rc == 0, err
         docs.append(json.loads(out))
     assert docs[0]["static"] == docs[1]["static"]
+
+
+@pytest.mark.parametrize("name,text", [
+    ("topo.json", None),  # "not valid JSON (Unexpected UTF-8 BOM)"
+    ("flows.json", '[{"id": 0, "src": 0, "dst": 1, "bytes": "1MB"}]'),
+    ("model.json", '{"hidden": 4096, "layers": 32, "heads": 32, "vocab": 32000, "seq_len": 2048}'),
+])
+def test_a_json_file_with_a_utf8_byte_order_mark_is_read(run_cli, tmp_path, name, text):
+    """The one reader of input files drops a leading BOM (as Notepad writes), for JSON as YAML already did."""
+    if text is None:
+        path = tmp_path / name
+        path.write_text("\ufeff" + open(_topology(tmp_path, lambda d: None)).read(), encoding="utf-8")
+        argv = ("build", "--topology", path)
+    else:
+        path = tmp_path / name
+        path.write_text("\ufeff" + text, encoding="utf-8")
+        argv = (("simulate", "dgx", "--gpus", "16", "--flows", path) if name == "flows.json" else
+                ("mfu", "dgx", "--gpus", "16", "--tp", "8", "--comm", "analytic", "--model", path))
+    rc, out, err = run_cli(*argv, "--json")
+    assert rc == 0, err
+    json.loads(out)
