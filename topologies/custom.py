@@ -71,6 +71,7 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
     graph = _mapping_or_none(doc.get("graph"), f"{where}:graph", "a mapping of graph attributes (hbd, bom)")
     b = FabricBuilder("custom", {"file": where}, catalog.category if catalog else None)
     index: dict = {}
+    text_ids: dict = {}
     kinds, names, groups = [], [], {g: [] for g in GROUPS}
     for i, node in enumerate(doc["nodes"]):
         f = f"{where}:nodes[{i}]"
@@ -81,6 +82,10 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
             raise FabricError(f"{f}.id", "must be a string or an integer")
         if nid in index:
             raise FabricError(f"{f}.id", f"duplicate id {nid!r}")
+        if str(nid) in text_ids:  # 1 and "1" are one device name: a flow's "src": "1" took the later in silence
+            raise FabricError(f"{f}.id", f"{nid!r} names the same device as {text_ids[str(nid)]!r}; give ids "
+                                         "that differ as text")
+        text_ids[str(nid)] = nid
         kind = node.get("kind")
         if not isinstance(kind, str) or kind not in KIND_BY_LABEL:
             raise FabricError(f"{f}.kind", f"{kind!r} not allowed; use one of {', '.join(KIND_BY_LABEL)}")

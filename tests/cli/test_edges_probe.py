@@ -292,3 +292,12 @@ def test_a_json_file_with_a_utf8_byte_order_mark_is_read(run_cli, tmp_path, name
     rc, out, err = run_cli(*argv, "--json")
     assert rc == 0, err
     json.loads(out)
+
+
+def test_topology_node_ids_equal_as_text_are_refused(run_cli, tmp_path):
+    """Ids 1 and "1" were two devices both named "1"; a flows file's `"src": "1"` went to the later in silence."""
+    def clash(doc):
+        doc["nodes"] += [{"id": 1, "kind": "gpu", "node": 1}, {"id": "1", "kind": "gpu", "node": 1}]
+        doc["links"].append({"source": 1, "target": "1", "capacity": 1e9})
+    rc, _, err = run_cli("build", "--topology", _topology(tmp_path, clash), "--json")
+    one_error(rc, err, "topo.json:nodes[3].id", "same device as 1")
