@@ -301,3 +301,18 @@ def test_topology_node_ids_equal_as_text_are_refused(run_cli, tmp_path):
         doc["links"].append({"source": 1, "target": "1", "capacity": 1e9})
     rc, _, err = run_cli("build", "--topology", _topology(tmp_path, clash), "--json")
     one_error(rc, err, "topo.json:nodes[3].id", "same device as 1")
+
+
+def test_broadcast_chunks_are_bounded_by_the_flows_limit(run_cli):
+    """`--chunks 1048576` (the flag's ceiling) on an 8-rank broadcast built 7.3 M flows and ran for minutes; the
+    chain has exactly ranks - 1 = 7 flows per piece, so the estimate is checked before any flow is built.  At a
+    limit of 100 flows, 14 pieces (98 flows) run and 15 (105) are refused."""
+    argv = ("--limit", "flows=100", "simulate", "dgx", "--gpus", "16", "--collective", "broadcast", "--size", "1MB",
+            "--group-size", "8", "--algorithm", "ring", "--json", "--chunks")
+    rc, out, err = run_cli(*argv, "14")
+    assert rc == 0, err
+    assert json.loads(out)["flows"] == 98
+    rc, _, err = run_cli(*argv, "15")
+    one_error(rc, err, "--chunks", "105 flows", "--limit flows")
+    rc, _, err = run_cli(*argv[2:], "1048576")
+    one_error(rc, err, "--chunks", "7,340,032 flows")
