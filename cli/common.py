@@ -137,6 +137,23 @@ def check_writable_file(path: Path, field: str) -> None:
         raise FabricError(field, f"cannot write {str(path)!r} (permission denied)")
 
 
+def given(name: str) -> bool:
+    """True when the running command's parameter ``name`` (its Python name) was typed on the command line.
+
+    A flag with a default (``--chunks 8``, ``--root 0``) cannot tell "given" from "left out" by its value; a
+    flag given where it does nothing must be refused, not ignored, and this tells the two apart.
+    """
+    try:  # typer >= 0.2x vendors click as typer._click
+        from typer._click.globals import get_current_context
+        from typer._click.core import ParameterSource
+    except ImportError:  # pragma: no cover - depends on the installed typer
+        from click import get_current_context
+        from click.core import ParameterSource
+
+    ctx = get_current_context(silent=True)
+    return ctx is not None and ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE
+
+
 def parse_dp(text: str) -> int | None:
     """``--dp``: a whole number >= 1, or ``max``."""
     t = str(text).strip().lower()

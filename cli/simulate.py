@@ -16,7 +16,7 @@ from typing import Optional
 
 import typer
 
-from cli.common import (CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json,
+from cli.common import (CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json, given,
                         parse_int_list)
 from cli.validate import MAX_BYTES
 from fabric.catalog import load_catalog
@@ -191,12 +191,16 @@ def simulate_command(
     fab = build_fabric(arch, gpus, param, load_catalog(catalog), topology)
     sim = simulator(fab)
     if flows is not None:
-        for opt, val in (("--size", size), ("--ranks", ranks), ("--group-size", group_size),
+        # --groups, --chunks and --root were ignored without a word with a flows file
+        for opt, val in (("--size", size), ("--ranks", ranks), ("--group-size", group_size), ("--groups", groups),
                          ("--algorithm", None if algorithm == "auto" else algorithm),
-                         ("--protocol", None if protocol == "auto" else protocol), ("--channels", channels)):
+                         ("--protocol", None if protocol == "auto" else protocol), ("--channels", channels),
+                         ("--chunks", chunks if given("chunks") else None), ("--root", root if given("root") else None)):
             if val is not None:
                 raise FabricError(opt, "only with --collective")
         return _emit(_run_flows(sim, fab, flows, ecmp, seed, method, links), as_json, flows_mode=True)
+    if given("root") and collective.lower().replace("_", "-") != "broadcast":  # no other collective has a root
+        raise FabricError("--root", f"only with --collective broadcast (the root of {collective} would be ignored)")
     if size is None:
         raise FabricError("--size", "missing; give the per-rank buffer, e.g. 1GiB")
     nbytes = parse_bytes(size, "--size")

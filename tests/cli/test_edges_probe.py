@@ -316,3 +316,26 @@ def test_broadcast_chunks_are_bounded_by_the_flows_limit(run_cli):
     one_error(rc, err, "--chunks", "105 flows", "--limit flows")
     rc, _, err = run_cli(*argv[2:], "1048576")
     one_error(rc, err, "--chunks", "7,340,032 flows")
+
+
+@pytest.mark.parametrize("extra,flag", [
+    (("--flows", "FLOWS", "--groups", "2"), "--groups"),  # ignored without a word
+    (("--flows", "FLOWS", "--chunks", "4"), "--chunks"),
+    (("--flows", "FLOWS", "--root", "3"), "--root"),
+    (("--collective", "all-reduce", "--size", "1MB", "--group-size", "8", "--root", "5"), "--root"),
+])
+def test_simulate_refuses_a_flag_that_would_be_ignored(run_cli, tmp_path, extra, flag):
+    """A flows file has no groups, pieces or root, and only a broadcast has a root: these ran and dropped the flag.
+    `--chunks` and `--root` have defaults, so "given" is read from the command line, not from the value."""
+    flows = tmp_path / "flows.json"
+    flows.write_text('[{"id": 0, "src": 0, "dst": 1, "bytes": "1MB"}]')
+    argv = [str(flows) if a == "FLOWS" else a for a in extra]
+    rc, _, err = run_cli("simulate", "dgx", "--gpus", "16", *argv, "--json")
+    one_error(rc, err, flag, "only with --collective")
+
+
+def test_simulate_root_of_a_broadcast_still_runs(run_cli):
+    rc, out, err = run_cli("simulate", "dgx", "--gpus", "16", "--collective", "broadcast", "--size", "1MB",
+                           "--group-size", "8", "--root", "0", "--json")
+    assert rc == 0, err
+    json.loads(out)
