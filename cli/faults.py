@@ -15,7 +15,8 @@ from typing import Optional, Sequence
 
 import typer
 
-from cli.common import CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json
+from cli.common import (CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json,
+                        given)
 from fabric.catalog import load_catalog
 from fabric.errors import FabricError
 from fabric.faults import COMPONENTS, DEFAULT_SAMPLES, MODES
@@ -168,6 +169,8 @@ def faults_command(
         raise FabricError("--node-fault-ratio", "give --node-fault-ratio R (or a range) or --trace stepfun|FILE")
     if trace is not None and (node_fault_ratio is not None or ratios):
         raise FabricError("--trace", "give either --trace or fault ratios, not both")
+    if trace is None and given("trace_mapping"):  # it maps trace servers to nodes: without a trace it was ignored
+        raise FabricError("--trace-mapping", "maps the servers of --trace to nodes; give --trace stepfun|FILE with it")
     if trace is not None and mode is not None:
         raise FabricError("--mode", "not used with --trace (it sets how i.i.d. faults are sampled; a trace "
                                     "replays its own faults): drop --mode")

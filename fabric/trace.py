@@ -373,6 +373,23 @@ def load_trace(spec: str | Path, n_servers: int | None = None, horizon: float | 
     return trace_from_events(doc, name, n_servers=n_servers, horizon=horizon, source=source)
 
 
+def with_servers(trace, trace_servers: int | None):
+    """``trace`` loaded with ``trace_servers`` servers (:func:`load_trace`), or as given if None.
+
+    Without the count a file covers only the servers that failed, and replaying those alone on every node
+    overstates the faults (400 servers of which 3 failed replay as 3 servers, each of them down at times).
+    The one check that a server count comes with a trace, for every command that takes both (``faults``
+    ignored ``--trace-servers`` without ``--trace``).
+    """
+    if trace_servers is None:
+        return trace
+    if trace is None:
+        raise FabricError("trace_servers", "counts the servers of a trace file; give --trace FILE with it")
+    if isinstance(trace, Trace):
+        raise FabricError("trace_servers", "give it with a trace name or file, not a loaded Trace")
+    return load_trace(str(trace), n_servers=trace_servers)
+
+
 def trace_from_events(events: Any, name: str = "trace", *, n_servers: int | None = None,
                       horizon: float | None = None, source: str = "") -> Trace:
     """Validate a list of event dicts (the JSON format above) into a :class:`Trace`."""

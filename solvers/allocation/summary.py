@@ -19,7 +19,7 @@ from fabric.errors import FabricError
 from fabric.faults import DEFAULT_SAMPLES, FaultModel, NodeIndex, check_sampling_size, component_samplers
 from fabric.faultset import FaultDraw
 from fabric.model import Fabric
-from fabric.trace import Trace, load_trace
+from fabric.trace import Trace, load_trace, with_servers
 from solvers.allocation.blast import blast_radius
 from solvers.allocation.evaluate import CURVE_FIELDS, evaluate_faults, fault_curve
 from solvers.allocation.policy import policy_for
@@ -66,13 +66,14 @@ def faults_summary(fabric: Fabric, tp: int, *, node_fault_ratio: float | Sequenc
         ``curve`` when ``node_fault_ratio`` is a sequence.
     """
     head = {"architecture": fabric.architecture, "params": fabric.params}
+    trace = with_servers(trace, trace_servers)  # a server count without a trace is refused, not ignored
     if trace is not None:
         if node_fault_ratio is not None or fault_ratios:
             raise FabricError("trace", "give either --trace or fault ratios, not both")
         if mode is not None:
             raise FabricError("mode", "not used with a trace (it sets how i.i.d. faults are sampled; a trace "
                                       "replays its own faults): drop it")
-        tr = trace if isinstance(trace, Trace) else load_trace(str(trace), n_servers=trace_servers)
+        tr = trace if isinstance(trace, Trace) else load_trace(str(trace))
         return {**head, **evaluate_faults(fabric, tp, trace=tr, trace_mapping=trace_mapping, seed=seed,
                                           blast=blast, draw=draw)}
     kw = dict(fault_ratios=fault_ratios, mode=mode or "bernoulli", samples=samples, seed=seed)

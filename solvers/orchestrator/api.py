@@ -19,6 +19,7 @@ import numpy as np
 
 from fabric.errors import FabricError
 from fabric.model import Fabric
+from fabric.trace import with_servers
 from solvers.orchestrator.bounded import run_bounded
 from solvers.orchestrator.domains import orchestrate_domains
 from solvers.orchestrator.encode import encode_blocks, encode_explicit
@@ -303,20 +304,3 @@ def orchestrate_summary(fabric: Fabric, *, tp: int, dp: int | None, pp: int = 1,
     out["nodes"] = int(all_nodes.size)
     out["node_fault_ratio"] = len(nodes) / all_nodes.size if all_nodes.size else 0.0
     return out
-
-
-def with_servers(trace, trace_servers: int | None):
-    """``trace`` loaded with ``trace_servers`` servers (:func:`fabric.trace.load_trace`), or as given if None.
-
-    Without the count a file covers only the servers that failed, and replaying those alone on every node
-    overstates the faults (400 servers of which 3 failed replay as 3 servers, each of them down at times).
-    """
-    if trace_servers is None:
-        return trace
-    if trace is None:
-        raise FabricError("trace_servers", "counts the servers of a trace file; give --trace FILE with it")
-    from fabric.trace import Trace, load_trace
-
-    if isinstance(trace, Trace):
-        raise FabricError("trace_servers", "give it with a trace name or file, not a loaded Trace")
-    return load_trace(str(trace), n_servers=trace_servers)

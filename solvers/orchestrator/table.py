@@ -15,7 +15,8 @@ import numpy as np
 from fabric.faults import FaultModel
 from fabric.faultset import draw_faults
 from fabric.model import Fabric
-from solvers.orchestrator.api import orchestrate_summary, with_servers
+from fabric.trace import with_servers
+from solvers.orchestrator.api import orchestrate_summary
 
 
 def cross_tor_table(fabrics: Iterable[tuple[str, Fabric]], *, ratios=tuple(i / 100 for i in range(11)),

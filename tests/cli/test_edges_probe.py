@@ -339,3 +339,27 @@ def test_simulate_root_of_a_broadcast_still_runs(run_cli):
                            "--group-size", "8", "--root", "0", "--json")
     assert rc == 0, err
     json.loads(out)
+
+
+@pytest.mark.parametrize("extra,flag", [
+    (("--trace-servers", "500"), "--trace-servers"),  # faults ran the i.i.d. ratio and dropped it
+    (("--trace-mapping", "sample"), "--trace-mapping"),
+])
+def test_faults_trace_options_without_a_trace_are_refused(run_cli, extra, flag):
+    """`fabric orchestrate` refused --trace-servers without --trace; `fabric faults` ignored it, and
+    --trace-mapping.  The check is now one (fabric.trace.with_servers) for faults, orchestrate and the table."""
+    rc, _, err = run_cli("faults", "dgx", "--gpus", "64", "--tp", "8", "--samples", "5", "--node-fault-ratio",
+                         "0.1", *extra, "--json")
+    one_error(rc, err, flag, "--trace")
+
+
+def test_faults_summary_refuses_a_server_count_without_a_trace():
+    from fabric.catalog import load_catalog
+    from fabric.errors import FabricError
+    from solvers.allocation.summary import faults_summary
+    from topologies import build
+
+    fab = build("dgx", 16, {}, load_catalog())
+    with pytest.raises(FabricError) as exc:
+        faults_summary(fab, 8, node_fault_ratio=0.1, trace_servers=500, samples=3)
+    assert exc.value.field == "trace_servers"
