@@ -83,6 +83,18 @@ def tidy_help(command) -> None:
                 param.help = (param.help or "architecture") + "; required unless --topology FILE is given"
 
 
+#: A run of digits longer than this in an error line is a value the user gave (a 400-digit integer in a file):
+#: shown cut, so that the line stays one readable line whatever the message quoted.
+MAX_DIGITS_SHOWN = 40
+
+
+def _line(text: str) -> str:
+    """An error message as the one line written to stderr: digit runs over MAX_DIGITS_SHOWN cut with '...'."""
+    import re
+
+    return re.sub(r"\d{%d,}" % (MAX_DIGITS_SHOWN + 1), lambda m: m.group(0)[:MAX_DIGITS_SHOWN - 3] + "...", text)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit status (0 ok, 1 a computation failed, 2 bad input)."""
     from cli.validate import install
@@ -99,16 +111,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rv = command.main(args=argv, prog_name="fabric", standalone_mode=False)
     except FabricError as exc:
-        sys.stderr.write(f"error: {_named_for_command(exc, command, argv)}\n")
+        sys.stderr.write(f"error: {_line(str(_named_for_command(exc, command, argv)))}\n")
         return 2
     except ComputeError as exc:
-        sys.stderr.write(f"error: {exc}\n")
+        sys.stderr.write(f"error: {_line(str(exc))}\n")
         return 1
     except click_exc.NoArgsIsHelpError as exc:
         sys.stderr.write(exc.ctx.get_help() + "\n" if exc.ctx else "")
         return 2
     except click_exc.UsageError as exc:
-        sys.stderr.write(f"error: {_usage_line(exc)}\n")
+        sys.stderr.write(f"error: {_line(_usage_line(exc))}\n")
         return 2
     except typer.Exit as exc:
         return getattr(exc, "exit_code", 0)

@@ -63,7 +63,7 @@ from typing import Any
 import numpy as np
 
 from fabric import limits
-from fabric.checks import is_number, is_whole
+from fabric.checks import is_number, is_whole, shown
 from fabric.errors import FabricError
 from fabric.faults import FaultSamples
 
@@ -410,7 +410,7 @@ def trace_from_events(events: Any, name: str = "trace", *, n_servers: int | None
             raise FabricError(f"{f}.node_id", "must be a non-empty string")
         t = ev.get("event_time")
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= MAX_DAYS:  # NaN fails too
-            raise FabricError(f"{f}.event_time", f"{t!r} must be a number of days in [0, {MAX_DAYS:g}]")
+            raise FabricError(f"{f}.event_time", f"{shown(t)} must be a number of days in [0, {MAX_DAYS:g}]")
         if t < last:
             raise FabricError(f"{f}.event_time", f"{t} is earlier than the previous event ({last}); "
                                                  "events must be sorted by time")

@@ -363,3 +363,17 @@ def test_faults_summary_refuses_a_server_count_without_a_trace():
     with pytest.raises(FabricError) as exc:
         faults_summary(fab, 8, node_fault_ratio=0.1, trace_servers=500, samples=3)
     assert exc.value.field == "trace_servers"
+
+
+def test_a_huge_integer_in_any_input_is_cut_short_in_the_error_line(run_cli, tmp_path):
+    """A 400-digit event time was printed whole (a 450-character line); every error line now cuts a digit run
+    over 40 characters, whichever message quoted it, and the trace names it through checks.shown."""
+    path = tmp_path / "tr.json"
+    path.write_text('[{"node_id": "a", "event_time": %s, "event_type": "fault_start", '
+                    '"fault_type": {"Level": "a", "Class": "b", "Desc": "c"}}]' % ("1" + "0" * 400))
+    rc, _, err = run_cli("faults", "dgx", "--gpus", "64", "--tp", "8", "--trace", path, "--json")
+    line = one_error(rc, err, "tr.json:events[0].event_time", "number of days")
+    assert len(line) < 200
+    rc, _, err = run_cli("build", "dgx", "-p", "gpu=" + "9" * 300, "--json")
+    line = one_error(rc, err, "-p gpu", "9999...")
+    assert len(line) < 200
