@@ -123,9 +123,12 @@ def parse_int_list(text: str, field: str, bad: str, *, ranges: bool = False, emp
 _DIGITS = re.compile(r"^\d{1,18}$")
 
 
-def check_writable_file(path: Path, field: str) -> None:
-    """Refuse, before any work, an output file that cannot be written: a folder, a missing or read-only folder."""
+def check_writable_file(path: Path, field: str, inputs: dict[str, Any] | None = None) -> None:
+    """Refuse, before any work, an output file that cannot be written: a folder, a missing or read-only folder,
+    a device or pipe, or the file of one of ``inputs`` (``{"--model": path}``; see fabric.files.check_output)."""
     import os
+
+    from fabric.files import check_output
 
     path = Path(path)
     if path.is_dir():
@@ -135,6 +138,7 @@ def check_writable_file(path: Path, field: str) -> None:
         raise FabricError(field, f"folder {str(parent)!r} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise FabricError(field, f"cannot write {str(path)!r} (permission denied)")
+    check_output(path, field, inputs)
 
 
 def given(name: str) -> bool:

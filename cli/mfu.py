@@ -91,7 +91,8 @@ def mfu_command(
     cat = load_catalog(catalog)
     if confirm < 1:
         raise FabricError("--confirm", f"{confirm} must be >= 1")
-    _load_comm_cache(comm_cache)
+    # the cache is read and rewritten; a model, catalog or topology file named as the cache would be replaced
+    _load_comm_cache(comm_cache, {"--model": model, "--catalog": catalog, "--topology": topology})
     fixed = {"tp": tp, "pp": pp, "dp": dp, "ep": ep, "cp": cp, "micro_batch": micro_batch, "interleave": interleave,
              "recompute": recompute, "sequence_parallel": sequence_parallel, "zero_stage": zero,
              "first_stage_layers": first_stage_layers, "last_stage_layers": last_stage_layers,
@@ -124,13 +125,13 @@ def _add_versus(data: dict, other: dict) -> None:
     data["throughput_ratio"] = data["tokens_per_s"] / other["tokens_per_s"]
 
 
-def _load_comm_cache(path: Optional[Path]) -> None:
-    """``--comm-cache``: check it can be written, and read the fits it holds already."""
+def _load_comm_cache(path: Optional[Path], inputs: dict) -> None:
+    """``--comm-cache``: check it can be written (and is none of ``inputs``), and read the fits it holds already."""
     from workloads import comm as comm_mod
 
     if path is None:
         return
-    check_writable_file(path, "--comm-cache")
+    check_writable_file(path, "--comm-cache", inputs)
     if path.is_file():
         comm_mod.load_fits(path)  # checks every entry; a bad file is refused before anything is written
 

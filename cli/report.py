@@ -13,6 +13,7 @@ import typer
 
 from cli.common import JSON_OPT, emit_json
 from cli.study.store import REPORT as REPORT_NAME
+from fabric.errors import FabricError
 
 
 
@@ -29,6 +30,7 @@ def report_command(
 
     target = out if out is not None else directory / REPORT_NAME
     if directory.is_dir():
+        _check_not_in_study(out, directory)
         check_writable(target)  # before the slow part
     data = report_data(directory)
     from cli.study.store import damaged_metadata, point_ids, point_warnings
@@ -46,6 +48,19 @@ def report_command(
     typer.echo(f"report: {path}")
     for note in notes:
         typer.echo(f"  not shown: {note}", err=True)
+
+
+def _check_not_in_study(out: Optional[Path], directory: Path) -> None:
+    """Refuse an ``--out`` inside the study folder that is not a page: it could replace a batch, the manifest or the
+    spec copy the report reads (`--out DIR/_manifest.json` did)."""
+    import os
+
+    if out is None:
+        return
+    inside = Path(os.path.realpath(out)).is_relative_to(os.path.realpath(directory))
+    if inside and out.suffix.lower() not in (".html", ".htm"):
+        raise FabricError("--out", f"{str(out)!r} is inside DIR, the study the report reads; give a .html file "
+                                   f"(the default is DIR/{REPORT_NAME})")
 
 
 def register(app: typer.Typer) -> None:

@@ -246,7 +246,8 @@ def view_command(
                                          "work with --out")
         _serve(settings, cat, param, DEFAULT_PORT if port is None else port, budget)
         return
-    check_writable(out)
+    # the page must not replace a file the view reads (`--out topo.json` overwrote the topology it drew)
+    check_writable(out, inputs={"--topology": topology, "--catalog": catalog, "--link-loads": link_loads})
     fab, overlay, title = compose(settings, cat, param, topology, link_loads)
     layout = build_view(fab, overlay, color_links_by=color_links_by, max_glyphs=budget, level=level, title=title,
                         backend=backend or DEFAULT_BACKEND)

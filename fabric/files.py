@@ -175,3 +175,67 @@ def load_json(path: str | Path, field: str) -> Any:
 def load_yaml(path: str | Path, field: str) -> Any:
     """Read and parse a YAML file."""
     return parse_yaml(read_text(path, field), Path(path).name, field)
+
+
+# ------------------------------------------------------------------------------------------------ outputs
+def check_output(path: str | Path, field: str, inputs: dict[str, Any] | None = None) -> Path:
+    """The file an output flag names, refused before any work when writing it would harm something.
+
+    Refused: an existing path that is not a regular file (``/dev/null``, a FIFO: replacing it in one
+    ``os.replace``, as outputs are written, swapped a device node for a page), a link that leads nowhere or in a
+    loop, and the file of one of ``inputs`` (``{"--topology": path, ...}``: ``view --out topo.json`` replaced
+    the topology it drew with the page).  The folder checks (missing, read-only, a folder given) are the
+    caller's, with its wording.
+
+    Returns
+    -------
+    Path
+        Where to write: a link to a regular file is followed, so the link stays and its file is replaced.
+    """
+    import os
+    import stat
+
+    p = Path(path)
+    try:
+        st = os.stat(p) if os.path.lexists(p) else None
+    except OSError as exc:  # a loop of links, a dangling link, a name too long
+        raise FabricError(field, f"cannot use {str(p)[:60]!r} ({exc.strerror or exc})") from None
+    if st is not None and not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
+        raise FabricError(field, f"{str(p)!r} is not a regular file (a device, pipe or socket); give a file name")
+    for flag, given in (inputs or {}).items():
+        if given is None:
+            continue
+        try:
+            same = st is not None and os.path.samefile(p, given)
+        except OSError:  # the input does not exist: its own flag says so
+            same = False
+        if same:
+            raise FabricError(field, f"{str(p)!r} is the file of {flag}; writing it would replace that input")
+    return Path(os.path.realpath(p)) if p.is_symlink() else p
+
+
+def write_text_atomic(path: str | Path, text: str, field: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file and one ``os.replace``: never half-written.
+
+    An interruption or a full disk leaves the previous file (or none), not a truncated one.
+    """
+    import os
+    import tempfile
+
+    target = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    except OSError as exc:  # a read-only or special folder that the access check let through
+        raise FabricError(field, f"cannot write in {str(target.parent)!r}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp makes it private (0600); outputs are meant to be shared
+        os.replace(tmp, target)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise FabricError(field, f"cannot write {str(target)!r}: {exc.strerror or exc}") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target

@@ -486,9 +486,11 @@ def clear_cache() -> None:
 def save_fits(path) -> int:
     """Write every cached fit to a JSON file; returns how many."""
     import json
-    from pathlib import Path
 
-    Path(path).write_text(json.dumps({k: list(v) for k, v in sorted(_FITS.items())}, indent=0))
+    from fabric.files import write_text_atomic
+
+    # atomic: an interrupted run leaves the previous cache, not a truncated file the next run refuses
+    write_text_atomic(path, json.dumps({k: list(v) for k, v in sorted(_FITS.items())}, indent=0), "comm_cache")
     return len(_FITS)
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 from pathlib import Path
 
 from bokeh.embed import file_html
 from bokeh.resources import INLINE
 
 from fabric.errors import FabricError
+from fabric.files import check_output, write_text_atomic
 
 
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
@@ -54,29 +54,19 @@ def write_html(layout, path: str | os.PathLike, title: str = "fabric view", fiel
     FabricError
         If the directory does not exist or cannot be written, or ``path`` is a directory.
     """
-    target = Path(path)
-    check_writable(target, field)
+    target = check_writable(Path(path), field)
     text = page_html(layout, title)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
-    except OSError as exc:  # a read-only or special folder that the access check let through
-        raise FabricError(field, f"cannot write in {str(target.parent)!r}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private (0600); a page is meant to be shared
-        os.replace(tmp, target)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise FabricError(field, f"cannot write {str(target)!r}: {exc.strerror or exc}") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(target, text, field)
     return target
 
 
-def check_writable(target: Path, field: str = "path") -> None:
-    """Fail early (before any slow work) when ``target`` cannot be written."""
+def check_writable(target: Path, field: str = "path", inputs: dict | None = None) -> Path:
+    """Fail early (before any slow work) when ``target`` cannot be written; the path to write.
+
+    ``inputs`` (``{"--topology": path}``) are files the command reads, which the page must not replace; a
+    device, pipe or link loop is refused too (:func:`fabric.files.check_output`).
+    """
+    target = Path(target)
     parent = target.parent if str(target.parent) else Path(".")
     if target.is_dir():
         raise FabricError(field, f"{str(target)!r} is a directory; give a file name ending in .html")
@@ -84,3 +74,4 @@ def check_writable(target: Path, field: str = "path") -> None:
         raise FabricError(field, f"directory {str(parent)!r} does not exist")
     if not os.access(parent, os.W_OK):
         raise FabricError(field, f"directory {str(parent)!r} is not writable")
+    return check_output(target, field, inputs)

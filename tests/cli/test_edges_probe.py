@@ -377,3 +377,81 @@ def test_a_huge_integer_in_any_input_is_cut_short_in_the_error_line(run_cli, tmp
     rc, _, err = run_cli("build", "dgx", "-p", "gpu=" + "9" * 300, "--json")
     line = one_error(rc, err, "-p gpu", "9999...")
     assert len(line) < 200
+
+
+# ----------------------------------------------------------------------------------------------------- outputs
+def test_view_out_naming_an_input_file_is_refused_and_the_input_kept(run_cli, tmp_path):
+    """`fabric view --topology topo.json --out topo.json` replaced the topology it drew with the page (exit 0);
+    so did `--out` naming the --catalog file.  Both inputs are now compared by file identity (samefile), so
+    another spelling of the path (`dir/../dir/topo.json`) is caught too."""
+    topo = _topology(tmp_path, lambda d: None)
+    before = open(topo).read()
+    other = str(tmp_path / ".." / tmp_path.name / "topo.json")
+    for out in (topo, other):
+        rc, out_, err = run_cli("view", "--topology", topo, "--out", out, "--json")
+        one_error(rc, err, "--out", "is the file of --topology")
+    assert open(topo).read() == before
+    cat = tmp_path / "cat.yaml"
+    cat.write_text("schema: 1\ncomponents: {}\n")
+    rc, _, err = run_cli("view", "dgx", "--gpus", "16", "--catalog", cat, "--out", cat, "--json")
+    one_error(rc, err, "--out", "is the file of --catalog")
+    assert cat.read_text() == "schema: 1\ncomponents: {}\n"
+
+
+def test_comm_cache_naming_the_model_file_is_refused(run_cli, tmp_path):
+    """`fabric mfu --model m.json --comm-cache m.json` read the model, then replaced it with the cache."""
+    model = tmp_path / "m.json"
+    text = '{"hidden": 4096, "layers": 32, "heads": 32, "vocab": 32000, "seq_len": 2048}'
+    model.write_text(text)
+    rc, _, err = run_cli("mfu", "dgx", "--gpus", "16", "--tp", "8", "--comm", "analytic", "--model", model,
+                         "--comm-cache", model, "--json")
+    one_error(rc, err, "--comm-cache", "is the file of --model")
+    assert model.read_text() == text
+
+
+def test_an_output_that_is_a_pipe_or_a_link_loop_is_refused(run_cli, tmp_path):
+    """As root, `fabric view --out /dev/full` replaced the device node with a regular file (the page is written
+    to a temporary file and moved over the path): a device, pipe or socket is now refused, and a link loop is
+    named, before any work.  (A FIFO stands in for the device: tests must not touch /dev.)"""
+    import os
+
+    fifo = tmp_path / "fifo.html"
+    os.mkfifo(fifo)
+    loop = tmp_path / "loop.html"
+    loop.symlink_to(loop)
+    for out, said in ((fifo, "not a regular file"), (loop, "cannot use")):
+        for argv in (("view", "dgx", "--gpus", "16", "--out", out),
+                     ("mfu", "dgx", "--gpus", "16", "--tp", "8", "--comm", "analytic", "--model", "llama3-8b",
+                      "--comm-cache", out)):
+            rc, _, err = run_cli(*argv, "--json")
+            one_error(rc, err, "--out" if argv[0] == "view" else "--comm-cache", said)
+    assert fifo.is_fifo() and loop.is_symlink()
+
+
+def test_a_page_written_through_a_link_keeps_the_link(run_cli, tmp_path):
+    """A link to a page is followed: its file is replaced, the link stays a link."""
+    real = tmp_path / "real.html"
+    real.write_text("old")
+    link = tmp_path / "link.html"
+    link.symlink_to(real)
+    rc, out, err = run_cli("view", "dgx", "--gpus", "16", "--out", link, "--json")
+    assert rc == 0, err
+    assert link.is_symlink() and real.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_report_out_inside_the_study_must_be_a_page(run_cli, tmp_path):
+    """`fabric report DIR --out DIR/architecture=.../batch-000000.parquet` would replace a batch of the rows it
+    reads; an --out inside DIR must be a .html file.  A page elsewhere, or the default, is written."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("name: one\ngpus: 72\narchitectures: [{name: nvl-72}]\nmetrics: [cost]\n")
+    out = tmp_path / "out"
+    assert run_cli("sweep", spec, "--out", out, "--workers", "1")[0] == 0
+    batch = next(out.glob("architecture=*/batch-*.parquet"))
+    before = batch.read_bytes()
+    for target in (batch, out / "_sweep.json", out / "notes.txt"):
+        rc, _, err = run_cli("report", out, "--out", target, "--json")
+        one_error(rc, err, "--out", "inside DIR")
+    assert batch.read_bytes() == before
+    rc, got, err = run_cli("report", out, "--out", out / "page.html", "--json")
+    assert rc == 0, err
+    assert json.loads(got)["out"].endswith("page.html")
