@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from fabric.checks import MAX_WHOLE, is_number
+from fabric.checks import MAX_WHOLE, is_number, is_whole
 from fabric.errors import FabricError
 
 
@@ -61,16 +61,16 @@ class Param:
                         raise ValueError
                     value = low in ("true", "1", "yes")
                 elif self.type is int:
-                    value = int(text)
+                    value = _whole_text(text)
                 elif self.type is float:
                     value = float(text)
                 else:
                     value = text
             except ValueError:
-                raise FabricError(field, f"{raw!r} is not a {self.type.__name__}{where}") from None
+                raise FabricError(field, f"{raw!r} is not a {_KIND[self.type]}{where}") from None
         elif self.type is bool and isinstance(raw, np.bool_):
             value = bool(raw)
-        elif self.type is int and isinstance(raw, np.integer):  # a value taken from an array
+        elif self.type is int and is_whole(raw):  # a value taken from an array, or an int given as a float (2.0)
             value = int(raw)
         elif self.type is float and is_number(raw):
             value = float(raw)
@@ -79,7 +79,7 @@ class Param:
             # command line's ``-p tiers=3`` gives: the same design point, however it is spelt
             value = str(int(raw))
         elif not isinstance(raw, self.type) or (self.type is int and isinstance(raw, bool)):
-            raise FabricError(field, f"{raw!r} is not a {self.type.__name__}{where}")
+            raise FabricError(field, f"{raw!r} is not a {_KIND[self.type]}{where}")
         if self.type is int and abs(value) > MAX_WHOLE:  # numpy's int64 arrays sized or filled from it overflow
             raise FabricError(field, f"{raw!r} must be at most {MAX_WHOLE:,} in size{where}")
         if self.type is float and not math.isfinite(value):
@@ -100,3 +100,19 @@ class Param:
         if self.choices:
             out["choices"] = list(self.choices)
         return out
+
+
+#: How an error names the type a parameter wants ("2.5 is not a whole number", not "is not a int").
+_KIND = {int: "whole number", float: "number", bool: "boolean", str: "string"}
+
+
+def _whole_text(text: str) -> int:
+    """A whole number from text: ``8``, or an integral float (``8.0``, ``1e3``) as YAML, JSON and the model files
+    accept it; ``2.5``, ``nan`` and ``inf`` raise ValueError."""
+    try:
+        return int(text)
+    except ValueError:
+        value = float(text)  # raises ValueError for words
+        if not is_whole(value):
+            raise ValueError(text) from None
+        return int(value)

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from fabric.catalog import Catalog
+from fabric.checks import is_whole, shown
 from fabric.errors import FabricError
 from fabric.model import GROUPS, KIND_BY_LABEL, LAYER_BY_LABEL, MEDIUM_BY_LABEL, SCOPES, FabricBuilder, HBDSpec
 from fabric.units import parse_bandwidth, parse_time
@@ -91,9 +92,9 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
             raise FabricError(f"{f}.kind", f"{kind!r} not allowed; use one of {', '.join(KIND_BY_LABEL)}")
         for gname in GROUPS:
             v = node.get(gname, -1)
-            if isinstance(v, bool) or not isinstance(v, int) or not -1 <= v <= MAX_GROUP_ID:
-                raise FabricError(f"{f}.{gname}", f"{v!r} must be an integer in [0, {MAX_GROUP_ID}]")
-            groups[gname].append(v)
+            if not is_whole(v) or not -1 <= v <= MAX_GROUP_ID:  # 3.0 (as pandas writes it) is the group 3
+                raise FabricError(f"{f}.{gname}", f"{shown(v)} must be an integer in [0, {MAX_GROUP_ID}]")
+            groups[gname].append(int(v))
         index[nid] = i
         kinds.append(KIND_BY_LABEL[kind])
         names.append(str(nid))
@@ -145,17 +146,17 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
         raise FabricError(f"{where}:graph.bom", "must be a list of {item, scope, count}")
     for t, line in enumerate(bom):
         f = f"{where}:graph.bom[{t}]"
-        if not isinstance(line, dict) or line.get("scope") not in SCOPES or not isinstance(line.get("count"), int) \
-                or isinstance(line.get("count"), bool) or not isinstance(line.get("item"), str):
+        if not isinstance(line, dict) or line.get("scope") not in SCOPES or not is_whole(line.get("count")) \
+                or not isinstance(line.get("item"), str):
             raise FabricError(f, f"must be {{item, scope ({'/'.join(SCOPES)}), count (integer)}}")
         if not 0 <= line["count"] <= MAX_BOM_COUNT:
-            raise FabricError(f"{f}.count", f"{line['count']} must be in [0, {MAX_BOM_COUNT}]")
+            raise FabricError(f"{f}.count", f"{shown(line['count'])} must be in [0, {MAX_BOM_COUNT}]")
         if catalog is not None:
             try:
                 catalog.get(line["item"])
             except FabricError as exc:
                 raise FabricError(f"{f}.item", exc.message) from None
-        b.add_bom(line["item"], line["scope"], line["count"])
+        b.add_bom(line["item"], line["scope"], int(line["count"]))
     n_gpu = int(np.count_nonzero(kinds_arr == KIND_BY_LABEL["gpu"]))
     if n_gpu == 0:
         raise FabricError(f"{where}:nodes", "has no GPU; give at least one node with kind 'gpu'")
@@ -166,7 +167,9 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
     try:
         if not isinstance(hbd_doc, dict) or hbd_doc.get("kind") not in HBD_KINDS:
             raise TypeError
-        hbd = HBDSpec(**{k: tuple(v) if k == "dims" else v for k, v in hbd_doc.items()})
+        # a size given as an integral float (2.0) is the whole number it writes, as for the node groups
+        hbd = HBDSpec(**{k: tuple(int(d) if is_whole(d) else d for d in v) if k == "dims" else
+                         int(v) if is_whole(v) and not isinstance(v, int) else v for k, v in hbd_doc.items()})
         _check_hbd(hbd, f"{where}:graph.hbd", n_gpu)
     except TypeError:
         raise FabricError(f"{where}:graph.hbd", f"must be {{kind ({', '.join(HBD_KINDS)}), gpus_per_node, "
@@ -196,4 +199,5 @@ def _check_hbd(hbd: HBDSpec, field: str, n_gpu: int) -> None:
     if not isinstance(hbd.closed, bool):
         raise FabricError(f"{field}.closed", f"{hbd.closed!r} must be true or false")
     if not all(isinstance(d, int) and not isinstance(d, bool) and 1 <= d <= max(n_gpu, 1) for d in hbd.dims):
-        raise FabricError(f"{field}.dims", f"{list(hbd.dims)!r} must be whole numbers >= 1")
+        raise FabricError(f"{field}.dims", f"{list(hbd.dims)!r} must be whole numbers in [1, {max(n_gpu, 1)}] "
+                                           "(the GPUs)")

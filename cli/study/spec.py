@@ -54,6 +54,7 @@ from cli.study.point import DesignPoint, FaultScenario, Workload, point_id
 from cli.study.registry import METRICS, MetricRequest
 from cli.study.store import SCHEMA_VERSION
 from fabric.catalog import load_catalog, shipped_catalog_path
+from fabric.checks import is_whole
 from fabric.errors import FabricError
 from fabric.faults import COMPONENTS
 from fabric.trace import SHIPPED, load_trace, shipped_path
@@ -140,8 +141,11 @@ def _mapping(value: Any, field: str, allowed: tuple[str, ...], required: tuple[s
 
 
 def _int(value: Any, field: str, lo: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    # an int given as a float (`gpus: 4.608e3`, `tp: 8.0`) is the whole number it writes, as in model files and -p;
+    # "must be a whole number; got float 72.0" contradicted itself
+    if not is_whole(value):
         raise FabricError(field, f"must be a whole number >= {lo}; got {_type_name(value)} {_shown(value)}")
+    value = int(value)
     if value < lo:
         raise FabricError(field, f"must be a whole number >= {lo}; got {value}")
     if value > _MAX_INT:  # seeds, GPU counts, sizes: beyond it numpy and Parquet cannot hold them

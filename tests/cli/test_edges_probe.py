@@ -455,3 +455,45 @@ def test_report_out_inside_the_study_must_be_a_page(run_cli, tmp_path):
     rc, got, err = run_cli("report", out, "--out", out / "page.html", "--json")
     assert rc == 0, err
     assert json.loads(got)["out"].endswith("page.html")
+
+
+# ------------------------------------------------------------------------------------------ ints given as floats
+@pytest.mark.parametrize("spelling", ["2.0", "1e0"])
+def test_a_whole_number_parameter_given_as_an_integral_float_is_read(run_cli, spelling):
+    """`-p k=2.0` was refused as "'2.0' is not a int"; model files already read 1.28256e5 as 128,256.  An integral
+    float is the whole number it writes; 2.5, nan and inf are still refused."""
+    rc, out, err = run_cli("build", "khop-ring", "--gpus", "64", "-p", f"k={spelling}", "--json")
+    assert rc == 0, err
+    assert json.loads(out)["params"]["k"] == int(float(spelling))
+    for bad in ("2.5", "nan", "inf", "1e400"):
+        rc, _, err = run_cli("build", "khop-ring", "--gpus", "64", "-p", f"k={bad}", "--json")
+        one_error(rc, err, "-p k", "is not a whole number")
+
+
+def test_a_study_with_integral_floats_has_the_points_of_its_integers(tmp_path):
+    """`gpus: 72.0`, `tp: 8.0` and `seeds: [1.0]` were refused with "must be a whole number; got float 72.0"; they
+    now expand to the same points, with the same ids, as 72, 8 and 1."""
+    from cli.study.spec import load_study
+
+    ids = []
+    for g, tp, seed in (("72", "8", "1"), ("72.0", "8.0", "1.0"), ("7.2e1", "8", "1")):
+        path = tmp_path / f"s{len(ids)}.yaml"
+        path.write_text(f"name: one\ngpus: {g}\narchitectures: [{{name: nvl-72}}]\nworkloads: [{{name: w, tp: {tp}}}]\n"
+                        f"seeds: [{seed}]\nmetrics: [cost]\n")
+        ids.append([p.point_id for p in load_study(path).points])
+    assert ids[0] == ids[1] == ids[2] and len(ids[0]) == 1
+
+
+def test_topology_sizes_given_as_integral_floats_are_read(run_cli, tmp_path):
+    """`node: 0.0`, `graph.hbd.gpus_per_node: 2.0` and a BOM `count: 2.0` (as pandas writes integers) were refused."""
+    def floats(doc):
+        for n in doc["nodes"]:
+            n["node"] = 0.0
+        doc["graph"]["hbd"].update(gpus_per_node=2.0, domain_gpus=2.0)
+        doc["graph"]["bom"][0]["count"] = 2.0
+    rc, out, err = run_cli("faults", "--topology", _topology(tmp_path, floats), "--tp", "2", "--samples", "3",
+                           "--node-fault-ratio", "0.1", "--json")
+    assert rc == 0, err
+    rc2, out2, err2 = run_cli("faults", "--topology", _topology(tmp_path, lambda d: None), "--tp", "2", "--samples",
+                              "3", "--node-fault-ratio", "0.1", "--json")
+    assert json.loads(out)["waste_ratio"] == json.loads(out2)["waste_ratio"]

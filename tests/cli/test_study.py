@@ -81,7 +81,7 @@ def test_traces_are_relative_to_the_spec_and_hashed(tmp_path):
      "study.yaml:architectures[1].grid.k", "empty list"),
     ({"architectures": [{"name": "dgx", "grid": {}}]}, "study.yaml:architectures[0].grid", "empty grid"),
     ({"architectures": [{"name": "khop-ring", "grid": {"k": [2, "x"]}}]},
-     "study.yaml:architectures[0].grid.k[1]", "is not a int"),
+     "study.yaml:architectures[0].grid.k[1]", "is not a whole number"),
     ({"architectures": [{"name": "khop-ring", "grid": {"kk": [2]}}]},
      "study.yaml:architectures[0].grid.kk", "unknown parameter for khop-ring; allowed:"),
     ({"architectures": [{"name": "khop-ring", "params": {"k": [2, 3]}}]},
