@@ -148,6 +148,10 @@ def check_build(name: str, gpus: int | None = None, params: dict[str, Any] | Non
         raise FabricError("params", f"must be a mapping of parameter name to value, not {type(params).__name__}")
     if catalog is not None and not isinstance(catalog, Catalog):
         raise FabricError("catalog", f"must be a Catalog (fabric.catalog.load_catalog), not {type(catalog).__name__}")
+    for key in preset:
+        if key in (params or {}):  # `nvl-72 -p size=36` built an NVL-36 under the name nvl-72, as the study spec refuses
+            raise FabricError(f"params[{key}]", f"set to {preset[key]!r} by the alias {name!r}; use {arch.name!r} "
+                                                f"with -p {key}=... to vary it")
     given = {**preset, **(params or {})}
     resolved = resolve(arch.name, arch.params, given)
     catalog = catalog or load_catalog()

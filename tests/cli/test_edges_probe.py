@@ -497,3 +497,14 @@ def test_topology_sizes_given_as_integral_floats_are_read(run_cli, tmp_path):
     rc2, out2, err2 = run_cli("faults", "--topology", _topology(tmp_path, lambda d: None), "--tp", "2", "--samples",
                               "3", "--node-fault-ratio", "0.1", "--json")
     assert json.loads(out)["waste_ratio"] == json.loads(out2)["waste_ratio"]
+
+
+@pytest.mark.parametrize("argv,flag", [
+    (("build", "nvl-72", "-p", "size=36"), "-p size"),  # built a 36-GPU NVL under the name nvl-72
+    (("cost", "dgx", "--gpus", "72", "--versus", "nvl-72:size=36"), "--versus size"),
+])
+def test_an_alias_parameter_given_again_is_refused(run_cli, argv, flag):
+    """An alias fixes its parameter (nvl-72 is nvl with size=72); the study spec refused overriding it, the CLI
+    built the other size.  Checked once, where every build starts (topologies.check_build)."""
+    rc, _, err = run_cli(*argv, "--json")
+    one_error(rc, err, flag, "by the alias 'nvl-72'", "'nvl'")
