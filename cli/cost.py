@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from cli.common import (CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, build_versus,
-                        console, emit_json)
+                        console, emit_json, given)
 from fabric.catalog import load_catalog
 from fabric.cost import cost_of, cost_summary, cost_table, price_sensitivity
 from fabric.errors import FabricError
@@ -29,6 +29,8 @@ def cost_command(
     """Capex and power, total and per GPU, by scope and per component."""
     if not 0 < swing < 1:
         raise FabricError("--swing", f"{swing} must be in (0, 1)")
+    if given("swing") and not sensitivity:  # it sizes the tornado: without one it was ignored
+        raise FabricError("--swing", "sets the price swing of --sensitivity; add --sensitivity")
     cat = load_catalog(catalog)
     fab = build_fabric(arch, gpus, param, cat, topology)
     vfab, vparams = build_versus(versus, fab.n_gpus, cat) if versus is not None else (None, {})

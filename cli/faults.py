@@ -171,6 +171,8 @@ def faults_command(
         raise FabricError("--trace", "give either --trace or fault ratios, not both")
     if trace is None and given("trace_mapping"):  # it maps trace servers to nodes: without a trace it was ignored
         raise FabricError("--trace-mapping", "maps the servers of --trace to nodes; give --trace stepfun|FILE with it")
+    if trace is not None and given("samples"):  # a replay has its own fault sets: the count was ignored
+        raise FabricError("--samples", "counts i.i.d. fault samples; a trace replays its own faults: drop --samples")
     if trace is not None and mode is not None:
         raise FabricError("--mode", "not used with --trace (it sets how i.i.d. faults are sampled; a trace "
                                     "replays its own faults): drop --mode")

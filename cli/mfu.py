@@ -18,7 +18,7 @@ from typing import Optional
 import typer
 
 from cli.common import (CATALOG_OPT, check_writable_file, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json,
-                        build_versus)
+                        build_versus, given)
 from fabric.catalog import load_catalog
 from fabric.errors import FabricError
 from workloads.mfu import mfu_summary
@@ -91,6 +91,8 @@ def mfu_command(
     cat = load_catalog(catalog)
     if confirm < 1:
         raise FabricError("--confirm", f"{confirm} must be >= 1")
+    if given("confirm") and not do_search:  # it re-times the search's candidates: without a search it was ignored
+        raise FabricError("--confirm", "re-times the candidates of --search; add --search")
     # the cache is read and rewritten; a model, catalog or topology file named as the cache would be replaced
     _load_comm_cache(comm_cache, {"--model": model, "--catalog": catalog, "--topology": topology})
     fixed = {"tp": tp, "pp": pp, "dp": dp, "ep": ep, "cp": cp, "micro_batch": micro_batch, "interleave": interleave,

@@ -21,7 +21,7 @@ from typing import Optional
 import typer
 
 from cli.common import (CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json,
-                        parse_dp, parse_int_list)
+                        given, parse_dp, parse_int_list)
 from fabric.catalog import load_catalog
 from fabric.errors import FabricError
 from fabric.units import parse_bytes
@@ -94,6 +94,9 @@ def orchestrate_command(
     from solvers.orchestrator.api import DEFAULT_TIME_LIMIT
 
     _check_unused(solver, time_limit, gap, mip_solver, pp, pp_bytes)
+    if given("seed") and node_fault_ratio is None and trace is None:  # nothing is drawn: it was ignored
+        raise FabricError("--seed", "seeds the faults of --node-fault-ratio or the replay of --trace; give one of "
+                                    "them, or leave --seed out")
     time_limit = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
     gap = 0.0 if gap is None else gap
     if not time_limit > 0:

@@ -19,7 +19,7 @@ from typing import Any, Optional
 import numpy as np
 import typer
 
-from cli.common import CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, emit_json
+from cli.common import CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, emit_json, given
 from fabric.catalog import Catalog, load_catalog
 from fabric.errors import FabricError
 from topologies import ALIASES, ARCHITECTURES, resolve_architecture
@@ -216,6 +216,8 @@ def view_command(
         raise FabricError("--node-fault-ratio", f"{node_fault_ratio} must be in [0, 1]")
     if seed < 0:
         raise FabricError("--seed", f"{seed} must be >= 0")
+    if given("seed") and node_fault_ratio == 0 and not serve:  # no fault is drawn on the page: it was ignored
+        raise FabricError("--seed", "seeds the faults of --node-fault-ratio; give a ratio > 0, or leave --seed out")
     if color_links_by not in style.LINK_COLORINGS:
         raise FabricError("--color-links-by", f"{color_links_by!r}; allowed: {', '.join(style.LINK_COLORINGS)}")
     if max_glyphs < 0:

@@ -180,7 +180,7 @@ def _event(t, kind="fault_start", node="a"):
     ([_event(0.0)], "t.json"),  # the same message, for a file whose events all fall on day 0
     ([_event(5e-324)], "t.json"),  # was exit 0, faults per node-day inf (null) and a RuntimeWarning on stderr
 ])
-@pytest.mark.parametrize("command", [["faults", "dgx", "--gpus", "64", "--tp", "8", "--samples", "3", "--no-blast"],
+@pytest.mark.parametrize("command", [["faults", "dgx", "--gpus", "64", "--tp", "8", "--no-blast"],
                                      ["goodput", "dgx", "--gpus", "64", "--model", "llama3-8b", "--comm", "analytic",
                                       "--no-search", "--tp", "8", "--pp", "1"]])
 def test_trace_times_are_bounded_and_a_trace_has_events(run_cli, tmp_path, events, field, command):

@@ -508,3 +508,24 @@ def test_an_alias_parameter_given_again_is_refused(run_cli, argv, flag):
     built the other size.  Checked once, where every build starts (topologies.check_build)."""
     rc, _, err = run_cli(*argv, "--json")
     one_error(rc, err, flag, "by the alias 'nvl-72'", "'nvl'")
+
+
+# ------------------------------------------------------------------------------- given, then ignored: refused
+@pytest.mark.parametrize("argv,flag,said", [
+    (("cost", "dgx", "--gpus", "16", "--swing", "0.3"), "--swing", "add --sensitivity"),
+    (("mfu", "dgx", "--gpus", "64", "--model", "llama3-8b", "--comm", "analytic", "--tp", "8", "--confirm", "5"),
+     "--confirm", "add --search"),
+    (("faults", "dgx", "--gpus", "64", "--tp", "8", "--trace", "stepfun", "--samples", "7"), "--samples",
+     "replays its own"),
+    (("orchestrate", "dgx", "--gpus", "64", "--tp", "8", "--dp", "1", "--faulty-nodes", "1", "--seed", "3"),
+     "--seed", "--node-fault-ratio or the replay of --trace"),
+    (("view", "dgx", "--gpus", "16", "--out", "OUT", "--seed", "3"), "--seed", "ratio > 0"),
+])
+def test_a_flag_its_mode_does_not_use_is_refused(run_cli, tmp_path, argv, flag, said):
+    """Each of these ran and gave the same output as without the flag (found by comparing every flag's JSON
+    against the command's without it): the swing of a tornado not drawn, the re-timing of a search not run, a
+    sample count for a trace replay, a seed with nothing drawn.  "Given" is read from the command line, so the
+    defaults still apply in silence."""
+    rc, out, err = run_cli(*[str(tmp_path / "v.html") if a == "OUT" else a for a in argv], "--json")
+    one_error(rc, err, flag, said)
+    assert not (tmp_path / "v.html").exists()
