@@ -120,7 +120,8 @@ def parse_int_list(text: str, field: str, bad: str, *, ranges: bool = False, emp
     return out
 
 
-_DIGITS = re.compile(r"^\d{1,18}$")
+#: ASCII digits only: ``\d`` also matches other scripts' digits ('١' was read as GPU 1, while --gpus refuses it)
+_DIGITS = re.compile(r"^[0-9]{1,18}$")
 
 
 def check_writable_file(path: Path, field: str, inputs: dict[str, Any] | None = None) -> None:

@@ -31,7 +31,7 @@ EXIT_INFEASIBLE = 1
 
 
 #: Text that is a list of numbers, not a file name (digits, signs, points, commas and spaces).
-_NUMBER_LIST = re.compile(r"[\s\d.,+-]+")
+_NUMBER_LIST = re.compile(r"[\s0-9.,+-]+")
 
 
 def parse_tor_map(text: str) -> list[int]:
@@ -40,7 +40,8 @@ def parse_tor_map(text: str) -> list[int]:
     p = Path(text)
     # a list of numbers is a list even where it looks like a file name: "0,1,1.5" has the suffix ".5" and was
     # refused as "no such file"
-    if p.exists() or (p.suffix and not _NUMBER_LIST.fullmatch(text)):
+    # an empty value is no list, not the working folder ('' is Path('.'): "'.' is a folder; give a file")
+    if text.strip() and (p.exists() or (p.suffix and not _NUMBER_LIST.fullmatch(text))):
         from fabric.files import parse_json, read_text
 
         raw = read_text(p, "--tor-map")

@@ -529,3 +529,22 @@ def test_a_flag_its_mode_does_not_use_is_refused(run_cli, tmp_path, argv, flag, 
     rc, out, err = run_cli(*[str(tmp_path / "v.html") if a == "OUT" else a for a in argv], "--json")
     one_error(rc, err, flag, said)
     assert not (tmp_path / "v.html").exists()
+
+
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_tor_map_says_no_ids_not_a_folder(run_cli, value):
+    """`--tor-map ''` was read as the path '.', the working folder: "'.' is a folder; give a file"."""
+    rc, _, err = run_cli(*_KHOP, "--tor-map", value)
+    one_error(rc, err, "--tor-map", "no ToR ids given")
+
+
+@pytest.mark.parametrize("argv,flag", [
+    (("simulate", "dgx", "--gpus", "16", "--collective", "all-reduce", "--size", "1MB", "--ranks", "\u0663,1"),
+     "--ranks"),
+    (_KHOP + ("--tor-map", ",".join(["\u0661"] * 16)), "--tor-map"),
+])
+def test_integer_lists_take_ascii_digits_only(run_cli, argv, flag):
+    """'\u0663' (Arabic-Indic three) matched \\d and was read as GPU 3 in --ranks and --tor-map, while --gpus refuses
+    it: the lists now read ASCII digits only."""
+    rc, _, err = run_cli(*argv, "--json")
+    one_error(rc, err, flag)
