@@ -64,11 +64,14 @@ def check_nesting(text: str, name: str, field: str) -> None:
         raise FabricError(field, f"{name} nests deeper than {MAX_DEPTH} levels")
 
 
-def parse_json(text: str, name: str, field: str) -> Any:
-    """Parse JSON text of file ``name`` (a key given twice in one object refused); errors name ``field`` and the file."""
+def parse_json(text: str, name: str, field: str, *, constants: bool = False) -> Any:
+    """Parse JSON text of file ``name`` (a key given twice in one object refused); errors name ``field`` and the file.
+
+    ``constants`` lets NaN and Infinity through for a format whose own check names the entry that holds them.
+    """
     check_nesting(text, name, field)
     try:
-        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+        return json.loads(text, parse_constant=None if constants else _no_constant, object_pairs_hook=_unique_keys)
     except _DuplicateKey as exc:
         raise FabricError(field, f"{name}: key {exc.key} is given twice in one object; a later one would silently "
                                  "replace the earlier") from None

@@ -50,6 +50,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
+from fabric.checks import is_number
 from fabric.errors import FabricError
 from fabric.model import DeviceKind, Fabric, Layer, LinkState
 
@@ -517,17 +518,18 @@ def load_fits(path, *, as_current: bool = False) -> int:
         ``comm_cache``: the file is not JSON, not an object, or an entry is
         malformed or out of range (named, with what is allowed).
     """
-    import json
     from pathlib import Path
 
-    from fabric.files import read_text
+    from fabric.files import parse_json, read_text
 
     name = Path(path).name
     text = read_text(path, "comm_cache")  # the one reader of input files: a folder, non-UTF-8, over 1 GiB
     try:
-        raw = json.loads(text)
-    except (ValueError, RecursionError):  # not JSON
-        raise FabricError("comm_cache", f"{name} is not JSON; it must be a cache written by fabric mfu") from None
+        # the shared parser: a key given twice is refused, not kept last in silence; nesting is bounded
+        raw = parse_json(text, name, "comm_cache", constants=True)  # NaN: the entry check names the entry
+    except FabricError as exc:
+        raise FabricError("comm_cache", f"{name} is not JSON ({exc.message}); it must be a cache written by fabric "
+                                        "mfu") from None
     if not isinstance(raw, dict):
         raise FabricError("comm_cache", f"{name} must hold a JSON object of fits, got {type(raw).__name__}")
     fits = {k: _checked_fit(name, k, v) for k, v in raw.items()}
@@ -553,10 +555,12 @@ def _checked_fit(name: str, key, value) -> tuple[float, float]:
     if m is None or m.group("kind") not in KINDS:
         raise FabricError("comm_cache", f"{name}: key {shown} is not digest/backend/kind/GxN/layout[/protocol] "
                                         f"with kind one of {', '.join(KINDS)}")
-    ok = (isinstance(value, list) and len(value) == 2
-          and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value))
+    ok = isinstance(value, list) and len(value) == 2 and all(is_number(x) for x in value)
     if ok:
-        a, b = float(value[0]), float(value[1])
+        try:
+            a, b = float(value[0]), float(value[1])
+        except OverflowError:  # a JSON integer past float range (10**400) escaped as a traceback
+            a = b = float("inf")
         ok = bool(np.isfinite(a) and np.isfinite(b) and a >= 0 and b >= 0)
     if not ok:
         raise FabricError("comm_cache", f"{name}: entry {shown}: {_json_text(value)} must be [intercept_s, "

@@ -548,3 +548,21 @@ def test_integer_lists_take_ascii_digits_only(run_cli, argv, flag):
     it: the lists now read ASCII digits only."""
     rc, _, err = run_cli(*argv)
     one_error(rc, err, flag)
+
+
+@pytest.mark.parametrize("doc,named", [
+    ('{"K": [%s, 0]}' % ("9" * 400), "two finite numbers >= 0"),  # OverflowError traceback (float(10**400))
+    ('{"K": [0.1, 0.1], "K": [0.2, 0.2]}', "given twice"),  # the later entry was kept in silence
+    ("[" * 100_000, "nests deeper"),
+])
+def test_comm_cache_refuses_a_huge_integer_and_a_key_given_twice(run_cli, tmp_path, doc, named):
+    """The comm cache is now parsed by the shared JSON reader (a key given twice refused, nesting bounded), and an
+    integer past float range is an entry 'not two finite numbers', not a traceback; the file is left as it was."""
+    from tests.cli.test_mfu_cli import KEY
+
+    path = tmp_path / "cc.json"
+    path.write_text(doc.replace("K", KEY))
+    rc, out, err = run_cli("mfu", "dgx", "--gpus", "64", "--model", "llama3-8b", "--comm", "analytic",
+                           "--comm-cache", path, "--json")
+    one_error(rc, err, "--comm-cache", named)
+    assert path.read_text() == doc.replace("K", KEY) and out == ""
