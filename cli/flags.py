@@ -34,7 +34,7 @@ COMMAND_FLAGS: dict[str, dict[str, str]] = {
     # the simulator's "ranks" are the job's GPUs: unreachable ones are the topology file's fault
     "mfu": {"gpu": "-p gpu", "ranks": "--topology"},
     "goodput": {"ranks": "--topology"},
-    "rl": {"gpu": "-p gpu", "timing": "--comm"},
+    "rl": {"gpu": "-p gpu", "timing": "--comm", "chunks": "-p sync_chunks"},  # the broadcast sync's pieces
 }
 """Per command: parameters set by something other than their default flag."""
 

@@ -566,3 +566,35 @@ def test_comm_cache_refuses_a_huge_integer_and_a_key_given_twice(run_cli, tmp_pa
                            "--comm-cache", path, "--json")
     one_error(rc, err, "--comm-cache", named)
     assert path.read_text() == doc.replace("K", KEY) and out == ""
+
+
+@pytest.mark.parametrize("param,named", [
+    ("samples=1000000000", "-p samples"),  # MemoryError, blamed on --gpus
+    ("max_tokens=1000000000000", "-p max_tokens"),  # "seq_len: ... must be in 1..16,777,216": no flag sets seq_len
+    ("prompt_len=1000000000", "-p prompt_len"),
+    ("output_sigma=1e300", "-p output_sigma"),  # exp overflow: a RuntimeWarning on stderr, exit 0
+    ("settle_time=1e300", "-p settle_time"),  # every reconfiguring iteration took 1e300 s
+    ("circuit_time_limit=1e300", "-p circuit_time_limit"),
+])
+def test_rl_parameters_are_bounded_before_any_work(run_cli, param, named):
+    rc, out, err = run_cli(*_RL, "-p", param)
+    one_error(rc, err, named)
+    assert out == ""
+
+
+def test_rl_broadcast_sync_chunks_are_bounded_by_the_flows_limit(run_cli):
+    """`-p sync_chunks=1000000000 -p sync=broadcast` with the simulator would build 16 G flows; the chain check
+    of the simulator refuses it, named as the RL parameter that sets the pieces."""
+    rc, _, err = run_cli("rl", "--gpus", "32", "--model", "llama3-8b", "--fabric", "static", "-p", "sync=broadcast",
+                         "-p", "sync_chunks=1000000000", "--json")
+    one_error(rc, err, "-p sync_chunks", "flows")
+
+
+def test_rl_wide_lognormal_is_clipped_without_overflow():
+    """Lengths are clipped in log space: a huge sigma gives lengths in [1, max_tokens] and no overflow warning
+    (warnings are errors in the tests), and a zero sigma still gives the median exactly."""
+    from workloads.rl.lengths import lognormal_lengths
+
+    wide = lognormal_lengths(10_000, 1024, 100.0, 4096, seed=0)
+    assert wide.min() == 1 and wide.max() == 4096
+    assert lognormal_lengths(4, 100, 0.0, 1000, seed=0).tolist() == [100, 100, 100, 100]

@@ -27,6 +27,18 @@ def _ge(lo: float) -> Callable[[Any], str | None]:
     return lambda v: None if v >= lo else f"must be >= {lo:g}"
 
 
+def _between(lo: float, hi: float) -> Callable[[Any], str | None]:
+    return lambda v: None if lo <= v <= hi else f"must be in [{lo:g}, {hi:g}]"
+
+
+#: Longest duration an RL time parameter takes (s): about 30 years, the bound of the CLI's duration flags
+#: (cli.validate.MAX_SECONDS); settle_time=1e300 made every reconfiguring iteration 1e300 s.
+MAX_SECONDS = 1e9
+#: Memory of one sampled response (lengths, per-replica assignment, timings), measured: 4 M samples peaked at
+#: 776 MB over the 78 MB of 1,024 (~180 B each); checked against the ``memory`` limit before any array.
+BYTES_PER_SAMPLE = 192
+
+
 def _frac(v) -> str | None:
     return None if 0.0 < v < 1.0 else "must be in (0, 1)"
 
@@ -39,7 +51,7 @@ PARAMS: tuple[Param, ...] = (
             "assumed: long reasoning rollouts; StreamRL (arXiv 2504.15930) reports long-tailed output lengths",
             check=_ge(1.0)),
     RLParam("output_sigma", float, 1.0, "lognormal shape of output lengths (0: all equal)",
-            "assumed: a long tail (p99 ~ 10x the median at 1.0)", check=_ge(0.0)),
+            "assumed: a long tail (p99 ~ 10x the median at 1.0)", check=_between(0.0, 100.0)),
     RLParam("max_tokens", int, 16384, "cap on output tokens (longer rollouts are truncated)", "assumed",
             check=_ge(1)),
     RLParam("lengths_file", str, "", "file of output lengths (one integer per line, or a JSON list); "
@@ -72,9 +84,9 @@ PARAMS: tuple[Param, ...] = (
     RLParam("sync_chunks", int, 64, "pipeline pieces of the broadcast chain", "assumed", check=_ge(1)),
     RLParam("settle_time", float, 1e-3, "seconds after an OCS reconfiguration until links and routes carry traffic",
             "assumed: link re-training and route update; no public figure (the catalog's reconfiguration_time "
-            "covers the mirrors only)", check=_ge(0.0)),
+            "covers the mirrors only)", check=_between(0.0, MAX_SECONDS)),
     RLParam("circuit_time_limit", float, 10.0, "seconds the circuit ILP may run per phase", "assumed",
-            check=_ge(0.01)),
+            check=_between(0.01, MAX_SECONDS)),
     RLParam("seed", int, 0, "seed of the output-length sample", "none", check=_ge(0)),
 )
 
@@ -141,7 +153,27 @@ class RLConfig:
         if pipeline not in ("sync", "async"):
             raise FabricError("pipeline", f"pipeline {pipeline!r} must be sync or async")
         values = {name: PARAMS_BY_NAME[name].parse(v) for name, v in given.items()}
-        return cls(**values, pipeline=pipeline)
+        cfg = cls(**values, pipeline=pipeline)
+        cfg._check_sizes()
+        return cfg
+
+    def _check_sizes(self) -> None:
+        """Sizes that only together overflow: a training sequence past a model's longest, samples past memory."""
+        from fabric.limits import check
+        from workloads.models import MAX_MODEL_INT
+
+        # training sequences are prompt_len + output tokens (at most max_tokens): past MAX_MODEL_INT the error
+        # named `seq_len`, which no flag sets
+        if self.prompt_len >= MAX_MODEL_INT:
+            raise FabricError("params[prompt_len]", f"{self.prompt_len} must be < {MAX_MODEL_INT:,} (the longest "
+                                                    "sequence a model takes)")
+        if self.prompt_len + self.max_tokens > MAX_MODEL_INT:
+            raise FabricError("params[max_tokens]", f"{self.max_tokens}: prompt_len + max_tokens = "
+                                                    f"{self.prompt_len + self.max_tokens:,} must be <= "
+                                                    f"{MAX_MODEL_INT:,} (the longest sequence a model takes)")
+        # samples=1e9 ran out of memory and blamed --gpus
+        check("memory", self.samples * BYTES_PER_SAMPLE, "params[samples]",
+              f"{self.samples:,} responses x ~{BYTES_PER_SAMPLE} B")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -42,7 +42,9 @@ def lognormal_lengths(n: int, median: float, sigma: float, max_tokens: int, seed
     [100, 100, 100, 100]
     """
     rng = np.random.default_rng(seed)
-    raw = np.exp(np.log(median) + sigma * rng.standard_normal(n)) if sigma > 0 else np.full(n, float(median))
+    log_len = np.log(median) + sigma * rng.standard_normal(n) if sigma > 0 else np.full(n, np.log(float(median)))
+    # clipped in log space: exp of a wide tail (sigma 50) overflowed to inf with a RuntimeWarning on stderr
+    raw = np.exp(np.clip(log_len, 0.0, np.log(max_tokens)))
     return np.clip(np.rint(raw), 1, max_tokens).astype(np.int64)
 
 
