@@ -102,6 +102,11 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not a number JSON allows")
 
 
+#: Values aliases may add to a YAML document beyond one per character of its text (what a document without
+#: aliases can hold at most): ample for `<<: *defaults` merges, far below an alias bomb's 9**9.
+MAX_ALIAS_VALUES = 10_000_000
+
+
 def parse_yaml(text: str, name: str, field: str) -> Any:
     """Parse YAML text of file ``name`` (safe loader, a key given twice refused); errors name ``field`` and the file."""
     import yaml
@@ -110,6 +115,9 @@ def parse_yaml(text: str, name: str, field: str) -> Any:
     try:
         return yaml.load(text, Loader=yaml_loader())  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as exc:
+        if hasattr(exc, "expanded"):
+            raise FabricError(field, f"{name}: its aliases expand it to over {exc.expanded:,} values (line "
+                                     f"{exc.problem_mark.line + 1}); write the values out") from None
         if hasattr(exc, "duplicate_key"):
             raise FabricError(field, f"{name}: key {exc.duplicate_key} is given twice (line "
                                      f"{exc.problem_mark.line + 1}); a later one would silently replace the "
@@ -164,6 +172,27 @@ def yaml_loader():
                             err.duplicate_key = shown
                             raise err
                 return super().construct_mapping(node, deep=deep)
+
+            # Expanded size of every collection, counted as it is composed: PyYAML shares an aliased node rather
+            # than copying it, so nine anchors of nine aliases each load in microseconds as 9**9 = 387 M values,
+            # and the first check that walked or printed one (a description's repr in an error message) ran for a
+            # minute and wrote a line of gigabytes.  A node still being composed (a recursive alias) counts 1.
+            def compose_sequence_node(self, anchor):
+                return self._sized(super().compose_sequence_node(anchor), node_values=lambda n: n.value)
+
+            def compose_mapping_node(self, anchor):
+                return self._sized(super().compose_mapping_node(anchor),
+                                   node_values=lambda n: [x for pair in n.value for x in pair])
+
+            def _sized(self, node, node_values):
+                node.expanded = 1 + sum(getattr(c, "expanded", 1) for c in node_values(node))
+                limit = len(getattr(self, "buffer", "")) + MAX_ALIAS_VALUES
+                if node.expanded > limit:
+                    err = yaml.composer.ComposerError(None, None, f"its aliases expand it to over {limit:,} values",
+                                                      node.start_mark)
+                    err.expanded = limit
+                    raise err
+                return node
 
         UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", YAML12_FLOAT, list("-+.0123456789"))
         _LOADER = UniqueKeyLoader

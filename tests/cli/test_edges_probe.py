@@ -598,3 +598,40 @@ def test_rl_wide_lognormal_is_clipped_without_overflow():
     wide = lognormal_lengths(10_000, 1024, 100.0, 4096, seed=0)
     assert wide.min() == 1 and wide.max() == 4096
     assert lognormal_lengths(4, 100, 0.0, 1000, seed=0).tolist() == [100, 100, 100, 100]
+
+
+def _alias_bomb() -> str:
+    """Nine anchors of nine aliases each: 400 bytes that load as 9**9 = 387 M values."""
+    items = ["&a0 [1, 1, 1, 1, 1, 1, 1, 1, 1]"] + [f"&a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 9)]
+    return "[" + ", ".join(items) + "]"
+
+
+@pytest.mark.parametrize("name,text,argv,flag", [
+    ("cat.yaml", "components: {x: {category: switch, description: BOMB}}\n",
+     ("cost", "dgx", "--gpus", "16", "--catalog"), "--catalog"),
+    ("m.yaml", "hidden: 4096\nlayers: 32\nheads: 32\nvocab: 32000\nseq_len: 2048\nnotes: BOMB\n",
+     ("mfu", "dgx", "--gpus", "16", "--tp", "8", "--comm", "analytic", "--model"), "--model"),
+    ("s.yaml", "name: one\ngpus: 72\narchitectures: [{name: nvl-72}]\nmetrics: [cost]\nseeds: BOMB\n",
+     ("sweep",), "s.yaml"),
+])
+def test_a_yaml_alias_bomb_is_refused_as_it_is_composed(run_cli, tmp_path, name, text, argv, flag):
+    """A catalog description or model note holding an alias bomb loaded at once (PyYAML shares aliased nodes)
+    and then the error message's repr of it ran for a minute and wrote a line of gigabytes.  The shared YAML
+    loader counts each collection's expanded size as it composes and refuses past the text's length + 10 M."""
+    path = tmp_path / name
+    path.write_text(text.replace("BOMB", _alias_bomb()))
+    out = tmp_path / "out"
+    rc, _, err = run_cli(*argv, path, *(("--out", out) if argv == ("sweep",) else ()), "--json")
+    line = one_error(rc, err, flag, "aliases expand it to over 10,000")
+    assert len(line) < 300 and not out.exists()
+
+
+def test_yaml_anchors_and_merge_keys_still_load(tmp_path):
+    """A few aliases (a merge of shared defaults) are far below the bound and load as before."""
+    from fabric.catalog import load_catalog
+
+    path = tmp_path / "cat.yaml"
+    path.write_text("components:\n  a: &base {category: switch, ports: {value: 64, source: assumed}}\n"
+                    "  b: {<<: *base, description: same ports}\n")
+    cat = load_catalog(path)
+    assert cat.value("a", "ports") == cat.value("b", "ports") == 64
