@@ -86,13 +86,19 @@ def tidy_help(command) -> None:
 #: A run of digits longer than this in an error line is a value the user gave (a 400-digit integer in a file):
 #: shown cut, so that the line stays one readable line whatever the message quoted.
 MAX_DIGITS_SHOWN = 40
+#: Longest error line: the longest real message (a list of allowed names) is under 2,000 characters; a value
+#: quoted whole (`-p gpu=` and 100,000 characters) is cut in the middle, keeping the field and what is allowed.
+MAX_LINE = 4000
 
 
 def _line(text: str) -> str:
-    """An error message as the one line written to stderr: digit runs over MAX_DIGITS_SHOWN cut with '...'."""
+    """An error message as the one line written to stderr: digit runs over MAX_DIGITS_SHOWN cut with '...', and
+    a line over MAX_LINE cut in the middle; line breaks inside a quoted value become spaces."""
     import re
 
-    return re.sub(r"\d{%d,}" % (MAX_DIGITS_SHOWN + 1), lambda m: m.group(0)[:MAX_DIGITS_SHOWN - 3] + "...", text)
+    text = re.sub(r"\d{%d,}" % (MAX_DIGITS_SHOWN + 1), lambda m: m.group(0)[:MAX_DIGITS_SHOWN - 3] + "...", text)
+    text = " ".join(text.splitlines())
+    return text if len(text) <= MAX_LINE else text[:MAX_LINE * 3 // 4] + " ... " + text[-(MAX_LINE // 4):]
 
 
 def main(argv: list[str] | None = None) -> int:

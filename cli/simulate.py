@@ -16,10 +16,11 @@ from typing import Optional
 
 import typer
 
-from cli.common import (CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json, given,
-                        parse_int_list)
+from cli.common import (CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json,
+                        given, parse_int_list)
 from cli.validate import MAX_BYTES
 from fabric.catalog import load_catalog
+from fabric.checks import shown
 from fabric.errors import FabricError
 from fabric.units import format_bandwidth, format_bytes, format_time, parse_bytes, parse_time
 
@@ -94,10 +95,10 @@ def read_flows(path: Path, fabric) -> list:
     def device(v, field):
         if isinstance(v, str):
             if v not in names:
-                raise FabricError(field, f"no device named {v!r}")
+                raise FabricError(field, f"no device named {shown(v)}")
             return names[v]
         if isinstance(v, bool) or not isinstance(v, int):
-            raise FabricError(field, f"{v!r} must be a device name or a GPU index")
+            raise FabricError(field, f"{shown(v)} must be a device name or a GPU index")
         if not 0 <= v < gpu_ids.size:
             raise FabricError(field, f"GPU {v} is not in the topology (GPUs 0..{gpu_ids.size - 1})")
         return int(gpu_ids[v])
@@ -116,7 +117,7 @@ def read_flows(path: Path, fabric) -> list:
                 raise FabricError(f"{at}.{key}", "missing")
         fid = item.get("id", i)
         if not isinstance(fid, (str, int)) or isinstance(fid, bool):
-            raise FabricError(f"{at}.id", f"{fid!r} must be a string or an integer")
+            raise FabricError(f"{at}.id", f"{shown(fid)} must be a string or an integer")
         after = item.get("after", [])
         if not isinstance(after, list):
             raise FabricError(f"{at}.after", "must be a list of flow ids")
@@ -124,13 +125,13 @@ def read_flows(path: Path, fabric) -> list:
             raise FabricError(f"{at}.bytes", "must be a number of bytes or a size like 1GiB")
         size = parse_bytes(item["bytes"], f"{at}.bytes")
         if size > MAX_BYTES:
-            raise FabricError(f"{at}.bytes", f"{item['bytes']!r} is over {MAX_BYTES:.3g} bytes (1 EiB)")
+            raise FabricError(f"{at}.bytes", f"{shown(item['bytes'])} is over {MAX_BYTES:.3g} bytes (1 EiB)")
         start = item.get("start_s", 0.0)
         if isinstance(start, bool):
             raise FabricError(f"{at}.start_s", "must be seconds or a time like 10us")
         start = parse_time(start, f"{at}.start_s")
         if start > MAX_START_S:
-            raise FabricError(f"{at}.start_s", f"{item['start_s']!r} is later than {MAX_START_S:g} s")
+            raise FabricError(f"{at}.start_s", f"{shown(item['start_s'])} is later than {MAX_START_S:g} s")
         src, dst = device(item["src"], f"{at}.src"), device(item["dst"], f"{at}.dst")
         if src == dst:  # no path: it would finish at once and hide a mistake in the file
             raise FabricError(f"{at}.dst", f"{item['dst']!r} is the flow's own source; a flow goes to another device")
@@ -195,7 +196,8 @@ def simulate_command(
         for opt, val in (("--size", size), ("--ranks", ranks), ("--group-size", group_size), ("--groups", groups),
                          ("--algorithm", None if algorithm == "auto" else algorithm),
                          ("--protocol", None if protocol == "auto" else protocol), ("--channels", channels),
-                         ("--chunks", chunks if given("chunks") else None), ("--root", root if given("root") else None)):
+                         ("--chunks", chunks if given("chunks") else None),
+                         ("--root", root if given("root") else None)):
             if val is not None:
                 raise FabricError(opt, "only with --collective")
         return _emit(_run_flows(sim, fab, flows, ecmp, seed, method, links), as_json, flows_mode=True)

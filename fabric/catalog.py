@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import yaml
 
-from fabric.checks import whole
+from fabric.checks import shown, whole
 from fabric.errors import FabricError
 from fabric.units import parse_bandwidth, parse_bytes, parse_flops, parse_money, parse_power, parse_time
 
@@ -38,7 +38,7 @@ def _parse_count(value, field: str) -> float:
 
 def _parse_factor(value, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-        raise FabricError(field, f"{value!r} must be a number in (0, 1]")
+        raise FabricError(field, f"{shown(value)} must be a number in (0, 1]")
     return float(value)
 
 
@@ -152,15 +152,16 @@ def _parse_entry(item: str, raw: Any, where: str, base: Component | None) -> Com
         raise FabricError(f"{where}:{item}", "must be a mapping of fields")
     category = raw.get("category", base.category if base else None)
     if not isinstance(category, str) or category not in CATEGORIES:
-        raise FabricError(f"{where}:{item}.category", f"{category!r} not allowed; use one of {', '.join(CATEGORIES)}")
+        raise FabricError(f"{where}:{item}.category",
+                          f"{shown(category)} not allowed; use one of {', '.join(CATEGORIES)}")
     if base is not None and category != base.category:
         # an override keeps the shipped fields (a GPU's FLOP/s on a "switch"), and the architectures that pick
         # the item by id then failed far away, blaming -p gpu: a part of another kind needs an id of its own
-        raise FabricError(f"{where}:{item}.category", f"{category!r}: {item} is a {base.category}; an override "
+        raise FabricError(f"{where}:{item}.category", f"{shown(category)}: {item} is a {base.category}; an override "
                                                      f"keeps its category (give a new id for a {category})")
     description = raw.get("description", base.description if base else "")
     if not isinstance(description, str):
-        raise FabricError(f"{where}:{item}.description", f"{description!r} must be a string")
+        raise FabricError(f"{where}:{item}.description", f"{shown(description)} must be a string")
     values = dict(base.values) if base else {}
     sources = dict(base.sources) if base else {}
     for name, q in raw.items():
@@ -180,16 +181,16 @@ def _parse_entry(item: str, raw: Any, where: str, base: Component | None) -> Com
             raise FabricError(fname, exc.message) from None
         values[name] = parser(q["value"], f"{fname}.value")
         if not values[name] <= MAX_VALUE:  # a sum over a BOM of 1e308-dollar parts overflows to inf
-            raise FabricError(f"{fname}.value", f"{q['value']!r} must be at most {MAX_VALUE:g}")
+            raise FabricError(f"{fname}.value", f"{shown(q['value'])} must be at most {MAX_VALUE:g}")
         if _must_be_positive(name) and not values[name] >= MIN_RATE:
             # a rate, a memory size or a port count of zero divides what is computed from it (0 B of HBM
             # fits no model, an OCS of 0 ports holds no circuit), and one of 1e-300 overflows what is divided
             # by it (a time of 1e300 s, then inf and NaN); prices, power and latencies may be 0
-            raise FabricError(f"{fname}.value", f"{q['value']!r} must be >= {MIN_RATE:g} "
+            raise FabricError(f"{fname}.value", f"{shown(q['value'])} must be >= {MIN_RATE:g} "
                                                 f"({_SI_UNIT.get(_unit_kind(name), 'a whole number')})")
         if category == "ocs" and name == "ports" and values[name] < 2:
             # a circuit joins two ports: an OCS of 1 port holds none (rfabric's agg-core wiring raised IndexError)
-            raise FabricError(f"{fname}.value", f"{q['value']!r} must be >= 2 (an OCS circuit joins two ports)")
+            raise FabricError(f"{fname}.value", f"{shown(q['value'])} must be >= 2 (an OCS circuit joins two ports)")
         sources[name] = source.strip()
     return Component(item, category, str(description), values, sources)
 
@@ -213,7 +214,7 @@ def _parse_document(doc: Any, where: str, base: dict[str, Component] | None) -> 
         raise FabricError(f"{where}:{sorted(unknown)[0]}", "unknown top-level key; allowed: schema, components, constants")
     schema = doc.get("schema", SCHEMA)
     if isinstance(schema, bool) or schema != SCHEMA:  # True == 1 in Python: `schema: true` was read as 1
-        raise FabricError(f"{where}:schema", f"{doc['schema']!r} not allowed; this version reads schema {SCHEMA}")
+        raise FabricError(f"{where}:schema", f"{shown(doc['schema'])} not allowed; this version reads schema {SCHEMA}")
     out = dict(base or {})
     for section in ("components", "constants"):
         entries = doc.get(section)

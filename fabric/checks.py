@@ -43,9 +43,24 @@ def is_whole(value: Any) -> bool:
 
 
 def shown(value: Any) -> str:
-    """``value`` as an error message quotes it: its repr, cut to 40 characters (a 400-digit integer is one line)."""
-    r = repr(value)
+    """``value`` as an error message quotes it: its repr, cut to 40 characters (a 400-digit integer is one line).
+
+    A list or mapping is abbreviated before it is written out (reprlib), so a file's 10 M-item list in the wrong
+    place costs no more to quote than a number.
+    """
+    r = _SHORT.repr(value) if isinstance(value, (list, tuple, dict, set)) else repr(value)
     return r if len(r) <= 40 else r[:37] + "..."
+
+
+def _short_repr():
+    import reprlib
+
+    short = reprlib.Repr()
+    short.maxlevel, short.maxlist, short.maxdict, short.maxtuple, short.maxstring, short.maxother = 3, 6, 4, 6, 40, 40
+    return short
+
+
+_SHORT = _short_repr()
 
 
 def whole(value: Any, field: str, lo: int = 1, hi: int | None = None, what: str = "") -> int:

@@ -416,7 +416,7 @@ def trace_from_events(events: Any, name: str = "trace", *, n_servers: int | None
                                                  "events must be sorted by time")
         kind = ev.get("event_type")
         if kind not in EVENT_TYPES:
-            raise FabricError(f"{f}.event_type", f"{kind!r} not allowed; use fault_start or fault_end")
+            raise FabricError(f"{f}.event_type", f"{shown(kind)} not allowed; use fault_start or fault_end")
         cause = ev.get("fault_type")
         if not isinstance(cause, dict):
             raise FabricError(f"{f}.fault_type", "must be an object with Level, Class and Desc")

@@ -89,7 +89,7 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
         text_ids[str(nid)] = nid
         kind = node.get("kind")
         if not isinstance(kind, str) or kind not in KIND_BY_LABEL:
-            raise FabricError(f"{f}.kind", f"{kind!r} not allowed; use one of {', '.join(KIND_BY_LABEL)}")
+            raise FabricError(f"{f}.kind", f"{shown(kind)} not allowed; use one of {', '.join(KIND_BY_LABEL)}")
         for gname in GROUPS:
             v = node.get(gname, -1)
             if not is_whole(v) or not -1 <= v <= MAX_GROUP_ID:  # 3.0 (as pandas writes it) is the group 3
@@ -111,27 +111,27 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
             raise FabricError(f, "must be an object")
         for end in ("source", "target"):
             if not isinstance(link.get(end), (str, int)) or link.get(end) not in index:
-                raise FabricError(f"{f}.{end}", f"{link.get(end)!r} is not a node id")
+                raise FabricError(f"{f}.{end}", f"{shown(link.get(end))} is not a node id")
         if link["source"] == link["target"]:
             raise FabricError(f, "a link must join two different nodes")
         if "capacity" not in link:
             raise FabricError(f"{f}.capacity", "missing; bytes/s per direction or a unit string like 400Gbps")
         c = parse_bandwidth(link["capacity"], f"{f}.capacity")
         if not MIN_CAPACITY <= c <= MAX_CAPACITY:  # beyond these, times and utilisations overflow float
-            raise FabricError(f"{f}.capacity", f"{link['capacity']!r} must be in [{MIN_CAPACITY:g}, "
+            raise FabricError(f"{f}.capacity", f"{shown(link['capacity'])} must be in [{MIN_CAPACITY:g}, "
                                                f"{MAX_CAPACITY:g}] bytes/s")
         medium = link.get("medium", "fiber")
         layer = link.get("layer", "dcn")
         if not isinstance(medium, str) or medium not in MEDIUM_BY_LABEL:
-            raise FabricError(f"{f}.medium", f"{medium!r} not allowed; use pcb, copper or fiber")
+            raise FabricError(f"{f}.medium", f"{shown(medium)} not allowed; use pcb, copper or fiber")
         if not isinstance(layer, str) or layer not in LAYER_BY_LABEL:
-            raise FabricError(f"{f}.layer", f"{layer!r} not allowed; use hbd or dcn")
+            raise FabricError(f"{f}.layer", f"{shown(layer)} not allowed; use hbd or dcn")
         src.append(index[link["source"]] + offset)
         dst.append(index[link["target"]] + offset)
         cap.append(c)
         lat.append(parse_time(link.get("latency", 0.0), f"{f}.latency"))
         if lat[-1] > MAX_LATENCY:
-            raise FabricError(f"{f}.latency", f"{link['latency']!r} must be at most {MAX_LATENCY:g} s")
+            raise FabricError(f"{f}.latency", f"{shown(link['latency'])} must be at most {MAX_LATENCY:g} s")
         med.append(medium)
         lay.append(layer)
     for medium in MEDIUM_BY_LABEL:
@@ -191,13 +191,14 @@ def _check_hbd(hbd: HBDSpec, field: str, n_gpu: int) -> None:
     for name in ("gpus_per_node", "domain_gpus", "tp_multiple_of"):
         v = getattr(hbd, name)
         if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= max(n_gpu, 1):
-            raise FabricError(f"{field}.{name}", f"{v!r} must be a whole number in [1, {max(n_gpu, 1)}] (the GPUs)")
+            raise FabricError(f"{field}.{name}",
+                              f"{shown(v)} must be a whole number in [1, {max(n_gpu, 1)}] (the GPUs)")
     for name in ("max_tp", "k", "cube_gpus"):
         v = getattr(hbd, name)
         if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= max(n_gpu, 1):
-            raise FabricError(f"{field}.{name}", f"{v!r} must be a whole number in [0, {max(n_gpu, 1)}]")
+            raise FabricError(f"{field}.{name}", f"{shown(v)} must be a whole number in [0, {max(n_gpu, 1)}]")
     if not isinstance(hbd.closed, bool):
-        raise FabricError(f"{field}.closed", f"{hbd.closed!r} must be true or false")
+        raise FabricError(f"{field}.closed", f"{shown(hbd.closed)} must be true or false")
     if not all(isinstance(d, int) and not isinstance(d, bool) and 1 <= d <= max(n_gpu, 1) for d in hbd.dims):
         raise FabricError(f"{field}.dims", f"{list(hbd.dims)!r} must be whole numbers in [1, {max(n_gpu, 1)}] "
                                            "(the GPUs)")

@@ -45,7 +45,7 @@ from typing import Any
 
 import yaml
 
-from fabric.checks import is_whole, whole
+from fabric.checks import is_whole, shown, whole
 from fabric.errors import FabricError
 
 _INT_KEYS = ("hidden", "layers", "heads", "kv_heads", "head_dim", "v_head_dim", "ffn_hidden", "vocab", "seq_len",
@@ -177,13 +177,13 @@ class ModelSpec:
                 value = whole(value, field, lo=0, hi=MAX_MODEL_INT)
             elif key in _BOOL_KEYS:
                 if not isinstance(value, bool):
-                    raise FabricError(field, f"{value!r} must be true or false")
+                    raise FabricError(field, f"{shown(value)} must be true or false")
             elif key in _FLOAT_KEYS:
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-                    raise FabricError(field, f"{value!r} must be a number in [0, 1)")
+                    raise FabricError(field, f"{shown(value)} must be a number in [0, 1)")
                 value = float(value)
             elif not isinstance(value, str):
-                raise FabricError(field, f"{value!r} must be a string")
+                raise FabricError(field, f"{shown(value)} must be a string")
             vals[key] = value
         for key in _REQUIRED:
             if vals[key] <= 0:

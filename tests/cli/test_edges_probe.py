@@ -635,3 +635,24 @@ def test_yaml_anchors_and_merge_keys_still_load(tmp_path):
                     "  b: {<<: *base, description: same ports}\n")
     cat = load_catalog(path)
     assert cat.value("a", "ports") == cat.value("b", "ports") == 64
+
+
+def test_a_long_list_in_the_wrong_place_is_quoted_short(run_cli, tmp_path):
+    """A model file's `notes:` holding 100,000 numbers was quoted whole ("[0, 1, 2, ...] must be a string": a
+    600 kB line); file values are now quoted through checks.shown, which abbreviates a list before writing it."""
+    path = tmp_path / "m.yaml"
+    path.write_text("hidden: 4096\nlayers: 32\nheads: 32\nvocab: 32000\nseq_len: 2048\nnotes: "
+                    + json.dumps(list(range(100_000))) + "\n")
+    rc, _, err = run_cli("mfu", "dgx", "--gpus", "16", "--tp", "8", "--comm", "analytic", "--model", path, "--json")
+    line = one_error(rc, err, "m.yaml:notes", "must be a string")
+    assert len(line) < 200
+
+
+def test_an_error_line_is_one_bounded_line_whatever_it_quotes(run_cli, tmp_path):
+    """A 100,000-character -p value was quoted whole, and a path with a line break in it split the error over two
+    lines; every error line is now one line of at most 4,000 characters, keeping its start and its end."""
+    rc, _, err = run_cli("build", "dgx", "-p", "gpu=" + "x" * 100_000, "--json")
+    line = one_error(rc, err, "-p gpu", "use one of a100")
+    assert len(line) <= 4000 + len("error: ") + 5
+    rc, _, err = run_cli("cost", "dgx", "--gpus", "16", "--catalog", tmp_path / "no\nsuch.yaml", "--json")
+    one_error(rc, err, "--catalog", "no such file")
