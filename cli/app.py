@@ -133,11 +133,15 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Abort:
         sys.stderr.write("error: aborted\n")
         return 1
+    except BrokenPipeError:  # the reader of stdout went away (`| head`): stop quietly, as a shell tool does
+        return _stdout_gone()
     except OSError as exc:
         # a path the user gave that the OS refuses (name too long, a loop of links, ...): blame its flag
         flag = _flag_of_value(argv if argv is not None else sys.argv[1:], exc.filename)
-        if flag is None:
-            raise
+        if flag is None:  # no input of the user's: the output (stdout on a full disk, ...); one line, exit 1
+            what = f"cannot use {_line(str(exc.filename))}" if exc.filename else "cannot write the output"
+            sys.stderr.write(f"error: {what}: {exc.strerror or exc}\n")
+            return 1
         shown = str(exc.filename)
         shown = shown if len(shown) <= 60 else shown[:57] + "..."
         sys.stderr.write(f"error: {flag}: cannot use {shown!r} ({exc.strerror or exc})\n")
@@ -202,5 +206,25 @@ def _usage_line(exc) -> str:
     return msg
 
 
+def _stdout_gone() -> int:
+    """Exit status after stdout's reader went away; stdout is pointed at /dev/null so that Python's final flush
+    does not print "Exception ignored ... BrokenPipeError" on stderr."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # no real file descriptor (stdout replaced in-process)
+        pass
+    return 141  # 128 + SIGPIPE, what a shell reports for a pipeline stage stopped this way
+
+
 def entry() -> None:
-    sys.exit(main())
+    rc = main()
+    try:  # buffered output is written here: a full disk or a closed pipe must not end in a traceback
+        sys.stdout.flush()
+    except BrokenPipeError:
+        rc = _stdout_gone()
+    except OSError as exc:
+        sys.stderr.write(f"error: cannot write the output: {exc.strerror or exc}\n")
+        rc = 1
+    sys.exit(rc)

@@ -656,3 +656,25 @@ def test_an_error_line_is_one_bounded_line_whatever_it_quotes(run_cli, tmp_path)
     assert len(line) <= 4000 + len("error: ") + 5
     rc, _, err = run_cli("cost", "dgx", "--gpus", "16", "--catalog", tmp_path / "no\nsuch.yaml", "--json")
     one_error(rc, err, "--catalog", "no such file")
+
+
+def test_stdout_on_a_full_disk_is_one_line_exit_1(monkeypatch, capsys):
+    """`fabric build dgx --json > /dev/full` ended in an OSError traceback (ENOSPC from the JSON write); the
+    output, not an input, failed: one line and exit 1.  (In-process, stdout is an object whose writes fail.)"""
+    import errno
+    import sys
+
+    from cli.app import main
+
+    class Full:
+        def write(self, text):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def flush(self):
+            pass
+
+    monkeypatch.setattr(sys, "stdout", Full())
+    rc = main(["build", "dgx", "--gpus", "16", "--json"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "Traceback" not in err
+    assert err.strip().splitlines() == ["error: cannot write the output: No space left on device"]
