@@ -678,3 +678,9 @@ def test_stdout_on_a_full_disk_is_one_line_exit_1(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert rc == 1 and "Traceback" not in err
     assert err.strip().splitlines() == ["error: cannot write the output: No space left on device"]
+
+
+def test_rl_oversubscription_past_the_radix_names_its_flag(run_cli):
+    """`fabric rl --oversubscription 1e6` was blamed on `-p oversubscription`, a parameter rl refuses."""
+    rc, _, err = run_cli(*_RL, "--oversubscription", "1e6")
+    one_error(rc, err, "--oversubscription", "k-1 = 127")

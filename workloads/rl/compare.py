@@ -100,12 +100,19 @@ def build_pair(topologies: Topologies, gpus: int, oversubscription: float, stati
         raise FabricError("oversubscription", f"{oversubscription!r} must be >= 1 (ToR downlink:uplink)")
     oversubscription = float(oversubscription)  # the builders' -p oversubscription is a float
     out = {}
-    if which in ("static", "both"):
-        out["static"] = build("dgx", gpus, {"gpu": DEFAULT_GPU, **static_params,
-                                            "oversubscription": oversubscription}, catalog)
-    if which in ("rfabric", "both"):
-        out["rfabric"] = build("rfabric", gpus, {"gpu": DEFAULT_GPU, "core_ratio": DEFAULT_RFABRIC_CORE_RATIO,
-                                                 **rfabric_params, "oversubscription": oversubscription}, catalog)
+    try:
+        if which in ("static", "both"):
+            out["static"] = build("dgx", gpus, {"gpu": DEFAULT_GPU, **static_params,
+                                                "oversubscription": oversubscription}, catalog)
+        if which in ("rfabric", "both"):
+            out["rfabric"] = build("rfabric", gpus, {"gpu": DEFAULT_GPU, "core_ratio": DEFAULT_RFABRIC_CORE_RATIO,
+                                                     **rfabric_params, "oversubscription": oversubscription}, catalog)
+    except FabricError as exc:
+        # the builders' params[oversubscription] is this function's own parameter here (never a -p of the caller):
+        # `rl --oversubscription 1e6` was blamed on `-p oversubscription`, which rl does not take
+        if exc.field == "params[oversubscription]":
+            raise FabricError("oversubscription", exc.message) from None
+        raise
     return out
 
 
