@@ -20,8 +20,9 @@ import re
 
 from fabric.errors import FabricError
 
-_DECIMAL = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
-_BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
+# E and Ei: the byte-size flags are bounded at 1 EiB and say so ("at most 1.15e+18 (1 EiB)"); '1EiB' must read
+_DECIMAL = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+_BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60}
 _TIME = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "min": 60.0, "h": 3600.0, "d": 86400.0}
 
 _NUMBER = r"([-+]?(?:\d[\d,_]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
@@ -119,7 +120,7 @@ def parse_bytes(text: str | float | int, field: str = "size") -> float:
         return _finite_nonneg(number, field, text)
     split = _prefix(unit, ("B",))
     if split is None:
-        raise FabricError(field, f"unknown size unit in {text!r}; use B with k/M/G/T or Ki/Mi/Gi/Ti")
+        raise FabricError(field, f"unknown size unit in {text!r}; use B with k/M/G/T/P/E or Ki/Mi/Gi/Ti/Pi/Ei")
     return _finite_nonneg(number * split[0], field, text)
 
 

@@ -684,3 +684,17 @@ def test_rl_oversubscription_past_the_radix_names_its_flag(run_cli):
     """`fabric rl --oversubscription 1e6` was blamed on `-p oversubscription`, a parameter rl refuses."""
     rc, _, err = run_cli(*_RL, "--oversubscription", "1e6")
     one_error(rc, err, "--oversubscription", "k-1 = 127")
+
+
+def test_the_one_exbibyte_bound_can_be_written_as_it_is_named(run_cli):
+    """Byte-size flags are refused past "1.15e+18 (1 EiB)", but '1EiB' itself was "unknown size unit": the units
+    stopped at P/Pi.  1EiB is now 2**60 bytes exactly (the bound, accepted) and 1.5EiB past it."""
+    from fabric.units import parse_bytes
+
+    assert parse_bytes("1EiB") == 2.0**60 and parse_bytes("2EB") == 2e18
+    base = ("simulate", "dgx", "--gpus", "16", "--collective", "all-reduce", "--group-size", "16", "--json")
+    rc, out, err = run_cli(*base, "--size", "1EiB")
+    assert rc == 0, err
+    assert json.loads(out)["size_bytes"] == 2.0**60
+    rc, _, err = run_cli(*base, "--size", "1.5EiB")
+    one_error(rc, err, "--size", "at most")
