@@ -131,7 +131,26 @@ _LOADER = None
 # Exponent forms YAML 1.1 leaves as strings (unsigned exponent, or no dot): 5e10, 1.5e9, -2E5, .5e3, 1_000e3.
 # Every form with a dot and a signed exponent is already a float by YAML 1.1 and matches here as well.
 YAML12_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
+# Integers as YAML 1.2 reads them: decimal digits (a leading zero is still decimal), 0o octal, 0x hex.  YAML 1.1
+# read `gpus: 0100` as octal 64, `010000` as 4096 and `1:00` as sexagesimal 60, in silence; those are 1.1 only.
+YAML12_INT = re.compile(r"^(?:[-+]?[0-9][0-9_]*|0o[0-7_]+|0x[0-9a-fA-F_]+)$")
 SHOWN_KEY_CHARS = 60  # a key in a message is cut here: a YAML alias bomb as a key must not be printed in full
+
+
+def _construct_yaml12_int(loader, node) -> int:
+    """An integer scalar as YAML 1.2 reads it (an explicit ``!!int`` that is not one is the file's error)."""
+    import yaml
+
+    text = loader.construct_scalar(node).replace("_", "")
+    try:
+        if text.startswith("0o"):
+            return int(text[2:], 8)
+        if text.startswith("0x"):
+            return int(text[2:], 16)
+        return int(text, 10)
+    except ValueError:
+        raise yaml.constructor.ConstructorError(None, None, f"{text[:40]!r} is not an integer", node.start_mark) \
+            from None
 
 
 def yaml_loader():
@@ -195,6 +214,13 @@ def yaml_loader():
                 return node
 
         UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", YAML12_FLOAT, list("-+.0123456789"))
+        # YAML 1.2 integers: the 1.1 resolver (octal by a leading 0, sexagesimal, binary) is replaced
+        int_tag = "tag:yaml.org,2002:int"
+        UniqueKeyLoader.yaml_implicit_resolvers = {
+            first: [(tag, rx) for tag, rx in rules if tag != int_tag]
+            for first, rules in UniqueKeyLoader.yaml_implicit_resolvers.items()}
+        UniqueKeyLoader.add_implicit_resolver(int_tag, YAML12_INT, list("-+0123456789"))
+        UniqueKeyLoader.add_constructor(int_tag, _construct_yaml12_int)
         _LOADER = UniqueKeyLoader
     return _LOADER
 

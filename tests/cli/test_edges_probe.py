@@ -698,3 +698,29 @@ def test_the_one_exbibyte_bound_can_be_written_as_it_is_named(run_cli):
     assert json.loads(out)["size_bytes"] == 2.0**60
     rc, _, err = run_cli(*base, "--size", "1.5EiB")
     one_error(rc, err, "--size", "at most")
+
+
+@pytest.mark.parametrize("text,value", [
+    ("010000", 10000),  # YAML 1.1: octal 4096, in silence
+    ("0100", 100),  # YAML 1.1: 64
+    ("0o10", 8), ("0x10", 16), ("4_096", 4096), ("+5", 5),
+    ("1:00", "1:00"),  # YAML 1.1: sexagesimal 60; a price of `1:00` was $60
+    ("0b101", "0b101"),
+])
+def test_yaml_integers_are_read_as_yaml_1_2(text, value):
+    """Every user YAML (catalog, model, study) goes through fabric.files.yaml_loader, which reads integers as YAML
+    1.2 does (and JSON): a leading zero is decimal; 0o and 0x spell octal and hex; no sexagesimal or binary."""
+    import yaml
+
+    from fabric.files import yaml_loader
+
+    assert yaml.load(f"v: {text}", Loader=yaml_loader())["v"] == value
+
+
+def test_a_leading_zero_size_in_a_study_is_decimal(tmp_path):
+    """`gpus: 0144` was the octal 100 GPUs; it is 144, the number written."""
+    from cli.study.spec import load_study
+
+    path = tmp_path / "s.yaml"
+    path.write_text("name: one\ngpus: 0144\narchitectures: [{name: nvl-72}]\nmetrics: [cost]\n")
+    assert {p.gpus for p in load_study(path).points} == {144}
