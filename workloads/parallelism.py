@@ -241,6 +241,13 @@ def _compute_layer_split(model: ModelSpec, par: Parallelism) -> list[int]:
         flag = "pp" if par.pp > L else "interleave"
         raise FabricError(flag, f"{L} layers of {model.name} leave a pipeline stage empty with pp={par.pp}, "
                                 f"interleave={par.interleave}")
+    if n > L + 2:
+        # the search's own bound (workloads.search: at most the first and last virtual stage empty): --pp 4
+        # --interleave 16 on 32 layers ran with 32 empty virtual stages, and the bubble, (pp - 1) / (v m), was
+        # divided by 16 virtual stages that hold nothing
+        raise FabricError("interleave", f"pp x interleave = {par.pp} x {par.interleave} = {n} virtual stages for "
+                                        f"{L} layers of {model.name}; at most {L + 2} (each holds a layer, but "
+                                        "the first and last may be empty)")
     first, last = par.first_stage_layers, par.last_stage_layers
     for flag, v in (("first_stage_layers", first), ("last_stage_layers", last)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):

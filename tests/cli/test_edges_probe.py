@@ -724,3 +724,15 @@ def test_a_leading_zero_size_in_a_study_is_decimal(tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text("name: one\ngpus: 0144\narchitectures: [{name: nvl-72}]\nmetrics: [cost]\n")
     assert {p.gpus for p in load_study(path).points} == {144}
+
+
+def test_interleave_past_the_layers_is_refused_as_the_search_bounds_it(run_cli):
+    """`--pp 4 --interleave 16` on llama3-8b's 32 layers ran with 64 virtual stages, 32 of them empty, and a
+    pipeline bubble divided by 16; the search itself only tries pp x v <= layers + 2.  32 virtual stages run."""
+    base = ("mfu", "dgx", "--gpus", "16", "--model", "llama3-8b", "--comm", "analytic", "--tp", "4", "--pp", "4",
+            "--json", "--interleave")
+    rc, _, err = run_cli(*base, "16")
+    one_error(rc, err, "--interleave", "64 virtual stages", "at most 34")
+    rc, out, err = run_cli(*base, "8")
+    assert rc == 0, err
+    assert json.loads(out)["config"].startswith("tp4 pp4 v8")
