@@ -179,23 +179,47 @@ def _once(param) -> bool:
             and not getattr(param, "count", False) and not getattr(param, "is_eager", False))
 
 
-def refuse_repeats(order: list, params: list) -> None:
-    """Refuse an option of one value given twice (``--tp 8 --tp 16``, ``--search --no-search``).
+def refuse_repeats(order: list, params: list, args: list | None = None) -> None:
+    """Refuse an option of one value given twice with two values (``--tp 8 --tp 16``, ``--search --no-search``).
 
     ``order`` is the click parser's list of parameters as they appear on the line (a parameter given twice
     is listed twice).  Click keeps the last value in silence, so ``--tp 8 ... --tp 16`` ran at TP 16;
-    ``-p k=2 -p k=3``, ``--fault C`` and ``--recovery NAME`` twice are refused, and so is this.  A list
-    option (``-p``, ``--fault``) may repeat: each value is kept.
+    ``-p k=2 -p k=3``, ``--fault C`` and ``--recovery NAME`` twice are refused, and so is this.  The same
+    value given again (``--json ... --json``, ``--gpus 8 --gpus=8``, as a script that appends its flags
+    may) is no conflict and stays valid; ``args``, the raw tokens, tell the values apart (without them
+    every repeat is refused).  A list option (``-p``, ``--fault``) may repeat: each value is kept.
     """
     seen: set[int] = set()
     for param in order:
         if param in params and _once(param):
             if id(param) in seen:
+                if args is not None and len(set(_given_values(args, param))) == 1:
+                    continue
                 spellings = [*param.opts, *getattr(param, "secondary_opts", [])]
                 also = f" (as {' or '.join(spellings)})" if len(spellings) > 1 else ""
-                raise FabricError(_flag(param), f"given twice{also}; give it once (the last would silently "
-                                                "replace the first)")
+                raise FabricError(_flag(param), f"given twice{also} with different values; give it once (the "
+                                                "last would silently replace the first)")
             seen.add(id(param))
+
+
+def _given_values(args: list, param) -> list:
+    """The values ``param`` is given on the raw line ``args``: a flag's polarity, else the text after ``--x=``
+    or the next token (tokens after ``--`` are arguments, not options)."""
+    primary, secondary = list(param.opts), list(getattr(param, "secondary_opts", []))
+    flag = getattr(param, "is_flag", False)
+    out = []
+    for i, tok in enumerate(args):
+        if tok == "--":
+            break
+        if tok in primary or tok in secondary:
+            out.append(tok in primary if flag else (args[i + 1] if i + 1 < len(args) else None))
+        elif not flag:
+            for opt in primary:
+                if opt.startswith("--") and tok.startswith(opt + "="):
+                    out.append(tok[len(opt) + 1:])
+                elif not opt.startswith("--") and tok.startswith(opt) and len(tok) > len(opt):
+                    out.append(tok[len(opt):])
+    return out
 
 
 def _check_repeats(command) -> None:
@@ -206,8 +230,9 @@ def _check_repeats(command) -> None:
         parse_args = parser.parse_args
 
         def parse(args):
+            raw = list(args)  # click's parser consumes the list it is given
             opts, largs, order = parse_args(args)
-            refuse_repeats(order, command.get_params(ctx))
+            refuse_repeats(order, command.get_params(ctx), raw)
             return opts, largs, order
 
         parser.parse_args = parse

@@ -217,6 +217,22 @@ def test_an_option_of_one_value_given_twice_is_refused(run_cli, argv, flag):
     assert out == ""
 
 
+@pytest.mark.parametrize("argv", [
+    ("build", "dgx", "--gpus", "16", "--gpus=16", "--json"),  # the same value in two spellings
+    ("build", "dgx", "--gpus", "16", "--json", "--json"),  # a script that appends --json to a line with it
+    ("goodput", "dgx", "--gpus", "16", "--model", "llama3-8b", "--tp", "8", "--no-search", "--no-search", "--json"),
+])
+def test_an_option_given_twice_with_the_same_value_stays_valid(run_cli, argv):
+    """A repeat is refused only when its values differ: the same value again is no conflict, and the output is
+    the same as with the option once."""
+    rc, out, err = run_cli(*argv)
+    assert rc == 0, err
+    once = list(dict.fromkeys(a for a in argv if a != "--gpus=16"))
+    rc1, out1, err1 = run_cli(*once)
+    assert rc1 == 0, err1
+    assert json.loads(out) == json.loads(out1)
+
+
 def test_list_options_still_repeat(run_cli):
     """-p, --fault, --recovery take one value per use: repeating them with different names stays valid."""
     rc, out, err = run_cli("faults", "dgx", "--gpus", "16", "--tp", "8", "--samples", "3", "--fault", "gpu=0.01",
