@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import weakref
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Protocol
@@ -52,6 +51,7 @@ import numpy as np
 
 from fabric.checks import is_number
 from fabric.errors import FabricError
+from fabric.idcache import recall, remember
 from fabric.model import DeviceKind, Fabric, Layer, LinkState
 
 KINDS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "send_recv")
@@ -161,12 +161,9 @@ _VIEW_BY_ID: dict[int, tuple] = {}
 
 
 def _cached_view(fabric: Fabric) -> _FabricView:
-    """The view of ``fabric``, computed once per Fabric object (keyed by id, checked by weakref)."""
-    hit = _VIEW_BY_ID.get(id(fabric))
-    if hit is None or hit[0]() is not fabric:
-        hit = (weakref.ref(fabric), _view(fabric))
-        _VIEW_BY_ID[id(fabric)] = hit
-    return hit[1]
+    """The view of ``fabric``, computed once per Fabric object (freed with it: :mod:`fabric.idcache`)."""
+    hit = recall(_VIEW_BY_ID, fabric)
+    return hit if hit is not None else remember(_VIEW_BY_ID, fabric, _view(fabric))
 
 
 def analytic_comm_time(fabric: Fabric, kind: str, groups: np.ndarray, nbytes: float) -> float:
@@ -435,9 +432,9 @@ def default_backend() -> CommBackend:
 # --------------------------------------------------------------------------- cache
 def fabric_digest(fabric: Fabric) -> str:
     """A digest of everything that decides collective times: devices, links, configuration."""
-    hit = _DIGESTS.get(id(fabric))
-    if hit is not None and hit[0]() is fabric:
-        return hit[1]
+    hit = recall(_DIGESTS, fabric)
+    if hit is not None:
+        return hit
     h = hashlib.blake2b(digest_size=16)
     h.update(fabric.architecture.encode())
     L = fabric.links
@@ -445,8 +442,7 @@ def fabric_digest(fabric: Fabric) -> str:
                 L.latency, L.layer, L.state, fabric.configuration.active_candidates, fabric.configuration.circuits):
         h.update(np.ascontiguousarray(arr).tobytes())
     d = h.hexdigest()
-    _DIGESTS[id(fabric)] = (weakref.ref(fabric), d)
-    return d
+    return remember(_DIGESTS, fabric, d)
 
 
 def backend_version(backend) -> str:
@@ -582,9 +578,9 @@ def _json_text(value) -> str:
 
 def hbd_components(fabric: Fabric) -> np.ndarray:
     """Connected component of every device over the active HBD links (cached per Fabric object)."""
-    hit = _COMPONENTS.get(id(fabric))
-    if hit is not None and hit[0]() is fabric:
-        return hit[1]
+    hit = recall(_COMPONENTS, fabric)
+    if hit is not None:
+        return hit
     import scipy.sparse as sp
     from scipy.sparse.csgraph import connected_components
 
@@ -593,8 +589,7 @@ def hbd_components(fabric: Fabric) -> np.ndarray:
     n = fabric.n_devices
     adj = sp.coo_matrix((np.ones(int(hbd.sum())), (A.src[hbd], A.dst[hbd])), shape=(n, n))
     _, comp = connected_components(adj, directed=False)
-    _COMPONENTS[id(fabric)] = (weakref.ref(fabric), comp)
-    return comp
+    return remember(_COMPONENTS, fabric, comp)
 
 
 def independent_groups(fabric: Fabric, groups: np.ndarray) -> np.ndarray:

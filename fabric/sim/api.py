@@ -9,7 +9,6 @@ module-level functions use it.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -620,17 +619,22 @@ def _check_ecmp(ecmp: str) -> None:
 
 
 # --------------------------------------------------------------------- module-level API
-_SIMULATORS: dict[int, tuple[weakref.ref, Simulator]] = {}
+_SIMULATOR_ATTR = "_simulator"
 
 
 def simulator(fabric: Fabric) -> Simulator:
-    """The cached :class:`Simulator` of a Fabric object (built on first use)."""
-    key = id(fabric)
-    hit = _SIMULATORS.get(key)
-    if hit is not None and hit[0]() is fabric:
-        return hit[1]
-    sim = Simulator(fabric)
-    _SIMULATORS[key] = (weakref.ref(fabric, lambda _r, k=key, cache=_SIMULATORS: cache.pop(k, None)), sim)
+    """The cached :class:`Simulator` of a Fabric object (built on first use, freed with the Fabric).
+
+    It is kept on the Fabric itself: a module-level cache keyed by the Fabric's id held the Simulator,
+    and the Simulator its Fabric, so no simulated Fabric (a sweep's points, ``rl --table``'s candidates
+    and their per-epoch circuit configurations) was ever freed, nor its routing graphs and tables.  The
+    Fabric -> Simulator -> Fabric cycle is collected with the Fabric; the attribute is not a dataclass
+    field, so it takes no part in equality, ``repr`` or :meth:`~fabric.model.Fabric.with_configuration`.
+    """
+    sim = vars(fabric).get(_SIMULATOR_ATTR)
+    if sim is None:
+        sim = Simulator(fabric)
+        object.__setattr__(fabric, _SIMULATOR_ATTR, sim)  # a cache, not a change of the (frozen) Fabric
     return sim
 
 

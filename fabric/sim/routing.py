@@ -33,6 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from fabric.errors import FabricError
+from fabric.idcache import recall, remember
 from fabric.sim.csr import ranges, unique_sorted
 from fabric.sim.graph import ArcGraph, mix64
 
@@ -547,11 +548,9 @@ _GATEWAYS: dict[int, tuple] = {}
 
 def gateways(g: ArcGraph) -> Gateways:
     """The :class:`Gateways` of ``g`` (computed once per graph object)."""
-    import weakref
-
-    hit = _GATEWAYS.get(id(g))
-    if hit is not None and hit[0]() is g:
-        return hit[1]
+    hit = recall(_GATEWAYS, g)
+    if hit is not None:
+        return hit
     n = g.n_nodes
     via = np.full(n, -1, dtype=np.int64)
     nic, arc_in, arc_last = via.copy(), via.copy(), via.copy()
@@ -590,8 +589,7 @@ def gateways(g: ArcGraph) -> Gateways:
         arc_in[one] = g.rev_arc[to_t]
         arc_last[one] = to_d
     out = Gateways(via, nic, arc_in, arc_last, comp)
-    _GATEWAYS[id(g)] = (weakref.ref(g), out)
-    return out
+    return remember(_GATEWAYS, g, out)
 
 
 def _gateway_walk(g: ArcGraph, cs: np.ndarray, cd: np.ndarray, seed: int, err_src: np.ndarray,

@@ -95,3 +95,35 @@ def test_cli_refuses_a_flows_file_too_large_to_parse(run_cli, tmp_path):
     lines = [line for line in err.splitlines() if line.strip()]
     assert rc == 2 and out == "" and len(lines) == 1, err
     assert lines[0].startswith("error: --flows:") and "flows.json is" in lines[0] and "memory=N" in lines[0]
+
+
+def test_a_simulated_fabric_is_freed_with_its_caches():
+    """The module's Simulator cache held each Simulator and so its Fabric: every simulated Fabric (a sweep's
+    points, ``rl --table``'s candidates) stayed in memory with its routing graphs until the process ended,
+    and the per-Fabric caches keyed by id (gateways, the collective model's view and digest) kept their
+    arrays after their object died.  Now all of them go with the Fabric."""
+    import gc
+    import weakref
+
+    from fabric.sim import api, routing
+    from fabric.sim import simulate_collective
+    from workloads import comm
+
+    gc.collect()  # Fabrics of earlier tests that wait in reference cycles leave now, not during the test
+    before = {name: len(c) for name, c in (("gw", routing._GATEWAYS), ("view", comm._VIEW_BY_ID),
+                                            ("digest", comm._DIGESTS))}
+    fab = build("dgx", 64)
+    ref = weakref.ref(fab)
+    t = simulate_collective(fab, "all-reduce", range(16), 2**20, algorithm="ring").time_s
+    comm.analytic_comm_time(fab, "all_reduce", np.arange(16).reshape(1, 16), 2.0**20)
+    comm.fabric_digest(fab)
+    assert api.simulator(fab) is api.simulator(fab) and api.simulator(fab).fabric is fab  # still one per Fabric
+    assert api.simulator(build("dgx", 64)).fabric.n_gpus == 64  # a Simulator keeps the Fabric it was given
+    del fab
+    gc.collect()
+    assert ref() is None
+    after = {name: len(c) for name, c in (("gw", routing._GATEWAYS), ("view", comm._VIEW_BY_ID),
+                                           ("digest", comm._DIGESTS))}
+    assert after == before
+    # the same Fabric built again times the same (the cache changed nothing but lifetime)
+    assert simulate_collective(build("dgx", 64), "all-reduce", range(16), 2**20, algorithm="ring").time_s == t
