@@ -61,6 +61,36 @@ DEFAULT_GPU = "h800"  # OrchestrRL's testbed GPU (FIGURES: 64 H800)
 DEFAULT_RFABRIC_CORE_RATIO = 0.0
 RECONFIG_SWEEP = ("ocs_palomar", "10ms", "50ms", "100ms", "ocs_calient_s320")
 EQUAL_PERF_TOLERANCE = 0.005  # "equal performance": within 0.5 % of the static samples/s
+#: Peak resident bytes per GPU of one RL evaluation of both fabrics, by timing (measured, llama3-8b, default
+#: parameters): sim 13.7 KB at 131,072 GPUs (1.79 GB), 14.8 KB at 65,536, 18.9 KB with --async at 131,072
+#: (its weight sync is simulated with the training traffic behind it); analytic 2.5 KB at 524,288 (1.33 GB).
+#: The simulator's routes of the weight-sync flows dominate: about one flow per rollout GPU, each over a
+#: fat-tree route of ~260 arcs.  Rounded up to cover the worst measured case.
+RL_BYTES_PER_GPU = {"sim": 20 << 10, "analytic": 4 << 10}
+
+
+def check_rl_size(gpus: int, timing: str, field: str = "gpus") -> None:
+    """Refuse, before any Fabric is built, an RL evaluation whose peak memory passes the ``memory`` limit.
+
+    Each fabric is checked against the limits as it is built, but the simulated weight sync and
+    training then hold several times the Fabric's own memory: ``rl --gpus 524288`` passed every
+    fabric check and ran out of memory in the simulator after 18 s.
+
+    Parameters
+    ----------
+    gpus : int
+        GPUs of the cluster.
+    timing : {'sim', 'analytic'}
+    field : str
+        The input to blame.
+    """
+    from fabric import limits
+
+    if timing not in RL_BYTES_PER_GPU:
+        raise FabricError("timing", f"{timing!r} not allowed; use one of {', '.join(RL_BYTES_PER_GPU)}")
+    per_gpu = RL_BYTES_PER_GPU[timing]
+    limits.check("memory", float(gpus) * per_gpu, field,
+                 f"{int(gpus):,} GPUs x ~{per_gpu >> 10} KiB each for RL with {timing} timing")
 
 
 def split_params(topologies: Topologies, given: dict[str, str]) -> tuple[dict, dict, dict]:
@@ -162,6 +192,7 @@ def rl_summary(topologies: Topologies, gpus: int, model: Any, *, fabric: str = "
         raise FabricError("fabric", f"{fabric!r} not allowed; use one of {', '.join(FABRICS)}")
     if not (is_whole(gpus) and gpus > 0):
         raise FabricError("gpus", f"{gpus!r} must be a whole number > 0")
+    check_rl_size(gpus, timing)
     cat = catalog or load_catalog()
     m = load_model(model)
     rl, st, rf = split_params(topologies, {} if params is None else params)
@@ -223,6 +254,7 @@ def rl_point(fab, model: Any, *, params: dict | None = None, catalog: Catalog | 
     from workloads.models import load_model
     from workloads.rl import RLConfig, evaluate_rl
 
+    check_rl_size(fab.n_gpus, timing)
     cat = catalog or load_catalog()
     m = load_model(model)
     cfg = RLConfig.from_params(dict(params or {}), pipeline=pipeline)
@@ -253,6 +285,9 @@ def rl_table(topologies: Topologies, gpus: int, model: Any, *, reconfig_times: t
     from workloads.models import load_model
     from workloads.rl import RLConfig, evaluate_rl
 
+    if not (is_whole(gpus) and gpus > 0):
+        raise FabricError("gpus", f"{gpus!r} must be a whole number > 0")
+    check_rl_size(gpus, timing)
     build = topologies.build
     cat = catalog or load_catalog()
     m = load_model(model)
@@ -265,21 +300,27 @@ def rl_table(topologies: Topologies, gpus: int, model: Any, *, reconfig_times: t
                 "phases": dict(r.phases), "reconfigurations": r.reconfigurations,
                 "reconfiguration_time_s": r.reconfiguration_time_s}
 
-    statics, rfabs, fabs = [], [], {}
+    # the candidates' build parameters, not their Fabrics: holding all nine at once took nine times one
+    # Fabric's memory; the one the sweep re-evaluates is built again (the same parameters, the same Fabric)
+    statics, rfabs, built = [], [], {}
     for o in ratios:
         fab = build("dgx", gpus, {"gpu": DEFAULT_GPU, **st, "oversubscription": o}, cat)
         statics.append(row(f"static {o:g}:1", fab, evaluate_rl(fab, m, cfg, cat, timing=timing)))
+    fab = None
     for o in ratios:
         for c in core_ratios:
             label = f"rfabric {o:g}:1 core {c:g}"
+            p = {"gpu": DEFAULT_GPU, **rf, "oversubscription": o, "core_ratio": c}
+            fab = r = None  # the previous candidate is let go before the next is built
             try:
-                fab = build("rfabric", gpus, {"gpu": DEFAULT_GPU, **rf, "oversubscription": o, "core_ratio": c}, cat)
+                fab = build("rfabric", gpus, p, cat)
                 r = evaluate_rl(fab, m, cfg, cat, timing=timing)
             except (FabricError, ComputeError) as exc:  # e.g. too many pods for a direct-connect OCS
                 rfabs.append({"label": label, "error": str(exc)})
                 continue
-            fabs[label] = fab
+            built[label] = p
             rfabs.append(row(label, fab, r))
+    fab = r = None
     ok = [r for r in rfabs if "error" not in r]
     if not ok:
         first = rfabs[0]
@@ -293,7 +334,7 @@ def rl_table(topologies: Topologies, gpus: int, model: Any, *, reconfig_times: t
     if pick:
         best = next(r for r in ok if r["label"] == pick)
         best_static = ref
-        fab = fabs[best["label"]]
+        fab = build("rfabric", gpus, built[best["label"]], cat)
         for t in reconfig_times:
             rt = cat.value(t, "reconfiguration_time") if isinstance(t, str) and t in cat else \
                 parse_time(t, "reconfig_times")
