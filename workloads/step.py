@@ -39,6 +39,7 @@ placement (:class:`workloads.placement.RankPlacement`).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -224,6 +225,35 @@ def gpu_of(fabric: Fabric, catalog: Catalog) -> GpuSpec:
     return GpuSpec.from_catalog(catalog, items[0])
 
 
+#: Placements (and the collective caches of their Fabrics) a StepModel keeps.  A placement on a Fabric with
+#: re-configurable HBD circuits (k-hop) is a re-configured copy of the Fabric with its own simulator, graphs and
+#: routes; a search that kept all of them grew with configurations x GPUs (`mfu khop-ring --search`, llama3-70b:
+#: 227 placements, 0.64 GB at 16,384 GPUs; out of memory at 131,072).  Measured with 64 kept: 0.43 GB, 17.3 s
+#: at 16,384 GPUs (unbounded 16.0 s; 8 kept 0.39 GB but 32 s, as the search comes back to earlier shapes);
+#: 131,072 GPUs 3.6 GB, 231 s.  A miss re-makes the placement: the results do not depend on the bound.
+PLACEMENTS_KEPT = 64
+
+
+class Recent(OrderedDict):
+    """A dict that keeps its ``size`` most recently used entries (lookups with :meth:`get` count as use)."""
+
+    def __init__(self, size: int):
+        super().__init__()
+        self.size = int(size)
+
+    def get(self, key, default=None):
+        if key in self:
+            self.move_to_end(key)
+            return self[key]
+        return default
+
+    def __setitem__(self, key, value) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.size:
+            self.popitem(last=False)
+
+
 class StepModel:
     """Evaluate configurations of one model on one Fabric, sharing the collective-time cache.
 
@@ -258,8 +288,8 @@ class StepModel:
         self.gemm = gemm
         self.backend = backend or default_backend()
         self.gpu = gpu or gpu_of(fabric, self.catalog)
-        self._placements: dict[tuple, RankPlacement] = {}
-        self._comms: dict[int, CommCache] = {}
+        self._placements: Recent = Recent(PLACEMENTS_KEPT)
+        self._comms: Recent = Recent(PLACEMENTS_KEPT)
         self._layers: dict[tuple, LayerTimes] = {}
 
     # Issue 19: TP larger than the HBD domain (e.g. TP 32 on 8-GPU DGX nodes), whole domains per group, its
