@@ -127,3 +127,22 @@ def test_a_simulated_fabric_is_freed_with_its_caches():
     assert after == before
     # the same Fabric built again times the same (the cache changed nothing but lifetime)
     assert simulate_collective(build("dgx", 64), "all-reduce", range(16), 2**20, algorithm="ring").time_s == t
+
+
+def test_a_pickled_fabric_leaves_its_simulator_behind():
+    """The Simulator cached on a Fabric is not part of its state: pickling (a Dask worker) or deepcopy gives the
+    same bytes as before any simulation, and the copy simulates the same time with a Simulator of its own."""
+    import copy
+    import pickle
+
+    from fabric.sim import simulate_collective, simulator
+    from topologies import build
+
+    fab = build("dgx", 16)
+    before = pickle.dumps(fab)
+    first = simulate_collective(fab, "all_reduce", ranks=list(range(16)), size=1e8)
+    assert pickle.dumps(fab) == before
+    again = pickle.loads(before)
+    assert simulate_collective(again, "all_reduce", ranks=list(range(16)), size=1e8).time_s == first.time_s
+    twin = copy.deepcopy(fab)
+    assert simulator(twin) is not simulator(fab)
