@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from tests.cli.test_edges import one_error
+from tests.cli.test_edges import _topology, one_error
 
 
 # ------------------------------------------------------------------------------------- repeated fault ratios
@@ -72,17 +72,6 @@ def test_a_catalog_override_of_the_same_category_and_a_new_id_still_load(tmp_pat
 
 
 # ---------------------------------------------------------------------------------------- topology files
-def _topology(tmp_path, mutate) -> str:
-    doc = {"graph": {"hbd": {"kind": "switch_domain", "gpus_per_node": 2, "domain_gpus": 2},
-                     "bom": [{"item": "gpu_h100", "scope": "compute", "count": 2}]},
-           "nodes": [{"id": "g0", "kind": "gpu", "node": 0}, {"id": "g1", "kind": "gpu", "node": 0}],
-           "links": [{"source": "g0", "target": "g1", "capacity": "450GB/s", "latency": "1us", "layer": "hbd"}]}
-    mutate(doc)
-    path = tmp_path / "topo.json"
-    path.write_text(json.dumps(doc))
-    return str(path)
-
-
 @pytest.mark.parametrize("mutate,field", [
     (lambda d: d.update(graph=[]), "topo.json:graph"),  # an empty list was read as "no graph data": no HBD, TP 1
     (lambda d: d.update(graph=""), "topo.json:graph"),

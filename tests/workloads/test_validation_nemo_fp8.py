@@ -25,17 +25,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.workloads.published import PublishedSet
 from topologies import build
 from workloads.mfu import mfu_summary
-from workloads.models import ModelSpec, load_model
 
-DATA = json.loads((Path(__file__).parent.parent / "data" / "nemo_h100_fp8.json").read_text())
-POINTS = {p["id"]: p for p in DATA["points"]}
-
-
-def model(name: str) -> ModelSpec:
-    spec = DATA["models"][name]
-    return load_model(spec) if isinstance(spec, str) else ModelSpec.from_dict(spec)
+SET = PublishedSet("nemo_h100_fp8.json")
+DATA, POINTS, model = SET.data, SET.points, SET.model
 
 
 @pytest.fixture(scope="module")

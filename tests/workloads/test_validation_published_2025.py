@@ -23,23 +23,16 @@ CUDA_LAUNCH_BLOCKING=1, a runtime the model does not represent); their errors
 are pinned in direction and size so that a change to them is seen.
 """
 
-import json
-from pathlib import Path
 
 import pytest
 
+from tests.workloads.published import PublishedSet
 from topologies import build
 from workloads.mfu import mfu_summary
-from workloads.models import ModelSpec, load_model
 
-DATA = json.loads((Path(__file__).parent.parent / "data" / "published_step_times_2025.json").read_text())
-POINTS = {p["id"]: p for p in DATA["points"]}
+SET = PublishedSet("published_step_times_2025.json")
+DATA, POINTS, model = SET.data, SET.points, SET.model
 OPTIONAL = ("zero_stage", "recompute", "sequence_parallel", "first_stage_layers", "last_stage_layers")
-
-
-def model(name: str) -> ModelSpec:
-    spec = DATA["models"][name]
-    return load_model(spec) if isinstance(spec, str) else ModelSpec.from_dict(spec)
 
 
 def predict(p: dict) -> dict:
