@@ -201,7 +201,12 @@ def simulate_command(
             if val is not None:
                 raise FabricError(opt, "only with --collective")
         return _emit(_run_flows(sim, fab, flows, ecmp, seed, method, links), as_json, flows_mode=True)
-    if given("root") and collective.lower().replace("_", "-") != "broadcast":  # no other collective has a root
+    from fabric.sim.collectives import CollectiveName
+
+    # parsed once, as the simulator will (all_to_all is all-to-all): the checks below compare the parsed name; the
+    # text compared as typed let `all_to_all` past the all-to-all flows limit and `all_reduce` below its memory
+    name = CollectiveName.parse(collective, "--collective")
+    if given("root") and name != CollectiveName.BROADCAST:  # no other collective has a root
         raise FabricError("--root", f"only with --collective broadcast (the root of {collective} would be ignored)")
     if size is None:
         raise FabricError("--size", "missing; give the per-rank buffer, e.g. 1GiB")
@@ -212,10 +217,10 @@ def simulate_command(
 
     lists = rank_groups(fab.n_gpus, ranks, group_size, groups)
     blame = "--group-size" if ranks is None else "--ranks"
-    if collective == "all-to-all":  # one flow per ordered pair of ranks, in every group (measured 8.5 s per 1 M)
+    if name == CollectiveName.ALL_TO_ALL:  # one flow per ordered pair of ranks, in every group (measured 8.5 s per 1 M)
         check("flows", sum(len(r) * (len(r) - 1) for r in lists), blame, "all-to-all: ranks x (ranks - 1) per group")
     algo, n_ranks = algorithm.lower(), sum(len(r) for r in lists)
-    per_rank = SIM_BYTES_PER_RANK.get("tree" if algo == "auto" and collective.lower() == "all-reduce" else algo,
+    per_rank = SIM_BYTES_PER_RANK.get("tree" if algo == "auto" and name == CollectiveName.ALL_REDUCE else algo,
                                       SIM_BYTES_PER_RANK_OTHER)
     # a tree all-reduce over 10^6 ranks grew to ~30 GB before any error: refused up front, as the fabric is
     check("memory", per_rank * n_ranks, blame, f"{n_ranks:,} ranks x ~{per_rank >> 10} KiB each ({collective}, {algo})")

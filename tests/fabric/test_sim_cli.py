@@ -131,6 +131,16 @@ def test_a_collective_too_large_for_memory_is_refused_before_it_runs(capsys, alg
         assert err.startswith("error: --group-size: needs about") and "8,192 ranks" in err and err.count("\n") == 1
 
 
+
+@pytest.mark.parametrize("spelling", ["all-to-all", "all_to_all"])
+def test_the_all_to_all_flows_limit_holds_for_either_spelling(capsys, spelling):
+    """The simulator reads `all_to_all` as all-to-all (CollectiveName.parse); the CLI's up-front limit compared the
+    text as typed, so the underscore spelling built its 240 flows past `--limit flows=100`."""
+    rc, out, err = run(capsys, "--limit", "flows=100", "simulate", "dgx", "--gpus", "16", "--collective", spelling,
+                       "--size", "1MiB", "--group-size", "16", "--json")
+    assert rc == 2 and out == ""
+    assert err.startswith("error: --group-size: needs about 240 flows") and err.count("\n") == 1
+
 BASE = ["simulate", "dgx", "--gpus", "16"]
 
 
