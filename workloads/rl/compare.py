@@ -70,7 +70,8 @@ RL_BYTES_PER_GPU = {"sim": 20 << 10, "analytic": 4 << 10}
 
 
 def check_rl_size(gpus: int, timing: str, field: str = "gpus") -> None:
-    """Refuse, before any Fabric is built, an RL evaluation whose peak memory passes the ``memory`` limit.
+    """Refuse, before any Fabric is built, a GPU count that is not a whole number > 0 or an RL evaluation whose
+    peak memory passes the ``memory`` limit.
 
     Each fabric is checked against the limits as it is built, but the simulated weight sync and
     training then hold several times the Fabric's own memory: ``rl --gpus 524288`` passed every
@@ -86,6 +87,8 @@ def check_rl_size(gpus: int, timing: str, field: str = "gpus") -> None:
     """
     from fabric import limits
 
+    if not (is_whole(gpus) and gpus > 0):
+        raise FabricError(field, f"{gpus!r} must be a whole number > 0")
     if timing not in RL_BYTES_PER_GPU:
         raise FabricError("timing", f"{timing!r} not allowed; use one of {', '.join(RL_BYTES_PER_GPU)}")
     per_gpu = RL_BYTES_PER_GPU[timing]
@@ -190,8 +193,6 @@ def rl_summary(topologies: Topologies, gpus: int, model: Any, *, fabric: str = "
 
     if fabric not in FABRICS:
         raise FabricError("fabric", f"{fabric!r} not allowed; use one of {', '.join(FABRICS)}")
-    if not (is_whole(gpus) and gpus > 0):
-        raise FabricError("gpus", f"{gpus!r} must be a whole number > 0")
     check_rl_size(gpus, timing)
     cat = catalog or load_catalog()
     m = load_model(model)
@@ -285,8 +286,6 @@ def rl_table(topologies: Topologies, gpus: int, model: Any, *, reconfig_times: t
     from workloads.models import load_model
     from workloads.rl import RLConfig, evaluate_rl
 
-    if not (is_whole(gpus) and gpus > 0):
-        raise FabricError("gpus", f"{gpus!r} must be a whole number > 0")
     check_rl_size(gpus, timing)
     build = topologies.build
     cat = catalog or load_catalog()
