@@ -127,7 +127,7 @@ def seed(value: Any, field: str = "seed") -> int:
     Checked before numpy's own seeding refuses it with a ``ValueError`` or ``TypeError`` (-1, 0.5, "1", None).
     """
     if not (is_whole(value) and value >= 0):
-        raise FabricError(field, f"{value!r} must be a whole number >= 0")
+        raise FabricError(field, f"{shown(value)} must be a whole number >= 0")
     return int(value)
 
 

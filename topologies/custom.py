@@ -182,7 +182,7 @@ def _mapping_or_none(value, field: str, what: str) -> dict:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise FabricError(field, f"must be {what}; got {type(value).__name__} {str(value)[:40]!r}")
+        raise FabricError(field, f"must be {what}; got {type(value).__name__} {shown(value)}")
     return value
 
 
