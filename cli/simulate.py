@@ -194,8 +194,8 @@ def simulate_command(
     if flows is not None:
         # --groups, --chunks and --root were ignored without a word with a flows file
         for opt, val in (("--size", size), ("--ranks", ranks), ("--group-size", group_size), ("--groups", groups),
-                         ("--algorithm", None if algorithm == "auto" else algorithm),
-                         ("--protocol", None if protocol == "auto" else protocol), ("--channels", channels),
+                         ("--algorithm", None if algorithm.lower() == "auto" else algorithm),
+                         ("--protocol", None if protocol.lower() == "auto" else protocol), ("--channels", channels),
                          ("--chunks", chunks if given("chunks") else None),
                          ("--root", root if given("root") else None)):
             if val is not None:
@@ -226,7 +226,8 @@ def simulate_command(
     check("memory", per_rank * n_ranks, blame, f"{n_ranks:,} ranks x ~{per_rank >> 10} KiB each ({collective}, {algo})")
     from fabric.sim import Collective
 
-    colls = [Collective(collective, tuple(r), nbytes, algorithm, chunks, root, protocol=protocol.lower(),
+    # --algorithm, --protocol and --collective are read case-blind alike (NCCL_ALGO=Ring is NCCL's own spelling)
+    colls = [Collective(name, tuple(r), nbytes, algo, chunks, root, protocol=protocol.lower(),
                         channels=channels) for r in lists]
     # a library error names its parameter (collective, algorithm, ...): cli.app names the flag
     res = sim.collectives(colls, ecmp=ecmp, seed=seed, method=method)

@@ -73,9 +73,9 @@ class CollectiveName(_Vocabulary):
 
     @classmethod
     def parse(cls, value, field: str = "collective") -> "CollectiveName":
-        """A member from its value; ``all_reduce`` (the workloads' spelling) is read as ``all-reduce``."""
+        """A member from its value; ``all_reduce`` (the workloads' spelling) and ``All-Reduce`` are read as ``all-reduce``."""
         try:
-            return cls(str(value).replace("_", "-"))
+            return cls(str(value).replace("_", "-").lower())
         except ValueError:
             raise FabricError(field, f"unknown collective {value!r}; allowed: {', '.join(cls)}") from None
 

@@ -741,3 +741,19 @@ def test_interleave_past_the_layers_is_refused_as_the_search_bounds_it(run_cli):
     rc, out, err = run_cli(*base, "8")
     assert rc == 0, err
     assert json.loads(out)["config"].startswith("tp4 pp4 v8")
+
+
+# ------------------------------------------------------------------------------------------ simulate names
+def test_simulate_reads_algorithm_and_collective_case_blind_as_it_reads_protocol(run_cli):
+    """`--protocol LL` was read as ll but `--algorithm RING` and `--collective All-Reduce` were refused.
+
+    Checked against the lower-case run: the same collective, so the same time to the last digit.
+    """
+    base = ("simulate", "dgx", "--gpus", "16", "--size", "1MiB", "--group-size", "16", "--json")
+    rc, out, _ = run_cli(*base, "--collective", "all-reduce", "--algorithm", "ring", "--protocol", "ll")
+    assert rc == 0
+    rc2, out2, err2 = run_cli(*base, "--collective", "All-Reduce", "--algorithm", "RING", "--protocol", "LL")
+    assert rc2 == 0, err2
+    lower, upper = json.loads(out), json.loads(out2)
+    assert (upper["collective"], upper["algorithm"], upper["protocol"]) == ("all-reduce", "ring", "ll")
+    assert upper["time_s"] == lower["time_s"]
