@@ -64,6 +64,27 @@ def backend_named(name: str):
     raise FabricError("comm", f"{name!r} not allowed; use sim or analytic")
 
 
+#: Memory per GPU of the job that a step model timed by the flow simulator holds beyond the Fabric's own,
+#: nearly all of it the route matrices of the simulated DP rings and PP sends (measured, llama3-70b, from
+#: 16,384 to 65,536 GPUs: ``mfu --search`` 0.43 -> 1.77 GB on dgx and 0.43 -> 2.37 GB on khop-ring, ``goodput``
+#: on dgx 0.40 -> 1.79 GB: 27-40 KB per GPU).  The check takes less than the least of them, so that no run
+#: that fits is refused; ``mfu dgx --gpus 524288 --search`` grew past 8 GB for 83 s before it was refused.
+SIM_BYTES_PER_GPU = 24 << 10
+
+
+def check_sim_memory(gpus: int, comm: str, field: str = "gpus") -> None:
+    """Refuse, before any collective is simulated, a step model on ``gpus`` GPUs whose simulated timing would
+    pass the ``memory`` limit (:data:`SIM_BYTES_PER_GPU`); analytic timing holds no routes and is not checked.
+    """
+    if comm != "sim":
+        return
+    from fabric import limits
+
+    limits.check("memory", float(gpus) * SIM_BYTES_PER_GPU, field,
+                 f"{int(gpus):,} GPUs x ~{SIM_BYTES_PER_GPU >> 10} KiB each for collectives timed by the flow "
+                 "simulator; --comm analytic holds none")
+
+
 def default_dp(sm, par_kwargs: dict, global_batch: int) -> int:
     """The largest DP size that the usable GPUs allow and that divides the global batch."""
     from workloads.parallelism import Parallelism, validate
@@ -158,6 +179,7 @@ def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: b
     if sm.runtime.distributed_optimizer is not None and "zero_stage" not in fixed:
         fixed.setdefault("distributed_optimizer", sm.runtime.distributed_optimizer)
     if search:
+        check_sim_memory(fabric.n_gpus, comm)  # the search's candidates reach every GPU of the fabric
         res = run_search(sm, B, fixed=fixed, confirm=confirm)
         if res.best is None:
             raise FabricError("model", f"no configuration of {spec.name} fits in {sm.gpu.hbm_bytes / 1e9:.0f} GB on "
@@ -172,6 +194,7 @@ def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: b
     if kw.get("dp") is None:
         kw["dp"] = default_dp(sm, kw, B)
     par = Parallelism(global_batch=B, **kw)
+    check_sim_memory(par.world, comm)
     result = sm.evaluate(par)
     if not result.fits and not ("zero_stage" in fixed and memory_efficient_norm):
         fitted = _fit_by_memory_switches(sm, par, zero_fixed="zero_stage" in fixed)

@@ -155,7 +155,9 @@ class Simulator:
         flows.validate(self.fabric.n_devices, field)
         pair_of, ps, pd = flows.pairs()
         g, rt = self._route_table(ecmp, seed, np.concatenate([ps, pd]))
-        self._check_route_memory(g, rt, ps, pd, field)
+        # a collective's routes outgrow memory with the GPUs that take part: its size is at fault, not its ranks
+        # (a "ranks" error is otherwise an unreachable rank, which `mfu` blames on the topology file)
+        self._check_route_memory(g, rt, ps, pd, "gpus" if field == "ranks" else field)
         ids = self._ids(g, rt, ps, pd, field)
         # ids and arcs are bounded ints: unique by counting, not by sorting (millions of arc entries at 64k GPUs)
         uroutes, local = unique_ints(ids, len(rt))

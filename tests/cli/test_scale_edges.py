@@ -143,3 +143,43 @@ def test_mfu_search_keeps_a_bounded_number_of_placements(monkeypatch):
     assert most[0] <= 3 + 1 < len(made)
     for key in ("config", "mfu", "step_time_s"):
         assert bounded[key] == unbounded[key]
+
+
+@pytest.mark.parametrize("command", ["mfu", "goodput"])
+def test_simulated_step_models_refused_before_any_collective_is_simulated(run_cli, monkeypatch, command):
+    """``mfu dgx --gpus 524288 --search`` grew past 8 GB for 83 s before a route-memory check refused it, naming
+    --topology; the peak per GPU of simulated timing (27-40 KB measured) is now checked before the search.
+
+    The limit is lowered so that the case is small: 8,192 GPUs x 24 KiB = 192 MiB > 100 MB.
+    """
+    import workloads.search as search
+
+    def searched(*_a, **_k):
+        raise AssertionError("the search ran before the memory estimate")
+
+    monkeypatch.setattr(search, "search", searched)
+    extra = ["--no-series"] if command == "goodput" else ["--search"]
+    rc, out, err = run_cli("--limit", "memory=100MB", command, "dgx", "--gpus", "8192", "--model", "llama3-8b",
+                           *extra, "--json")
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == 2 and out == "" and len(lines) == 1, err
+    assert lines[0].startswith("error: --gpus:") and "8,192 GPUs" in lines[0] and "--comm analytic" in lines[0]
+
+
+def test_simulated_step_memory_estimate_is_per_job_gpu_and_only_for_sim():
+    """GPUs x SIM_BYTES_PER_GPU against the limit: 131,072 GPUs (measured 3.6-4.0 GB) pass the default 4 GiB,
+    524,288 do not; analytic timing holds no routes and is never refused here."""
+    from workloads.mfu import SIM_BYTES_PER_GPU, check_sim_memory
+
+    check_sim_memory(131072, "sim")
+    check_sim_memory(10 ** 9, "analytic")
+    with pytest.raises(FabricError) as exc:
+        check_sim_memory(524288, "sim")
+    assert exc.value.field == "gpus"
+    token = limits.set_limits(limits.Limits(memory=1000 * SIM_BYTES_PER_GPU - 1))
+    try:
+        with pytest.raises(FabricError):
+            check_sim_memory(1000, "sim")
+        check_sim_memory(999, "sim")
+    finally:
+        limits.reset(token)

@@ -146,3 +146,19 @@ def test_a_pickled_fabric_leaves_its_simulator_behind():
     assert simulate_collective(again, "all_reduce", ranks=list(range(16)), size=1e8).time_s == first.time_s
     twin = copy.deepcopy(fab)
     assert simulator(twin) is not simulator(fab)
+
+
+def test_a_collectives_route_memory_blames_the_gpus_not_its_ranks(fab):
+    """Collectives route with field "ranks" (an unreachable rank, which `mfu` blames on --topology); their route
+    memory grows with the GPUs taking part, so that refusal names ``gpus`` (`mfu` said --topology at 524,288)."""
+    table = _table(fab, 2000)
+    token = limits.set_limits(limits.Limits(memory=int(_true_route_bytes(fab, table) * 0.75)))
+    try:
+        with pytest.raises(FabricError) as exc:
+            simulator(fab).problem(table, field="ranks")
+        with pytest.raises(FabricError) as flows_exc:
+            simulator(fab).problem(table, field="flows")
+    finally:
+        limits.reset(token)
+    assert exc.value.field == "gpus" and "distinct (src, dst) pairs" in exc.value.message
+    assert flows_exc.value.field == "flows"
