@@ -41,6 +41,20 @@ def parse_ranks(text: str) -> list[int]:
                           empty="no GPU indices given", unique=True)
 
 
+def _check_chunks(chunks: Optional[int], name, algorithm: str, protocol: str, channels: Optional[int]) -> None:
+    """Refuse ``--chunks`` where nothing is pipelined in pieces: NCCL's rings and trees pipeline by their own
+    protocol steps, so there it changed nothing, without a word; a broadcast, or a tree all-reduce in the flow
+    model (the DAG's pieces), is where it applies."""
+    from fabric.sim.collectives import CollectiveName
+
+    tree_flow_dag = (name == CollectiveName.ALL_REDUCE and algorithm.lower() == "tree" and protocol.lower() == "none"
+                     and channels in (None, 1))
+    if chunks is not None and not (name == CollectiveName.BROADCAST or tree_flow_dag):
+        raise FabricError("--chunks", "only with --collective broadcast, or a tree all-reduce in the flow model "
+                                      "(--algorithm tree --protocol none): NCCL's rings and trees pipeline by their "
+                                      "own protocol steps")
+
+
 def rank_groups(n_gpus: int, ranks: Optional[str], group_size: Optional[int], groups: Optional[int]) -> list[list[int]]:
     """The rank lists of the collectives to run (one per group)."""
     if ranks is not None and group_size is not None:
@@ -168,7 +182,9 @@ def simulate_command(
     channels: Optional[int] = typer.Option(None, "--channels", help="parallel rings of a multi-node ring (default: "
                                                                    "one per NIC rail); --channels 1 --protocol none "
                                                                    "is the single-ring closed form"),
-    chunks: int = typer.Option(8, "--chunks", help="pipeline pieces for tree and chain broadcast"),
+    chunks: Optional[int] = typer.Option(None, "--chunks", help="pipeline pieces of a broadcast (default: as NCCL "
+                                         "pipelines it, one protocol step each; 8 with --protocol none) or of a tree "
+                                         "all-reduce with --protocol none (default 8)"),
     root: int = typer.Option(0, "--root", help="broadcast root (position in the ranks)"),
     flows: Optional[Path] = typer.Option(None, "--flows", help="JSON list of flows {id, src, dst, bytes, start_s, "
                                                                "after} instead of --collective"),
@@ -208,6 +224,7 @@ def simulate_command(
     name = CollectiveName.parse(collective, "--collective")
     if given("root") and name != CollectiveName.BROADCAST:  # no other collective has a root
         raise FabricError("--root", f"only with --collective broadcast (the root of {collective} would be ignored)")
+    _check_chunks(chunks, name, algorithm, protocol, channels)
     if size is None:
         raise FabricError("--size", "missing; give the per-rank buffer, e.g. 1GiB")
     nbytes = parse_bytes(size, "--size")

@@ -757,3 +757,22 @@ def test_simulate_reads_algorithm_and_collective_case_blind_as_it_reads_protocol
     lower, upper = json.loads(out), json.loads(out2)
     assert (upper["collective"], upper["algorithm"], upper["protocol"]) == ("all-reduce", "ring", "ll")
     assert upper["time_s"] == lower["time_s"]
+
+
+@pytest.mark.parametrize("args, ok", [
+    (("--collective", "all-reduce", "--chunks", "4"), False),                      # NCCL ring or tree: ignored
+    (("--collective", "all-reduce", "--algorithm", "tree", "--chunks", "4"), False),  # NCCL's tree: ignored
+    (("--collective", "all-gather", "--protocol", "none", "--chunks", "4"), False),
+    (("--collective", "all-reduce", "--algorithm", "tree", "--protocol", "none", "--chunks", "4"), True),
+    (("--collective", "broadcast", "--chunks", "4"), True),
+    (("--collective", "broadcast", "--protocol", "none", "--chunks", "4"), True),
+])
+def test_simulate_chunks_only_where_they_pipeline_something(run_cli, args, ok):
+    """`--chunks 4` with an NCCL ring or tree all-reduce ran unchanged (NCCL pipelines by its protocol steps);
+    it is refused there and kept where it sets the pieces: a broadcast, a tree all-reduce in the flow model."""
+    rc, out, err = run_cli("simulate", "dgx", "--gpus", "16", "--size", "1MiB", "--group-size", "16", *args, "--json")
+    if ok:
+        assert rc == 0, err
+        json.loads(out)
+    else:
+        one_error(rc, err, "--chunks", "only with --collective broadcast")

@@ -150,7 +150,7 @@ def base_commands(f: dict[str, Path]) -> dict[str, list[str]]:
         "faults-trace": ["faults", "dgx", "--gpus", "64", "--tp", "8", "--trace", str(f["trace"]),
                          "--trace-mapping", "tile", "--trace-servers", "4", "--no-blast"],
         "faults-table": ["faults-table", "--gpus", "64", "--samples", "5", "--tp", "8"],
-        "simulate": ["simulate", "dgx", "--gpus", "16", "--collective", "all-reduce", "--size", "1MB",
+        "simulate": ["simulate", "dgx", "--gpus", "16", "--collective", "broadcast", "--size", "1MB",
                      "--ranks", "0-7", "--algorithm", "ring", "--ecmp", "hash", "--seed", "3", "--chunks", "4"],
         "simulate-flows": ["simulate", "dgx", "--gpus", "16", "--flows", str(f["flows"]), "--method", "event"],
         "mfu": ["mfu", "dgx", "--gpus", "64", "--model", str(f["model"]), "--tp", "8", "--pp", "1",
