@@ -139,7 +139,9 @@ def run_pipelined(line: Line, job: Job, run_flat, t0: float, time_limit: float |
                       rep0.raw_status if rep0 else "-", termination=termination)
     res = OrchestrationResult(status, "ilp", flat.model + "-pp", line.space, [job], placement, traffic, rep, 1.0,
                               flat.model_stats, termination=rep.termination)
-    res.notes = list(flat.notes) + [
+    # the surrogate's "optimality proved" is the PP = 1 run's: it proves this placement only when it meets the
+    # bound (as api._several drops the merged job's)
+    res.notes = [n for n in flat.notes if optimal or not n.startswith("optimality proved")] + [
         f"PP {job.pp}: bound = the larger of the line-DP bound of its {job.count * job.pp} DP groups alone "
         f"(PP bytes >= 0) and the line DP that also charges each ToR the PP bytes of a leftover pure group "
         f"({'none' if pp_bound is None else f'{pp_bound:.6g} B'}; solvers/orchestrator/pp_bound.py); "

@@ -125,3 +125,44 @@ def test_several_job_model_cost_of_the_greedy_equals_its_accounted_traffic(seed)
     greedy = greedy_placement(line, jobs)
     assert priced_at(model, encode_blocks(model, greedy)) * unit == pytest.approx(
         placement_traffic(greedy, line.space, jobs).cross_bytes)
+
+
+def test_above_the_size_limit_the_several_job_model_is_not_built(monkeypatch):
+    """Above jobs_run.JOBS_FULL_MAX_OPTIONS option columns the several-job block ILP is not built: the warm
+    start comes back at once with the trivial bound and a note.  Before, every size was built and solved: at
+    8,192 nodes (377k columns; TP 16, jobs DP 8 / DP 4 / DP 8) a 60 s --time-limit ended after 88-208 s at
+    2.15 GiB, and at 16,384 nodes (749k) the build alone spent the limit and reached 2.08 GiB."""
+    import solvers.orchestrator.jobs_run as jobs_run
+    from solvers.orchestrator.greedy import greedy_placement
+    from solvers.orchestrator.traffic import placement_traffic
+
+    line = line_from_arrays(np.ones(48, bool), np.arange(48) // 6, 2, 1, False)
+    jobs = [Job(tp=2, dp=2, count=2, dp_bytes=1.0, name="a"), Job(tp=2, dp=3, dp_bytes=1.0, name="b")]
+    assert orchestrate_line(line, jobs, options=OPTS).model == "blocks-jobs"  # the model this test limits
+
+    def never(*a, **kw):
+        raise AssertionError("the several-job model was built above its size limit")
+
+    monkeypatch.setattr(jobs_run, "JOBS_FULL_MAX_OPTIONS", 10)
+    monkeypatch.setattr(jobs_run, "build_jobs_model", never)
+    res = orchestrate_line(line, jobs, options=OPTS)
+    d = res.summary()
+    assert res.model == "blocks-jobs" and res.termination == "other_limit"
+    assert any("too large to search" in n for n in res.notes)
+    assert d["bound"] == 0.0 and (d["status"] == "optimal") == (d["cross_tor_bytes"] == 0.0)
+    assert d["gap"] == (0.0 if d["status"] == "optimal" else 1.0)
+    assert res.traffic.cross_bytes <= placement_traffic(greedy_placement(line, res.jobs), line.space,
+                                                        res.jobs).cross_bytes
+
+
+def test_the_option_count_is_the_full_models_below_the_size_limit():
+    """The count that decides whether the several-job model is built is its option columns (model_jobs)."""
+    from solvers.orchestrator.jobs_run import _count_options
+    from solvers.orchestrator.model_jobs import build_jobs_model
+    from solvers.orchestrator.rings import block_structure
+    from solvers.orchestrator.run import UNLIMITED
+
+    line = line_from_arrays(np.ones(48, bool), np.arange(48) // 6, 2, 1, False)
+    blocks = block_structure(line, 2)
+    model = build_jobs_model(blocks, [2, 3], [2, 3], [1.0, 1.0], 1.0)
+    assert _count_options(blocks, [2, 3], UNLIMITED) == sum(len(o) for o in model.meta["options"])
