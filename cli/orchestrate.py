@@ -200,11 +200,15 @@ def table_command(
     if trace_points is not None and not trace:
         raise FabricError("--trace-points", "draws from --trace; it is not used with --trace ''")
     trace_points = TRACE_POINTS if trace_points is None else trace_points
+    if step < RATIO_RESOLUTION:  # the ratios are kept to 6 decimals: a finer step gave two columns of one ratio
+        raise FabricError("--step", f"{step:g} must be >= {RATIO_RESOLUTION:g} (fault ratios are kept to 6 decimals)")
     n = max_ratio / step  # inf for a subnormal step: compared before int() can overflow
     if n > MAX_TABLE_POINTS + 0.5:
         raise FabricError("--step", f"{step:g} gives {n + 1:,.0f} fault ratios up to {max_ratio:g}; "
                                     f"at most {MAX_TABLE_POINTS + 1:,} (each is a set of ILP solves)")
-    n = int(round(n))
+    # whole steps up to --max-ratio, not past it: rounding 0.1 / 0.06 up drew a 0.12 column (and 1 / 0.6 a ratio
+    # of 1.2, refused as an internal node_fault_ratio); the 1e-9 keeps 0.1 / 0.01 = 9.999... at 10 steps
+    n = int(n + 1e-9)
     ratios = tuple(round(i * step, 6) for i in range(n + 1))
     solves = len(ratios) * samples + (trace_points if trace else 0)
     if solves > MAX_TABLE_SOLVES:  # each solve may take up to --time-limit: bound the run before it starts
@@ -223,6 +227,8 @@ def table_command(
         console().print(table_markdown(rows), markup=False)
 
 
+#: Finest --step of orchestrate-table: its fault ratios are rounded to 6 decimals.
+RATIO_RESOLUTION = 1e-6
 #: Fault sets orchestrate-table draws from its trace unless --trace-points says otherwise.
 TRACE_POINTS = 8
 #: Most fault-ratio steps of orchestrate-table: each one solves samples x architectures ILPs.

@@ -757,3 +757,28 @@ def test_simulate_reads_algorithm_and_collective_case_blind_as_it_reads_protocol
     lower, upper = json.loads(out), json.loads(out2)
     assert (upper["collective"], upper["algorithm"], upper["protocol"]) == ("all-reduce", "ring", "ll")
     assert upper["time_s"] == lower["time_s"]
+
+
+# ----------------------------------------------------------------------------- orchestrate-table ratio grid
+def test_orchestrate_table_ratios_stop_at_max_ratio(run_cli):
+    """`--max-ratio 0.1 --step 0.06` rounded 1.67 steps up to 2 and solved a 0.12 column past the maximum (and
+    `--max-ratio 1 --step 0.6` died on ratio 1.2 with an error naming the internal `node_fault_ratio`)."""
+    rc, out, err = run_cli("orchestrate-table", "--gpus", "64", "--trace", "", "--max-ratio", "0.1", "--step", "0.06",
+                           "--samples", "1", "--time-limit", "5", "--json")
+    assert rc == 0, err
+    assert sorted({r["node_fault_ratio"] for r in json.loads(out)["rows"]}) == [0.0, 0.06]
+
+
+def test_orchestrate_table_step_finer_than_the_kept_decimals_is_refused(run_cli):
+    """The ratios are rounded to 6 decimals: `--max-ratio 1e-9 --step 1e-9` solved ratio 0 twice into one column."""
+    rc, _, err = run_cli("orchestrate-table", "--gpus", "64", "--trace", "", "--max-ratio", "1e-9", "--step", "1e-9")
+    one_error(rc, err, "--step", ">= 1e-06")
+
+
+def test_orchestrate_table_column_heads_keep_half_percents_apart():
+    """`{:.0%}` wrote the heads of ratios 0, 0.005 and 0.01 as `0% | 0% | 1%`."""
+    from solvers.orchestrator.table import table_markdown
+
+    rows = [{"architecture": "a", "source": "iid", "node_fault_ratio": x, "solver": "ilp", "samples": 1,
+             "cross_tor_traffic_ratio": 0.0, "gpu_utilization": 1.0, "infeasible": 0} for x in (0.0, 0.005, 0.01)]
+    assert "| architecture | solver | 0% | 0.5% | 1% |" in table_markdown(rows)
