@@ -165,10 +165,11 @@ def simulate_command(
                                                               "(the ones the collective has)"),
     protocol: str = typer.Option("auto", "--protocol", help="auto (by size, as NCCL), ll, ll128, simple, or none "
                                                             "(ideal flow model: no protocol latency or overhead)"),
-    channels: Optional[int] = typer.Option(None, "--channels", help="parallel rings of a multi-node ring (default: "
+    channels: Optional[int] = typer.Option(None, "--channels", help="parallel rings of a ring or tree (default: "
                                                                    "one per NIC rail); --channels 1 --protocol none "
                                                                    "is the single-ring closed form"),
-    chunks: int = typer.Option(8, "--chunks", help="pipeline pieces for tree and chain broadcast"),
+    chunks: int = typer.Option(8, "--chunks", help="pipeline pieces of a broadcast, and of a tree "
+                                                             "all-reduce with --protocol none"),
     root: int = typer.Option(0, "--root", help="broadcast root (position in the ranks)"),
     flows: Optional[Path] = typer.Option(None, "--flows", help="JSON list of flows {id, src, dst, bytes, start_s, "
                                                                "after} instead of --collective"),
@@ -208,6 +209,7 @@ def simulate_command(
     name = CollectiveName.parse(collective, "--collective")
     if given("root") and name != CollectiveName.BROADCAST:  # no other collective has a root
         raise FabricError("--root", f"only with --collective broadcast (the root of {collective} would be ignored)")
+    _check_ring_options(name, algorithm.lower(), protocol.lower(), channels, given("chunks"))
     if size is None:
         raise FabricError("--size", "missing; give the per-rank buffer, e.g. 1GiB")
     nbytes = parse_bytes(size, "--size")
@@ -232,6 +234,27 @@ def simulate_command(
     # a library error names its parameter (collective, algorithm, ...): cli.app names the flag
     res = sim.collectives(colls, ecmp=ecmp, seed=seed, method=method)
     _emit(_collective_data(fab, res, nbytes, len(colls), ecmp, seed, links), as_json, flows_mode=False)
+
+
+def _check_ring_options(name, algo: str, protocol: str, channels: Optional[int], chunks_given: bool) -> None:
+    """Refuse ``--channels`` or ``--chunks`` where the collective never reads them (the run would ignore them).
+
+    Channels split a ring or a tree (all-reduce, reduce-scatter, all-gather); pieces pipeline a broadcast, and a
+    tree all-reduce of the flow DAG (``--protocol none``, one channel: NCCL's tree pipelines on its own).  ``auto``
+    is left to the tuner, which may pick an algorithm that reads them.
+    """
+    from fabric.sim.collectives import ALGORITHMS, CollectiveName
+
+    if algo != "auto" and algo not in ALGORITHMS[name]:
+        return  # the simulator names --algorithm and what the collective has
+    AR, RS, AG = CollectiveName.ALL_REDUCE, CollectiveName.REDUCE_SCATTER, CollectiveName.ALL_GATHER
+    if channels is not None and not (name in (AR, RS, AG) and algo in ("auto", "ring", "tree")):
+        raise FabricError("--channels", f"sets the rings of a ring or tree (all-reduce, reduce-scatter, all-gather); "
+                                        f"{name} with --algorithm {algo} would ignore it")
+    if chunks_given and name != CollectiveName.BROADCAST and not (
+            name == AR and algo == "tree" and protocol == "none" and channels in (None, 1)):
+        raise FabricError("--chunks", f"pipelines a broadcast, or a tree all-reduce with --protocol none (one "
+                                      f"channel); {name} with --algorithm {algo} --protocol {protocol} would ignore it")
 
 
 def _run_flows(sim, fab, flows: Path, ecmp: str, seed: int, method: str, links: bool) -> dict:

@@ -782,3 +782,38 @@ def test_orchestrate_table_column_heads_keep_half_percents_apart():
     rows = [{"architecture": "a", "source": "iid", "node_fault_ratio": x, "solver": "ilp", "samples": 1,
              "cross_tor_traffic_ratio": 0.0, "gpu_utilization": 1.0, "infeasible": 0} for x in (0.0, 0.005, 0.01)]
     assert "| architecture | solver | 0% | 0.5% | 1% |" in table_markdown(rows)
+
+
+# ------------------------------------------------------------------------------- simulate: channels, chunks
+@pytest.mark.parametrize("extra,flag", [
+    (("all-reduce", "--algorithm", "nvls-tree", "--channels", "1"), "--channels"),  # ran 8 channels, said 8
+    (("all-reduce", "--algorithm", "hierarchical", "--channels", "4"), "--channels"),
+    (("all-gather", "--algorithm", "direct", "--channels", "4"), "--channels"),
+    (("all-to-all", "--channels", "4"), "--channels"),
+    (("broadcast", "--channels", "4"), "--channels"),
+    (("send-recv", "--chunks", "4"), "--chunks"),
+    (("all-reduce", "--algorithm", "ring", "--chunks", "4"), "--chunks"),
+    (("all-reduce", "--algorithm", "tree", "--chunks", "4"), "--chunks"),  # NCCL's tree pipelines on its own
+    (("all-reduce", "--algorithm", "tree", "--protocol", "none", "--channels", "4", "--chunks", "4"), "--chunks"),
+])
+def test_simulate_refuses_channels_or_chunks_the_collective_never_reads(run_cli, extra, flag):
+    """Each ran to the same time as without the flag (its JSON even said `channels: 8` after `--channels 1`)."""
+    rc, _, err = run_cli("simulate", "dgx", "--gpus", "16", "--size", "1MiB", "--group-size", "16", "--json",
+                         "--collective", *extra)
+    one_error(rc, err, flag, "would ignore it")
+
+
+@pytest.mark.parametrize("extra", [
+    ("all-reduce", "--algorithm", "tree", "--protocol", "none", "--chunks", "4"),
+    ("broadcast", "--algorithm", "tree", "--chunks", "4"),
+    ("all-gather", "--channels", "4"),
+    ("all-reduce", "--algorithm", "tree", "--channels", "4"),
+])
+def test_simulate_channels_and_chunks_still_change_the_runs_that_read_them(run_cli, extra):
+    base = ("simulate", "dgx", "--gpus", "16", "--size", "64MiB", "--group-size", "16", "--json", "--collective")
+    rc, out, err = run_cli(*base, *extra)
+    assert rc == 0, err
+    flag = extra.index("--chunks") if "--chunks" in extra else extra.index("--channels")
+    rc, out2, err = run_cli(*base, *extra[:flag], *extra[flag + 2:])
+    assert rc == 0, err
+    assert json.loads(out)["time_s"] != json.loads(out2)["time_s"]
