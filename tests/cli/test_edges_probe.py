@@ -832,3 +832,25 @@ def test_flow_ids_equal_as_text_are_refused_naming_the_flow(run_cli, tmp_path, i
                                 {"id": ids[1], "src": 1, "dst": 2, "bytes": 1e6}]))
     rc, _, err = run_cli("simulate", "dgx", "--gpus", "16", "--flows", str(path), "--json")
     one_error(rc, err, "f.json:[1].id", said)
+
+
+# ------------------------------------------------------------------------------------------ topology files
+@pytest.mark.parametrize("directed,said", [(True, "is true"), ("yes", "must be true or false")])
+def test_a_directed_topology_is_refused_not_read_at_twice_the_bandwidth(run_cli, tmp_path, directed, said):
+    """networkx writes a DiGraph with `"directed": true` and one edge per direction; each edge was read as a
+    link with its capacity both ways, so a send between the two GPUs ran in half the time (0.53 s, not 1.06 s)."""
+    def digraph(doc):
+        doc["directed"] = directed
+        doc["links"].append({"source": "g1", "target": "g0", "capacity": "450GB/s", "layer": "hbd"})
+    rc, _, err = run_cli("simulate", "--topology", _topology(tmp_path, digraph), "--collective", "send-recv",
+                         "--size", "1GB", "--ranks", "0,1", "--json")
+    one_error(rc, err, "topo.json:directed", said)
+
+
+def test_an_undirected_topology_written_by_networkx_still_loads(run_cli, tmp_path):
+    def undirected(doc):
+        doc.update(directed=False, multigraph=True)
+    rc, out, err = run_cli("simulate", "--topology", _topology(tmp_path, undirected), "--collective", "send-recv",
+                           "--size", "1GB", "--ranks", "0,1", "--json")
+    assert rc == 0, err
+    assert json.loads(out)["time_s"] > 0
