@@ -94,7 +94,7 @@ def orchestrate_command(
     from solvers.orchestrator import orchestrate_summary  # lazily: it imports PuLP
     from solvers.orchestrator.api import DEFAULT_TIME_LIMIT
 
-    _check_unused(solver, time_limit, gap, mip_solver, pp, pp_bytes)
+    _check_unused(solver, time_limit, gap, mip_solver, pp, pp_bytes, parse_dp(dp), dp_bytes)
     if given("seed") and node_fault_ratio is None and trace is None:  # nothing is drawn: it was ignored
         raise FabricError("--seed", "seeds the faults of --node-fault-ratio or the replay of --trace; give one of "
                                     "them, or leave --seed out")
@@ -125,8 +125,8 @@ def orchestrate_command(
         raise typer.Exit(EXIT_INFEASIBLE)
 
 
-def _check_unused(solver: str, time_limit, gap, mip_solver: str, pp: int, pp_bytes) -> None:
-    """Refuse an option the run would ignore: the baselines solve nothing, PP 1 sends no PP bytes."""
+def _check_unused(solver: str, time_limit, gap, mip_solver: str, pp: int, pp_bytes, dp, dp_bytes) -> None:
+    """Refuse an option the run would ignore: the baselines solve nothing, PP 1 sends no PP bytes, DP 1 no DP bytes."""
     if solver in ("greedy", "fault-unaware"):
         for flag, given in (("--time-limit", time_limit), ("--gap", gap),
                             ("--mip-solver", None if mip_solver == "auto" else mip_solver)):
@@ -134,6 +134,8 @@ def _check_unused(solver: str, time_limit, gap, mip_solver: str, pp: int, pp_byt
                 raise FabricError(flag, f"sets the ILP; --solver {solver} solves none (drop it, or use --solver ilp)")
     if pp_bytes is not None and pp == 1:
         raise FabricError("--pp-bytes", "prices the sends between pipeline stages; with --pp 1 there are none")
+    if dp_bytes is not None and dp == 1:  # `--dp max` may still find replicas: only a literal 1 has no all-reduce
+        raise FabricError("--dp-bytes", "prices the DP all-reduce; with --dp 1 there is none")
 
 
 def _print_summary(d: dict) -> None:

@@ -854,3 +854,20 @@ def test_an_undirected_topology_written_by_networkx_still_loads(run_cli, tmp_pat
                            "--size", "1GB", "--ranks", "0,1", "--json")
     assert rc == 0, err
     assert json.loads(out)["time_s"] > 0
+
+
+# ------------------------------------------------------------------------------------------ orchestrate --dp
+@pytest.mark.parametrize("dp", ["\u0662", "1_0"])
+def test_dp_takes_ascii_digits_only(run_cli, dp):
+    """int() read '\u0662' (Arabic-Indic two) as DP 2 and '1_0' as DP 10; --gpus and the integer lists refuse both."""
+    rc, _, err = run_cli(*_KHOP[:6], "--dp", dp, "--solver", "greedy", "--json")  # _KHOP up to its --dp 1
+    one_error(rc, err, "--dp", "whole number >= 1 or 'max'")
+
+
+def test_dp_bytes_with_dp_1_is_refused_as_pp_bytes_with_pp_1(run_cli):
+    """DP 1 has no all-reduce: `--dp 1 --dp-bytes 10GB` ran, echoed dp_bytes_per_gpu and placed 0 DP bytes."""
+    rc, _, err = run_cli(*_KHOP, "--dp-bytes", "10GB")
+    one_error(rc, err, "--dp-bytes", "with --dp 1 there is none")
+    rc, out, err = run_cli(*[("2" if a == "1" else a) for a in _KHOP], "--dp-bytes", "10GB")
+    assert rc == 0, err
+    assert json.loads(out)["dp_bytes_per_gpu"] == 10e9
