@@ -57,6 +57,8 @@ def rank_groups(n_gpus: int, ranks: Optional[str], group_size: Optional[int], gr
     if m < 1:
         raise FabricError("--groups", f"{m} must be >= 1")
     if group_size * m > n_gpus:
+        if groups is None:  # "--groups: 1 groups of 16 GPUs" blamed a flag that was not given
+            raise FabricError("--group-size", f"{group_size} GPUs per group; the topology has {n_gpus}")
         raise FabricError("--groups", f"{m} groups of {group_size} GPUs need {group_size * m} GPUs; "
                                       f"the topology has {n_gpus}")
     return [list(range(g * group_size, (g + 1) * group_size)) for g in range(m)]
@@ -197,6 +199,9 @@ def simulate_command(
 
     if (collective is None) == (flows is None):
         raise FabricError("--collective", "give either --collective NAME or --flows FILE")
+    if given("seed") and ecmp != "hash":  # the ideal split draws nothing: the seed changed no number
+        raise FabricError("--seed", f"seeds the per-flow hash of --ecmp hash; --ecmp {ecmp} draws nothing (add "
+                                    "--ecmp hash, or leave --seed out)")
     fab = build_fabric(arch, gpus, param, load_catalog(catalog), topology)
     sim = simulator(fab)
     if flows is not None:

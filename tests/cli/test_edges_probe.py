@@ -871,3 +871,25 @@ def test_dp_bytes_with_dp_1_is_refused_as_pp_bytes_with_pp_1(run_cli):
     rc, out, err = run_cli(*[("2" if a == "1" else a) for a in _KHOP], "--dp-bytes", "10GB")
     assert rc == 0, err
     assert json.loads(out)["dp_bytes_per_gpu"] == 10e9
+
+
+# ------------------------------------------------------------------------------------- simulate: seed, groups
+@pytest.mark.parametrize("mode", [("--collective", "all-to-all", "--size", "1MiB", "--group-size", "8"),
+                                  ("--flows", "FLOWS")])
+def test_simulate_seed_without_hash_ecmp_is_refused(run_cli, tmp_path, mode):
+    """The ideal split draws nothing: `--seed 5` ran to the same output as `--seed 0`, but for its echo."""
+    flows = tmp_path / "flows.json"
+    flows.write_text('[{"src": 0, "dst": 9, "bytes": "1MB"}]')
+    argv = [str(flows) if a == "FLOWS" else a for a in mode]
+    rc, _, err = run_cli("simulate", "dgx", "--gpus", "16", *argv, "--seed", "5", "--json")
+    one_error(rc, err, "--seed", "--ecmp hash")
+    rc, out, err = run_cli("simulate", "dgx", "--gpus", "16", *argv, "--ecmp", "hash", "--seed", "5", "--json")
+    assert rc == 0, err
+    assert json.loads(out)["seed"] == 5
+
+
+def test_a_group_larger_than_the_fabric_names_group_size_when_groups_is_not_given(run_cli):
+    """It said `--groups: 1 groups of 16 GPUs need 16 GPUs` when only --group-size was on the line."""
+    rc, _, err = run_cli("simulate", "dgx", "--gpus", "8", "--collective", "all-reduce", "--size", "1MiB",
+                         "--group-size", "16", "--json")
+    assert "--groups" not in one_error(rc, err, "--group-size", "the topology has 8")
