@@ -62,6 +62,7 @@ def _from_records(records: list, n_links: int, where: str = "--link-loads",
             if {str(rec["src"]), str(rec["dst"])} != set(here):
                 raise FabricError(f"{f}.link", f"link {rec['link']} joins {here[0]} and {here[1]} in this fabric, "
                                                f"not {rec['src']} and {rec['dst']}: was it simulated on another one?")
+        for j in ids:  # under the check above, a circuit's record (link null) and one without src/dst were dropped
             util[j] = max(util[j], float(values["utilisation"]))
             nbytes[j] = max(nbytes[j], float(values["bytes_fwd"]) + float(values["bytes_rev"]))
     return util, nbytes

@@ -81,6 +81,27 @@ def test_link_loads_from_the_simulator(run_cli, tmp_path):
     assert "busiest drawn link at" in out.read_text()
 
 
+def test_circuit_loads_and_records_without_ends_reach_the_links(run_cli, tmp_path):
+    """Since the src/dst check (74e596d) the loads were stored only under it: a circuit's record (`link: null`,
+    TPUv4's OCS) and a record without src/dst were dropped, so `--color-links-by load` drew every OCS fibre idle."""
+    from cli.view import read_link_loads
+    from topologies import build
+
+    rc, stdout, err = run_cli("simulate", "tpuv4", "--gpus", "64", "--collective", "all-reduce", "--size", "1MiB",
+                              "--group-size", "64", "--links", "--json")
+    assert rc == 0, err
+    sim = tmp_path / "sim.json"
+    sim.write_text(stdout)
+    records = json.loads(stdout)["links"]
+    circuit = next(r for r in records if r["link"] is None)
+    util, nbytes = read_link_loads(sim, len(build("tpuv4", 64).links))
+    assert all(util[j] == circuit["utilisation"] > 0 for j in circuit["circuit_links"])
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps({"links": [{"link": 5, "utilisation": 0.5, "bytes_fwd": 10.0, "bytes_rev": 2.0}]}))
+    util, nbytes = read_link_loads(bare, 96)
+    assert (util[5], nbytes[5]) == (0.5, 12.0)
+
+
 def test_link_loads_from_a_file(run_cli, tmp_path):
     from topologies import build
 
