@@ -104,6 +104,9 @@ def read_link_loads(path: Path, n_links: int, ends=None) -> tuple[Optional[np.nd
         if "links" in doc and "nodes" in doc:
             raise FabricError(field, f"{path.name} is a topology file, not link loads; give the output of "
                                      "`fabric simulate --links --json`")
+        if "links" in doc and ("utilisation" in doc or "bytes" in doc):  # the arrays were dropped without a word
+            raise FabricError(field, f"{path.name} has both 'links' records and 'utilisation'/'bytes' arrays; give "
+                                     "one of the two")
         if isinstance(doc.get("links"), list):
             return _from_records(doc["links"], n_links, path.name, ends)
         cols = {}

@@ -102,6 +102,16 @@ def test_circuit_loads_and_records_without_ends_reach_the_links(run_cli, tmp_pat
     assert (util[5], nbytes[5]) == (0.5, 12.0)
 
 
+def test_link_loads_with_records_and_arrays_are_refused(run_cli, tmp_path):
+    """`{"links": [], "utilisation": [...]}` drew every link idle: the records won and the arrays were dropped."""
+    path = tmp_path / "loads.json"
+    path.write_text(json.dumps({"links": [], "utilisation": [0.5] * 96}))
+    rc, _, err = run_cli("view", "dgx", "--gpus", "16", "--link-loads", path, "--color-links-by", "load",
+                         "--out", tmp_path / "v.html")
+    assert rc == 2 and err.count("\n") == 1 and "--link-loads" in err and "one of the two" in err, err
+    assert not (tmp_path / "v.html").exists()
+
+
 def test_link_loads_from_a_file(run_cli, tmp_path):
     from topologies import build
 
