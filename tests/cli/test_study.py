@@ -319,3 +319,11 @@ def test_orchestrator_time_limit_is_bounded_as_the_flag_is():
     err = error_of(spec(workloads=[{"name": "w", "tp": 8}],
                         metrics=[{"orchestrator": {"dp": "2", "time_limit": 1e300}}]))
     assert err.field == "study.yaml:metrics[0].orchestrator.time_limit" and "1e+09" in err.message
+
+
+def test_a_tp_the_design_refuses_is_refused_for_the_orchestrator_alone_before_work():
+    """With only the orchestrator metric, TP 6 on a 4-GPU-node k-hop ring ran and every point failed (exit 1);
+    next to the faults metric the same spec was refused when read."""
+    err = error_of(spec(architectures=[{"name": "khop-ring", "params": {"gpus_per_node": 4}}], gpus=64,
+                        workloads=[{"name": "w", "tp": 6}], metrics=[{"orchestrator": {"dp": "2"}}]))
+    assert err.field == "study.yaml:workloads[0].tp" and "multiple of 4" in err.message
