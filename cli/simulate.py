@@ -231,6 +231,8 @@ def simulate_command(
 
     lists = rank_groups(fab.n_gpus, ranks, group_size, groups)
     blame = "--group-size" if ranks is None else "--ranks"
+    if len(lists[0]) < 2:  # no flow: time 0, and the table printed algbw infPB/s, busbw nanB/s
+        raise FabricError(blame, "one rank moves no data (time 0, bandwidth undefined); give at least 2 ranks")
     if name == CollectiveName.ALL_TO_ALL:  # one flow per ordered pair of ranks, in every group (measured 8.5 s per 1 M)
         check("flows", sum(len(r) * (len(r) - 1) for r in lists), blame, "all-to-all: ranks x (ranks - 1) per group")
     algo, n_ranks = algorithm.lower(), sum(len(r) for r in lists)

@@ -893,3 +893,11 @@ def test_a_group_larger_than_the_fabric_names_group_size_when_groups_is_not_give
     rc, _, err = run_cli("simulate", "dgx", "--gpus", "8", "--collective", "all-reduce", "--size", "1MiB",
                          "--group-size", "16", "--json")
     assert "--groups" not in one_error(rc, err, "--group-size", "the topology has 8")
+
+
+@pytest.mark.parametrize("argv,flag", [(("--ranks", "3"), "--ranks"), (("--group-size", "1", "--groups", "4"),
+                                                                       "--group-size")])
+def test_a_collective_of_one_rank_is_refused(run_cli, argv, flag):
+    """One rank has no flow: it ran in 0 s and the table printed `algbw infPB/s`, `busbw nanB/s` (JSON: null)."""
+    rc, _, err = run_cli("simulate", "dgx", "--gpus", "16", "--collective", "all-reduce", "--size", "1MiB", *argv)
+    one_error(rc, err, flag, "at least 2 ranks")
