@@ -284,3 +284,22 @@ def test_link_loads_of_another_fabric_are_refused(run_cli, tmp_path):
 def test_serve_has_no_json_summary(run_cli):
     rc, stdout, err = run_cli("view", "dgx", "--serve", "--json")
     assert rc == 2 and "--json" in err and stdout == ""
+
+
+def test_a_khop_line_read_from_a_topology_file_takes_tp_groups(run_cli, tmp_path):
+    """An exported k-hop ring holds its lit links only (no candidate optical paths): `view --topology FILE --tp 8`
+    stopped on `error: rings: hop 0->1 (gap 1) is not an optical path of a k=2 ring`, naming no flag.  It now draws
+    the groups the architecture itself forms."""
+    import networkx as nx
+
+    from topologies import build
+
+    path = tmp_path / "khop.json"
+    path.write_text(json.dumps(nx.node_link_data(build("khop-ring", 32).to_networkx(active=True), edges="links")))
+    argv = ("--out", tmp_path / "v.html", "--tp", "8", "--node-fault-ratio", "0.2", "--json")
+    rc, out, err = run_cli("view", "--topology", path, *argv)
+    assert rc == 0, err
+    rc, ref, err = run_cli("view", "khop-ring", "--gpus", "32", *argv)
+    assert rc == 0, err
+    got, want = json.loads(out), json.loads(ref)
+    assert (got["tp_groups"], got["faulty_gpus"]) == (want["tp_groups"], want["faulty_gpus"])
