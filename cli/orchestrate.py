@@ -87,7 +87,7 @@ def orchestrate_command(
     dp_bytes: Optional[str] = typer.Option(None, "--dp-bytes",
                                            help="DP all-reduce buffer per GPU per step (e.g. 10GB)"),
     pp_bytes: Optional[str] = typer.Option(None, "--pp-bytes", help="PP bytes per TP rank per stage boundary per step"),
-    placement: bool = typer.Option(False, "--placement", help="include the placement (node ids per group)"),
+    placement: bool = typer.Option(False, "--placement", help="include the placement (node ids per group) in --json"),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Place TP rings and DP groups on a faulty fabric: most GPUs in complete groups, least cross-ToR traffic."""
@@ -95,6 +95,8 @@ def orchestrate_command(
     from solvers.orchestrator.api import DEFAULT_TIME_LIMIT
 
     _check_unused(solver, time_limit, gap, mip_solver, pp, pp_bytes, parse_dp(dp), dp_bytes)
+    if placement and not as_json:  # the table has no place for it: the page came out the same as without
+        raise FabricError("--placement", "adds the node ids per group to the --json object; add --json")
     if given("seed") and node_fault_ratio is None and trace is None:  # nothing is drawn: it was ignored
         raise FabricError("--seed", "seeds the faults of --node-fault-ratio or the replay of --trace; give one of "
                                     "them, or leave --seed out")

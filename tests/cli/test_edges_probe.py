@@ -901,3 +901,9 @@ def test_a_collective_of_one_rank_is_refused(run_cli, argv, flag):
     """One rank has no flow: it ran in 0 s and the table printed `algbw infPB/s`, `busbw nanB/s` (JSON: null)."""
     rc, _, err = run_cli("simulate", "dgx", "--gpus", "16", "--collective", "all-reduce", "--size", "1MiB", *argv)
     one_error(rc, err, flag, "at least 2 ranks")
+
+
+def test_placement_without_json_is_refused(run_cli):
+    """The table shows no placement: `--placement` without --json printed the same page as without it."""
+    rc, _, err = run_cli(*_KHOP[:-1], "--placement")  # _KHOP without its --json
+    one_error(rc, err, "--placement", "add --json")
