@@ -327,3 +327,14 @@ def test_a_tp_the_design_refuses_is_refused_for_the_orchestrator_alone_before_wo
     err = error_of(spec(architectures=[{"name": "khop-ring", "params": {"gpus_per_node": 4}}], gpus=64,
                         workloads=[{"name": "w", "tp": 6}], metrics=[{"orchestrator": {"dp": "2"}}]))
     assert err.field == "study.yaml:workloads[0].tp" and "multiple of 4" in err.message
+
+
+def test_the_orchestrator_with_random_faults_of_another_component_is_refused_when_read():
+    """`faults: {ratios: [...], component: gpu}` with the orchestrator ran, and every point failed on its first
+    fault draw ("orchestrator: places on node faults only", exit 1)."""
+    doc = spec(workloads=[{"name": "w", "tp": 8}], faults={"ratios": [0.0, 0.05], "component": "gpu"},
+               metrics=[{"orchestrator": {"dp": "2"}}])
+    err = error_of(doc)
+    assert err.field == "study.yaml:faults.component" and "node faults only" in err.message
+    parse_study({**doc, "faults": {"ratios": [0.0, 0.05], "component": "node"}})
+    parse_study({**doc, "metrics": ["cost"]})  # another metric takes any component
