@@ -206,7 +206,8 @@ def _check_orchestrator_options(options: dict[str, Any], field: str) -> None:
 
 
 @register_metric(
-    "orchestrator", requires=("tp", "node_faults"), options_check=_check_orchestrator_options, check=check_tp_for_design,
+    "orchestrator", requires=("tp", "node_faults"), options_check=_check_orchestrator_options,
+    check=check_tp_for_design,
     help="cross-ToR traffic and GPU utilisation after placing TP rings and DP groups on the point's faulty fabric "
          "(the numbers of `fabric orchestrate --json`)",
     options={

@@ -907,3 +907,10 @@ def test_placement_without_json_is_refused(run_cli):
     """The table shows no placement: `--placement` without --json printed the same page as without it."""
     rc, _, err = run_cli(*_KHOP[:-1], "--placement")  # _KHOP without its --json
     one_error(rc, err, "--placement", "add --json")
+
+
+def test_method_dag_on_contending_flows_says_what_to_use(run_cli):
+    """It said the DAG pass does not apply, but not what does."""
+    rc, _, err = run_cli("simulate", "dgx", "--gpus", "16", "--collective", "all-reduce", "--size", "1MiB",
+                         "--group-size", "8", "--method", "dag", "--json")
+    one_error(rc, err, "--method", "use auto or event")
