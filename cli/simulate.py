@@ -41,6 +41,20 @@ def parse_ranks(text: str) -> list[int]:
                           empty="no GPU indices given", unique=True)
 
 
+def _check_chunks(chunks: Optional[int], name, algorithm: str, protocol: str, channels: Optional[int]) -> None:
+    """Refuse ``--chunks`` where nothing is pipelined in pieces: NCCL's rings and trees pipeline by their own
+    protocol steps, so there it changed nothing, without a word; a broadcast, or a tree all-reduce in the flow
+    model (the DAG's pieces), is where it applies."""
+    from fabric.sim.collectives import CollectiveName
+
+    tree_flow_dag = (name == CollectiveName.ALL_REDUCE and algorithm.lower() == "tree" and protocol.lower() == "none"
+                     and channels in (None, 1))
+    if chunks is not None and not (name == CollectiveName.BROADCAST or tree_flow_dag):
+        raise FabricError("--chunks", "only with --collective broadcast, or a tree all-reduce in the flow model "
+                                      "(--algorithm tree --protocol none): NCCL's rings and trees pipeline by their "
+                                      "own protocol steps")
+
+
 def rank_groups(n_gpus: int, ranks: Optional[str], group_size: Optional[int], groups: Optional[int]) -> list[list[int]]:
     """The rank lists of the collectives to run (one per group)."""
     if ranks is not None and group_size is not None:
@@ -177,8 +191,9 @@ def simulate_command(
     channels: Optional[int] = typer.Option(None, "--channels", help="parallel rings of a ring or tree (default: "
                                                                    "one per NIC rail); --channels 1 --protocol none "
                                                                    "is the single-ring closed form"),
-    chunks: int = typer.Option(8, "--chunks", help="pipeline pieces of a broadcast, and of a tree "
-                                                             "all-reduce with --protocol none"),
+    chunks: Optional[int] = typer.Option(None, "--chunks", help="pipeline pieces of a broadcast (default: as NCCL "
+                                         "pipelines it, one protocol step each; 8 with --protocol none) or of a tree "
+                                         "all-reduce with --protocol none (default 8)"),
     root: int = typer.Option(0, "--root", help="broadcast root (position in the ranks)"),
     flows: Optional[Path] = typer.Option(None, "--flows", help="JSON list of flows {id, src, dst, bytes, start_s, "
                                                                "after} instead of --collective"),
@@ -221,7 +236,8 @@ def simulate_command(
     name = CollectiveName.parse(collective, "--collective")
     if given("root") and name != CollectiveName.BROADCAST:  # no other collective has a root
         raise FabricError("--root", f"only with --collective broadcast (the root of {collective} would be ignored)")
-    _check_ring_options(name, algorithm.lower(), protocol.lower(), channels, given("chunks"))
+    _check_chunks(chunks, name, algorithm, protocol, channels)
+    _check_channels(name, algorithm.lower(), channels)
     if size is None:
         raise FabricError("--size", "missing; give the per-rank buffer, e.g. 1GiB")
     nbytes = parse_bytes(size, "--size")
@@ -250,12 +266,11 @@ def simulate_command(
     _emit(_collective_data(fab, res, nbytes, len(colls), ecmp, seed, links), as_json, flows_mode=False)
 
 
-def _check_ring_options(name, algo: str, protocol: str, channels: Optional[int], chunks_given: bool) -> None:
-    """Refuse ``--channels`` or ``--chunks`` where the collective never reads them (the run would ignore them).
+def _check_channels(name, algo: str, channels: Optional[int]) -> None:
+    """Refuse ``--channels`` where the collective never reads it (the run would ignore it).
 
-    Channels split a ring or a tree (all-reduce, reduce-scatter, all-gather); pieces pipeline a broadcast, and a
-    tree all-reduce of the flow DAG (``--protocol none``, one channel: NCCL's tree pipelines on its own).  ``auto``
-    is left to the tuner, which may pick an algorithm that reads them.
+    Channels split a ring or a tree (all-reduce, reduce-scatter, all-gather); ``auto`` is left to the tuner,
+    which may pick an algorithm that reads them.
     """
     from fabric.sim.collectives import ALGORITHMS, CollectiveName
 
@@ -265,10 +280,6 @@ def _check_ring_options(name, algo: str, protocol: str, channels: Optional[int],
     if channels is not None and not (name in (AR, RS, AG) and algo in ("auto", "ring", "tree")):
         raise FabricError("--channels", f"sets the rings of a ring or tree (all-reduce, reduce-scatter, all-gather); "
                                         f"{name} with --algorithm {algo} would ignore it")
-    if chunks_given and name != CollectiveName.BROADCAST and not (
-            name == AR and algo == "tree" and protocol == "none" and channels in (None, 1)):
-        raise FabricError("--chunks", f"pipelines a broadcast, or a tree all-reduce with --protocol none (one "
-                                      f"channel); {name} with --algorithm {algo} --protocol {protocol} would ignore it")
 
 
 def _run_flows(sim, fab, flows: Path, ecmp: str, seed: int, method: str, links: bool) -> dict:

@@ -25,7 +25,7 @@ from fabric.sim.hierarchical import hierarchical_flow_count, hierarchical_step, 
 from fabric.sim.lumping import LUMP_MIN_FLOWS, Lumped, lump, unique_ints
 from fabric.sim.maxmin import max_min_rates_csr
 from fabric.sim.nccl import NCCL_PROTOCOLS, candidates, channel_count, nccl_model, ring_channel_count, nvls_factor, nvls_tree_factor, \
-    sharp_factor, time_nvls, time_nvls_tree, time_ring, time_sharp, time_tree, with_protocol
+    sharp_factor, time_broadcast, time_nvls, time_nvls_tree, time_ring, time_sharp, time_tree, with_protocol
 from fabric.sim.results import CollectiveResult, CollectivesResult, LinkLoads, SimResult
 from fabric.sim.routing import ECMP_MODES, NoRoute, RouteTable, compute_routes
 from fabric.sim.steps import STEP_MIN_FLOWS, ideal_ring_by_step, ideal_ring_step_count
@@ -518,6 +518,13 @@ class Simulator:
                                ecmp, seed, float(c0.start_s))
                 yield self._ring_run(rt, c0, members, n_tags, model)._named(algo, rt.protocol, rt.channels)
                 return
+        if algo == Algorithm.RING and c0.name == CollectiveName.BROADCAST and c0.chunks is None and n > 1 \
+                and not c0.ideal:  # NCCL's pieces (one protocol step each); given chunks keep the flow DAG's
+            channels = c0.channels or ring_channel_count(self.fabric, devices[0])
+            rt = time_broadcast(self, self.fabric, devices, float(c0.size), int(c0.root), proto, channels, model,
+                                method, ecmp, seed, float(c0.start_s))
+            yield self._ring_run(rt, c0, members, n_tags, model)._named(algo, rt.protocol, rt.channels)
+            return
         if algo == Algorithm.TREE and c0.name == CollectiveName.ALL_REDUCE and not c0.ideal and n > 1:
             channels = c0.channels or channel_count(self.fabric, devices[0])
             rt = time_tree(self, self.fabric, devices, float(c0.size), proto, channels, model, method, ecmp, seed,
@@ -545,7 +552,7 @@ class Simulator:
         finish = np.full(n_tags, -np.inf)
         finish[members] = float(c0.start_s) + rt.time_s
         n_flows = np.zeros(n_tags, dtype=np.int64)
-        n_flows[members] = len(flows) // len(members) * rt.steps
+        n_flows[members] = len(flows) // len(members) * rt.steps * rt.pieces
         scale = rt.steps / (model.payload[rt.protocol] if rt.protocol != Protocol.NONE else 1.0)
         route_bytes = np.bincount(prob.route, weights=flows.size * flows.count, minlength=prob.R.shape[0])
         makespan = float(finish[members].max())
@@ -687,7 +694,5 @@ def _as_collective(collective, ranks, size, algorithm, chunks, root, protocol=No
         return collective
     if ranks is None or size is None:
         raise FabricError("ranks", "give ranks and size with a collective name")
-    from fabric.sim.collectives import DEFAULT_CHUNKS
-
-    return Collective(str(collective), tuple(ranks), size, algorithm,
-                      DEFAULT_CHUNKS if chunks is None else chunks, root, protocol=protocol, channels=channels)
+    return Collective(str(collective), tuple(ranks), size, algorithm, chunks, root, protocol=protocol,
+                      channels=channels)

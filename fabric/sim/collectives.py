@@ -16,7 +16,8 @@ ring            ``n-1`` steps (``2(n-1)`` for all-reduce); in step ``k`` rank
                 a full per-step latency.  Broadcast ``ring`` is the pipelined
                 chain: ``S`` in ``chunks`` pieces along root, root+1, ...; piece
                 ``c`` leaves rank ``j`` after it arrived and after piece ``c-1``
-                left.
+                left (under an NCCL protocol with ``chunks`` not given, NCCL's
+                pieces of one protocol step: :func:`fabric.sim.nccl.time_broadcast`).
 tree            all-reduce: NCCL-style double binary tree.  Tree 1 is the
                 balanced in-order binary tree over rank positions, tree 2 the
                 same over positions shifted by one, so most ranks are a leaf in
@@ -149,8 +150,10 @@ class Collective:
         ``auto`` (the default, None) or one of :data:`ALGORITHMS` ``[name]``.
         ``auto`` picks what NCCL would (:func:`fabric.sim.nccl.choose`): for
         all-reduce the fastest of ring, tree and NVLS; otherwise the first.
-    chunks : int
-        Pipeline pieces for tree and chain algorithms (>= 1).
+    chunks : int, optional
+        Pipeline pieces of the flow DAG's tree and chain algorithms (>= 1; default :data:`DEFAULT_CHUNKS`).
+        A broadcast under an NCCL protocol with ``chunks`` not given is pipelined as NCCL does, one
+        protocol step per piece (:func:`fabric.sim.nccl.time_broadcast`).
     root : int
         Position in ``ranks`` of the broadcast root.
     start_s : float
@@ -170,7 +173,7 @@ class Collective:
     ranks: tuple
     size: float
     algorithm: str | None = None
-    chunks: int = DEFAULT_CHUNKS
+    chunks: int | None = None
     root: int = 0
     start_s: float = 0.0
     protocol: str | None = None
@@ -187,6 +190,11 @@ class Collective:
     def resolved_algorithm(self) -> str:
         """The algorithm asked for (``auto`` when not given; the simulator resolves ``auto``)."""
         return Algorithm.AUTO if self.algorithm in (None, Algorithm.AUTO) else self.algorithm
+
+    @property
+    def pieces(self) -> int:
+        """Pipeline pieces of the flow DAG's trees and chains: ``chunks``, or :data:`DEFAULT_CHUNKS` when not given."""
+        return DEFAULT_CHUNKS if self.chunks is None else int(self.chunks)
 
     @property
     def resolved_protocol(self) -> str:
@@ -235,7 +243,8 @@ class Collective:
         # bytes beyond 2**62 (4.6 EB) overflow the per-step arithmetic; no buffer comes near
         if not (is_number(self.size) and 0 < self.size <= MAX_WHOLE):  # also refuses NaN and inf
             raise FabricError("size", f"{self.size!r} must be a finite number of bytes > 0 (at most 2**62)")
-        object.__setattr__(self, "chunks", whole(self.chunks, "chunks", 1))
+        if self.chunks is not None:
+            object.__setattr__(self, "chunks", whole(self.chunks, "chunks", 1))
         if not (is_whole(self.root) and 0 <= self.root < n):
             raise FabricError("root", f"{self.root!r} must be a position in ranks (0..{n - 1})")
         object.__setattr__(self, "root", int(self.root))
@@ -244,7 +253,7 @@ class Collective:
 
     def batch_key(self) -> tuple:
         """Collectives with equal keys differ only in their ranks (and are generated together)."""
-        return (str(self.name), str(self.resolved_algorithm), len(self.ranks), float(self.size), int(self.chunks),
+        return (str(self.name), str(self.resolved_algorithm), len(self.ranks), float(self.size), self.chunks,
                 int(self.root), float(self.start_s), str(self.resolved_protocol), self.channels)
 
 
@@ -589,7 +598,7 @@ def collective_flows(coll: Collective, devices: np.ndarray, domain: np.ndarray |
         e2 = _ring_phase(b, flat, groups.T.copy(), 2 * (m - 1), S / h / m, e1)
         _ring_phase(b, flat, groups, h - 1, S / h, e2)
     elif name == AR and algo == Algorithm.TREE:
-        _double_binary_tree(b, flat, n, S, int(coll.chunks), entry)
+        _double_binary_tree(b, flat, n, S, coll.pieces, entry)
     elif name == AR and algo == Algorithm.DIRECT:
         _all_pairs(b, flat, n, S, entry)
     elif name in (RS, AG, CollectiveName.ALL_TO_ALL) and algo == Algorithm.DIRECT:
@@ -597,9 +606,9 @@ def collective_flows(coll: Collective, devices: np.ndarray, domain: np.ndarray |
     elif name == CollectiveName.BROADCAST:
         order = np.roll(pos, -int(coll.root))
         if algo == Algorithm.RING:
-            _chain_broadcast(b, flat, order, S, int(coll.chunks), entry)
+            _chain_broadcast(b, flat, order, S, coll.pieces, entry)
         else:
-            _heap_broadcast(b, flat, order, S, int(coll.chunks), entry)
+            _heap_broadcast(b, flat, order, S, coll.pieces, entry)
     elif name == CollectiveName.SEND_RECV:
         if n >= 2:
             none = _empty_entry(n - 1)

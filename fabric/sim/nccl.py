@@ -52,6 +52,14 @@ hops are all alike (one channel, no protocol) this is the closed form
 ``k (a + S / (n B))`` of the flow DAG; the tests check it against the full flow
 DAG.  Memory is linear in the ranks (one step, not ``2 n (n-1)`` flows).
 
+Broadcast
+---------
+NCCL broadcasts on its rings only: every channel's ring, read from the root, is
+a chain of ``n - 1`` hops carrying ``S / C`` in pieces of one protocol step
+(:func:`time_broadcast`); one step of every hop is simulated, and the pipeline
+form (the buffer through the slowest hop, one piece through every other, the
+chain's step latencies once) gives the time.
+
 Algorithm and protocol choice (``auto``)
 ----------------------------------------
 NCCL's tuner predicts every (algorithm, protocol) time and takes the fastest.
@@ -81,7 +89,7 @@ import numpy as np
 from fabric.catalog import Catalog, load_catalog
 from fabric.errors import FabricError
 from fabric.model import DeviceKind, Fabric, HBDKind
-from fabric.sim.collectives import Algorithm, CollectiveName, Protocol, domain_matrix
+from fabric.sim.collectives import DEFAULT_CHUNKS, Algorithm, CollectiveName, Protocol, domain_matrix
 from fabric.sim.collectives import domain_rows as _domain_rows  # by domain group; here by Fabric
 from fabric.sim.flows import FlowTable
 
@@ -112,6 +120,8 @@ class NcclModel:
         Seconds per NVLS / SHARP all-reduce (in-switch reduction).
     nvls_tree_step : float
         Seconds per network level of an NVLS tree.
+    broadcast_chunk : dict
+        Protocol -> payload bytes of one pipeline piece of a ring broadcast.
     """
 
     base_latency: dict
@@ -125,6 +135,7 @@ class NcclModel:
     nvls_latency: float
     nvls_tree_step: float
     sharp_latency: float
+    broadcast_chunk: dict
 
     @staticmethod
     def from_catalog(catalog: Catalog) -> "NcclModel":
@@ -145,6 +156,7 @@ class NcclModel:
             nvls_latency=catalog.value("nccl_nvls", "latency"),
             nvls_tree_step=catalog.value("nccl_nvls_tree", "latency"),
             sharp_latency=catalog.value("nccl_sharp", "latency"),
+            broadcast_chunk={p: catalog.value("nccl_broadcast_chunk", f"{k}_bytes") for p, k in protos.items()},
         )
 
 
@@ -434,6 +446,8 @@ class RingTiming:
     steps, channels : int
     step_flows, step_problem, step_schedule, step_graph, step_arcs
         The flows of one step, as routed and scheduled.
+    pieces : int
+        Pipeline pieces each step flow stands for (a broadcast's; 1 for rings, whose steps are counted).
     """
 
     time_s: np.ndarray
@@ -445,6 +459,7 @@ class RingTiming:
     step_schedule: object
     step_graph: object
     step_arcs: object
+    pieces: int = 1
 
 
 def time_ring(sim, fabric: Fabric, name: str, devices: np.ndarray, size: float, protocol: str, channels: int,
@@ -500,6 +515,62 @@ def _time_ring_layout(sim, fabric: Fabric, name: str, devices: np.ndarray, size:
         if best_t is None or t.max() < best_t.max():
             best_t, best_p = t, p
     return RingTiming(best_t, best_p, k, C, flows, prob, sched, graph, arcs)
+
+
+def time_broadcast(sim, fabric: Fabric, devices: np.ndarray, size: float, root: int, protocol: str, channels: int,
+                   model: NcclModel, method: str, ecmp: str, seed: int, start: float) -> RingTiming:
+    """Time a ring broadcast as NCCL pipelines it: every channel's ring, cut at the root, is a chain.
+
+    NCCL runs broadcast on its rings only (no tree).  Channel ``c`` carries ``S / C``, cut into pieces of one
+    protocol step (:attr:`NcclModel.broadcast_chunk`: 512 KiB with Simple); a piece leaves a rank once it has
+    arrived, so with ``n`` ranks and ``K`` pieces of ``P`` bytes the last rank holds everything after
+
+        base latency + sum over hops of d_h + (K - 1) max_h d_h + (latency along the chain's n - 1 hops),
+
+    the pipeline form, ``d_h`` a piece's transfer time over hop ``h``, simulated as every hop of every channel
+    sends at once (the steady state; max-min sharing of NVLink and NICs), as :func:`time_ring` times a ring
+    step.  As ``K P = S / C``, that is the buffer through the slowest hop plus ``P / (S / C)`` of it through
+    every other hop: the pipeline fill, which a fixed number of pieces of ``S / chunks`` made ``(n - 2) /
+    chunks`` of the whole transfer on a uniform chain (a 1 GiB broadcast over 16,384 GPUs in 8 pieces took
+    11 s).  With the same pieces and hops that share no link this is the flow DAG's pipelined chain; the
+    tests check it.  ``root`` is the root's position in ``devices``' rows; ``protocol`` ``none`` is the ideal model
+    (no latency but the physical path's, no protocol overhead, the flow DAG's ``DEFAULT_CHUNKS`` pieces).
+    """
+    from fabric.sim.engine import schedule
+
+    G, n = devices.shape
+    best = None
+    for orders in ring_order_candidates(fabric, devices[0], channels):
+        C = orders.shape[0]
+        # each channel's ring read from the root: its n - 1 hops, the hop back into the root left out
+        at = np.argmax(orders == root, axis=1)
+        chain = np.take_along_axis(orders, (at[:, None] + np.arange(n)[None, :]) % n, axis=1)
+        src, dst = devices[:, chain[:, :-1]], devices[:, chain[:, 1:]]        # (G, C, n - 1)
+        path = path_codes(fabric, src.ravel(), dst.ravel())
+        ideal = protocol == Protocol.NONE
+        body = size / C                                                       # bytes per channel
+        wire = np.full(src.size, body) if ideal else body / model.efficiency[path]
+        tag = np.repeat(np.arange(G), C * (n - 1))
+        flows = FlowTable.build(src.ravel(), dst.ravel(), wire, start, None, 1, tag)
+        prob, graph, arcs = sim.problem(flows, ecmp=ecmp, seed=seed, field="ranks")
+        sched = schedule(prob, method)
+        tx = (sched.tx_end - sched.release).reshape(G, C, n - 1)              # S / C through each hop
+        slowest, others = tx.max(axis=2), tx.sum(axis=2) - tx.max(axis=2)
+        hop = prob.route_latency[prob.route].reshape(G, C, n - 1)
+        path = path.reshape(G, C, n - 1)
+        for p in [Protocol.NONE] if ideal else (NCCL_PROTOCOLS if protocol == Protocol.AUTO else [protocol]):
+            lat = hop if ideal else ring_step_latency(hop, path, model, p)
+            # the ideal model pipelines the flow DAG's default pieces (collectives.DEFAULT_CHUNKS)
+            piece = body / DEFAULT_CHUNKS if ideal else min(model.broadcast_chunk[p], body)
+            scale = 1.0 if ideal else 1.0 / model.payload[p]
+            # a pipeline of n - 1 stages: the first piece through every hop, then K - 1 more behind the slowest
+            transfer = (scale * (slowest + piece / body * others)).max(axis=1)
+            if p == Protocol.LL:  # a broadcast's bus bytes are the buffer
+                transfer = np.maximum(transfer, size / ll_max_busbw(fabric, devices[0], model))
+            t = (0.0 if ideal else model.base_latency[p]) + transfer + lat.sum(axis=2).max(axis=1)
+            if best is None or t.max() < best.time_s.max():
+                best = RingTiming(t, p, 1, C, flows, prob, sched, graph, arcs, int(np.ceil(body / piece)))
+    return best
 
 
 def ring_step_latency(physical: np.ndarray, path: np.ndarray, model: NcclModel, protocol: str) -> np.ndarray:

@@ -248,6 +248,25 @@ def test_bench_hierarchical_16k_ranks_by_step():
 
 
 @pytest.mark.bench
+def test_bench_broadcast_16k_ranks_one_step():
+    """Broadcast of 1 GiB over 16,384 DGX H100 GPUs, NCCL's choice of protocol, its rings cut at the root and
+    timed from one step of every chain hop (fabric.sim.nccl.time_broadcast): < 10 s CPU and < 2 GB.  As the
+    flow DAG of 8 pieces it ran 7.6 s (ring; 138 s as a tree) for a simulated 11 s."""
+    _warm_up()
+    fab = build("dgx", gpus=16384)
+    coll = Collective("broadcast", tuple(range(16384)), GiB)
+
+    def run():
+        return Simulator(fab).collective(coll)
+
+    r, wall, cpu = _timed_median(run, repeat=1)
+    peak = _peak(run)
+    _report(f"broadcast 1 GiB x 16,384 GPUs, {r.channels} channels, {r.protocol}, one-step timing "
+            f"({r.time_s * 1e3:.1f} ms simulated, busbw {r.busbw_Bps / 1e9:.1f} GB/s)", r.n_flows, wall, cpu, peak)
+    assert cpu < 10.0 and peak < 2 * 2**30
+
+
+@pytest.mark.bench
 def test_bench_ring_131k_ranks_one_step():
     """Issue 18: ring all-reduce of 1 GiB over 131,072 DGX H100 GPUs, 8 channels, one-step timing (1,048,576
     flows standing for 2.7e11).  It runs; building the 131,072-GPU fabric and simulating fit in < 4 GB (the

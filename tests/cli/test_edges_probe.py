@@ -784,20 +784,17 @@ def test_orchestrate_table_column_heads_keep_half_percents_apart():
     assert "| architecture | solver | 0% | 0.5% | 1% |" in table_markdown(rows)
 
 
-# ------------------------------------------------------------------------------- simulate: channels, chunks
+# ------------------------------------------------------------------------------------- simulate: channels
 @pytest.mark.parametrize("extra,flag", [
     (("all-reduce", "--algorithm", "nvls-tree", "--channels", "1"), "--channels"),  # ran 8 channels, said 8
     (("all-reduce", "--algorithm", "hierarchical", "--channels", "4"), "--channels"),
     (("all-gather", "--algorithm", "direct", "--channels", "4"), "--channels"),
     (("all-to-all", "--channels", "4"), "--channels"),
     (("broadcast", "--channels", "4"), "--channels"),
-    (("send-recv", "--chunks", "4"), "--chunks"),
-    (("all-reduce", "--algorithm", "ring", "--chunks", "4"), "--chunks"),
-    (("all-reduce", "--algorithm", "tree", "--chunks", "4"), "--chunks"),  # NCCL's tree pipelines on its own
-    (("all-reduce", "--algorithm", "tree", "--protocol", "none", "--channels", "4", "--chunks", "4"), "--chunks"),
 ])
-def test_simulate_refuses_channels_or_chunks_the_collective_never_reads(run_cli, extra, flag):
-    """Each ran to the same time as without the flag (its JSON even said `channels: 8` after `--channels 1`)."""
+def test_simulate_refuses_channels_the_collective_never_reads(run_cli, extra, flag):
+    """Each ran to the same time as without the flag (its JSON even said `channels: 8` after `--channels 1`).
+    (`--chunks` where nothing is pipelined in pieces is refused by its own check.)"""
     rc, _, err = run_cli("simulate", "dgx", "--gpus", "16", "--size", "1MiB", "--group-size", "16", "--json",
                          "--collective", *extra)
     one_error(rc, err, flag, "would ignore it")
@@ -914,3 +911,22 @@ def test_method_dag_on_contending_flows_says_what_to_use(run_cli):
     rc, _, err = run_cli("simulate", "dgx", "--gpus", "16", "--collective", "all-reduce", "--size", "1MiB",
                          "--group-size", "8", "--method", "dag", "--json")
     one_error(rc, err, "--method", "use auto or event")
+
+
+@pytest.mark.parametrize("args, ok", [
+    (("--collective", "all-reduce", "--chunks", "4"), False),                      # NCCL ring or tree: ignored
+    (("--collective", "all-reduce", "--algorithm", "tree", "--chunks", "4"), False),  # NCCL's tree: ignored
+    (("--collective", "all-gather", "--protocol", "none", "--chunks", "4"), False),
+    (("--collective", "all-reduce", "--algorithm", "tree", "--protocol", "none", "--chunks", "4"), True),
+    (("--collective", "broadcast", "--chunks", "4"), True),
+    (("--collective", "broadcast", "--protocol", "none", "--chunks", "4"), True),
+])
+def test_simulate_chunks_only_where_they_pipeline_something(run_cli, args, ok):
+    """`--chunks 4` with an NCCL ring or tree all-reduce ran unchanged (NCCL pipelines by its protocol steps);
+    it is refused there and kept where it sets the pieces: a broadcast, a tree all-reduce in the flow model."""
+    rc, out, err = run_cli("simulate", "dgx", "--gpus", "16", "--size", "1MiB", "--group-size", "16", *args, "--json")
+    if ok:
+        assert rc == 0, err
+        json.loads(out)
+    else:
+        one_error(rc, err, "--chunks", "only with --collective broadcast")
