@@ -166,7 +166,10 @@ def read_flows(path: Path, fabric) -> list:
     known = set(known.values())
     for i, f in enumerate(flows):
         for a in f.after:
-            if isinstance(a, (list, dict)) or a not in known:
+            # as an id is: true, false and 1.0 equal 1, 0 and 1 in a set, and waited for those flows in silence
+            if isinstance(a, bool) or not isinstance(a, (str, int)):
+                raise FabricError(f"{where}:[{i}].after", f"{shown(a)} is not a flow id (a string or an integer)")
+            if a not in known:
                 raise FabricError(f"{where}:[{i}].after", f"unknown flow id {a!r}")
     return flows
 

@@ -930,3 +930,15 @@ def test_simulate_chunks_only_where_they_pipeline_something(run_cli, args, ok):
         json.loads(out)
     else:
         one_error(rc, err, "--chunks", "only with --collective broadcast")
+
+
+@pytest.mark.parametrize("after", [[True], [1.0], [False]])
+def test_flow_after_takes_ids_not_values_equal_to_them(run_cli, tmp_path, after):
+    """An id must be a string or an integer, but `after: [true]` waited for flow 1 (true == 1), `[1.0]` too and
+    `[false]` for flow 0, in silence."""
+    path = tmp_path / "f.json"
+    path.write_text(json.dumps([{"id": 1, "src": 0, "dst": 1, "bytes": 1e6}, {"id": 0, "src": 2, "dst": 3,
+                                                                               "bytes": 1e6},
+                                {"id": "x", "src": 1, "dst": 2, "bytes": 1e6, "after": after}]))
+    rc, _, err = run_cli("simulate", "dgx", "--gpus", "16", "--flows", str(path), "--json")
+    one_error(rc, err, "f.json:[2].after", "is not a flow id")
