@@ -118,7 +118,10 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
         if not isinstance(link, dict):
             raise FabricError(f, "must be an object")
         for end in ("source", "target"):
-            if not isinstance(link.get(end), (str, int)) or link.get(end) not in index:
+            # true and false are no ids (a node's id refuses them) but equal 1 and 0 in the id map: they linked
+            # nodes 1 and 0 in silence
+            if isinstance(link.get(end), bool) or not isinstance(link.get(end), (str, int)) \
+                    or link.get(end) not in index:
                 raise FabricError(f"{f}.{end}", f"{shown(link.get(end))} is not a node id")
         if link["source"] == link["target"]:
             raise FabricError(f, "a link must join two different nodes")

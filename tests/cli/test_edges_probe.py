@@ -942,3 +942,14 @@ def test_flow_after_takes_ids_not_values_equal_to_them(run_cli, tmp_path, after)
                                 {"id": "x", "src": 1, "dst": 2, "bytes": 1e6, "after": after}]))
     rc, _, err = run_cli("simulate", "dgx", "--gpus", "16", "--flows", str(path), "--json")
     one_error(rc, err, "f.json:[2].after", "is not a flow id")
+
+
+def test_a_topology_link_end_of_true_or_false_is_refused(run_cli, tmp_path):
+    """A node id refuses true and false, but a link's `"source": false, "target": true` joined nodes 0 and 1 in
+    silence (they equal 0 and 1 in the id map)."""
+    path = tmp_path / "topo.json"
+    path.write_text(json.dumps({"nodes": [{"id": 0, "kind": "gpu", "node": 0}, {"id": 1, "kind": "gpu", "node": 1}],
+                                "links": [{"source": False, "target": True, "capacity": 1e9}]}))
+    rc, _, err = run_cli("simulate", "--topology", str(path), "--collective", "send-recv", "--size", "1GB",
+                         "--ranks", "0,1", "--json")
+    one_error(rc, err, "topo.json:links[0].source", "is not a node id")
