@@ -236,6 +236,9 @@ def view_command(
     if serve and level is not None:
         raise FabricError("--level", "forces the level of detail of the page of --out; the app of --serve chooses "
                                      "it by its glyph budget (--max-glyphs)")
+    if level is not None and max_glyphs:  # the budget only chooses a level: the page was the same without it
+        raise FabricError("--max-glyphs", "chooses the level of detail by its budget; --level forces one (give one "
+                                          "of the two)")
     if serve and backend is not None:
         raise FabricError("--backend", "chooses how the page of --out draws; the app of --serve draws with WebGL")
     if serve and as_json:  # the summary describes the page written; the app writes none

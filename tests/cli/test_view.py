@@ -303,3 +303,12 @@ def test_a_khop_line_read_from_a_topology_file_takes_tp_groups(run_cli, tmp_path
     assert rc == 0, err
     got, want = json.loads(out), json.loads(ref)
     assert (got["tp_groups"], got["faulty_gpus"]) == (want["tp_groups"], want["faulty_gpus"])
+
+
+def test_max_glyphs_with_a_forced_level_is_refused(run_cli, tmp_path):
+    """The budget only chooses the level: `--level node --max-glyphs 5` wrote the page of `--level node`, byte for
+    byte."""
+    out = tmp_path / "v.html"
+    rc, _, err = run_cli("view", "dgx", "--gpus", "16", "--level", "node", "--max-glyphs", "5", "--out", out)
+    assert rc == 2 and err.count("\n") == 1 and err.startswith("error: --max-glyphs") and "--level" in err, err
+    assert not out.exists()
