@@ -164,10 +164,10 @@ def parse_dp(text: str) -> int | None:
     t = str(text).strip().lower()
     if t == "max":
         return None
-    try:
-        v = int(t)
-    except ValueError:
-        raise FabricError("--dp", f"{text!r} must be a whole number >= 1 or 'max'") from None
+    # ASCII digits only, as --gpus and the integer lists: int() read '\u0662' (Arabic-Indic two) as 2 and 1_0 as 10
+    if not (t.isascii() and t.isdigit()):
+        raise FabricError("--dp", f"{text!r} must be a whole number >= 1 or 'max'")
+    v = int(t)
     if v < 1:
         raise FabricError("--dp", f"{text!r} must be a whole number >= 1 or 'max'")
     return v

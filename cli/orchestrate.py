@@ -87,14 +87,16 @@ def orchestrate_command(
     dp_bytes: Optional[str] = typer.Option(None, "--dp-bytes",
                                            help="DP all-reduce buffer per GPU per step (e.g. 10GB)"),
     pp_bytes: Optional[str] = typer.Option(None, "--pp-bytes", help="PP bytes per TP rank per stage boundary per step"),
-    placement: bool = typer.Option(False, "--placement", help="include the placement (node ids per group)"),
+    placement: bool = typer.Option(False, "--placement", help="include the placement (node ids per group) in --json"),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Place TP rings and DP groups on a faulty fabric: most GPUs in complete groups, least cross-ToR traffic."""
     from solvers.orchestrator import orchestrate_summary  # lazily: it imports PuLP
     from solvers.orchestrator.api import DEFAULT_TIME_LIMIT
 
-    _check_unused(solver, time_limit, gap, mip_solver, pp, pp_bytes)
+    _check_unused(solver, time_limit, gap, mip_solver, pp, pp_bytes, parse_dp(dp), dp_bytes)
+    if placement and not as_json:  # the table has no place for it: the page came out the same as without
+        raise FabricError("--placement", "adds the node ids per group to the --json object; add --json")
     if given("seed") and node_fault_ratio is None and trace is None:  # nothing is drawn: it was ignored
         raise FabricError("--seed", "seeds the faults of --node-fault-ratio or the replay of --trace; give one of "
                                     "them, or leave --seed out")
@@ -125,8 +127,8 @@ def orchestrate_command(
         raise typer.Exit(EXIT_INFEASIBLE)
 
 
-def _check_unused(solver: str, time_limit, gap, mip_solver: str, pp: int, pp_bytes) -> None:
-    """Refuse an option the run would ignore: the baselines solve nothing, PP 1 sends no PP bytes."""
+def _check_unused(solver: str, time_limit, gap, mip_solver: str, pp: int, pp_bytes, dp, dp_bytes) -> None:
+    """Refuse an option the run would ignore: the baselines solve nothing, PP 1 sends no PP bytes, DP 1 no DP bytes."""
     if solver in ("greedy", "fault-unaware"):
         for flag, given in (("--time-limit", time_limit), ("--gap", gap),
                             ("--mip-solver", None if mip_solver == "auto" else mip_solver)):
@@ -134,6 +136,8 @@ def _check_unused(solver: str, time_limit, gap, mip_solver: str, pp: int, pp_byt
                 raise FabricError(flag, f"sets the ILP; --solver {solver} solves none (drop it, or use --solver ilp)")
     if pp_bytes is not None and pp == 1:
         raise FabricError("--pp-bytes", "prices the sends between pipeline stages; with --pp 1 there are none")
+    if dp_bytes is not None and dp == 1:  # `--dp max` may still find replicas: only a literal 1 has no all-reduce
+        raise FabricError("--dp-bytes", "prices the DP all-reduce; with --dp 1 there is none")
 
 
 def _print_summary(d: dict) -> None:
@@ -200,11 +204,15 @@ def table_command(
     if trace_points is not None and not trace:
         raise FabricError("--trace-points", "draws from --trace; it is not used with --trace ''")
     trace_points = TRACE_POINTS if trace_points is None else trace_points
+    if step < RATIO_RESOLUTION:  # the ratios are kept to 6 decimals: a finer step gave two columns of one ratio
+        raise FabricError("--step", f"{step:g} must be >= {RATIO_RESOLUTION:g} (fault ratios are kept to 6 decimals)")
     n = max_ratio / step  # inf for a subnormal step: compared before int() can overflow
     if n > MAX_TABLE_POINTS + 0.5:
         raise FabricError("--step", f"{step:g} gives {n + 1:,.0f} fault ratios up to {max_ratio:g}; "
                                     f"at most {MAX_TABLE_POINTS + 1:,} (each is a set of ILP solves)")
-    n = int(round(n))
+    # whole steps up to --max-ratio, not past it: rounding 0.1 / 0.06 up drew a 0.12 column (and 1 / 0.6 a ratio
+    # of 1.2, refused as an internal node_fault_ratio); the 1e-9 keeps 0.1 / 0.01 = 9.999... at 10 steps
+    n = int(n + 1e-9)
     ratios = tuple(round(i * step, 6) for i in range(n + 1))
     solves = len(ratios) * samples + (trace_points if trace else 0)
     if solves > MAX_TABLE_SOLVES:  # each solve may take up to --time-limit: bound the run before it starts
@@ -223,6 +231,8 @@ def table_command(
         console().print(table_markdown(rows), markup=False)
 
 
+#: Finest --step of orchestrate-table: its fault ratios are rounded to 6 decimals.
+RATIO_RESOLUTION = 1e-6
 #: Fault sets orchestrate-table draws from its trace unless --trace-points says otherwise.
 TRACE_POINTS = 8
 #: Most fault-ratio steps of orchestrate-table: each one solves samples x architectures ILPs.

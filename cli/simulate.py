@@ -71,6 +71,8 @@ def rank_groups(n_gpus: int, ranks: Optional[str], group_size: Optional[int], gr
     if m < 1:
         raise FabricError("--groups", f"{m} must be >= 1")
     if group_size * m > n_gpus:
+        if groups is None:  # "--groups: 1 groups of 16 GPUs" blamed a flag that was not given
+            raise FabricError("--group-size", f"{group_size} GPUs per group; the topology has {n_gpus}")
         raise FabricError("--groups", f"{m} groups of {group_size} GPUs need {group_size * m} GPUs; "
                                       f"the topology has {n_gpus}")
     return [list(range(g * group_size, (g + 1) * group_size)) for g in range(m)]
@@ -150,14 +152,24 @@ def read_flows(path: Path, fabric) -> list:
         if src == dst:  # no path: it would finish at once and hide a mistake in the file
             raise FabricError(f"{at}.dst", f"{item['dst']!r} is the flow's own source; a flow goes to another device")
         flows.append(Flow(src, dst, size, start, tuple(after), fid))
-    ids = [f.id for f in flows]
-    known = set(ids)
-    if len(known) != len(ids):
-        dup = next(x for x in ids if ids.count(x) > 1)
-        raise FabricError(f"{where}:id", f"duplicate flow id {dup!r}")
+    # one pass: `ids.count` per id took 18 s for a duplicate at the end of 40,000 flows (quadratic); ids 1 and "1"
+    # were two flows the table printed alike as 1
+    known: dict = {}
+    for i, f in enumerate(flows):
+        other = known.get(str(f.id))
+        if other is not None:
+            if other == f.id:
+                raise FabricError(f"{where}:[{i}].id", f"duplicate flow id {f.id!r}")
+            raise FabricError(f"{where}:[{i}].id", f"{f.id!r} reads as the same id as {other!r}; give ids that "
+                                                   "differ as text")
+        known[str(f.id)] = f.id
+    known = set(known.values())
     for i, f in enumerate(flows):
         for a in f.after:
-            if isinstance(a, (list, dict)) or a not in known:
+            # as an id is: true, false and 1.0 equal 1, 0 and 1 in a set, and waited for those flows in silence
+            if isinstance(a, bool) or not isinstance(a, (str, int)):
+                raise FabricError(f"{where}:[{i}].after", f"{shown(a)} is not a flow id (a string or an integer)")
+            if a not in known:
                 raise FabricError(f"{where}:[{i}].after", f"unknown flow id {a!r}")
     return flows
 
@@ -179,7 +191,7 @@ def simulate_command(
                                                               "(the ones the collective has)"),
     protocol: str = typer.Option("auto", "--protocol", help="auto (by size, as NCCL), ll, ll128, simple, or none "
                                                             "(ideal flow model: no protocol latency or overhead)"),
-    channels: Optional[int] = typer.Option(None, "--channels", help="parallel rings of a multi-node ring (default: "
+    channels: Optional[int] = typer.Option(None, "--channels", help="parallel rings of a ring or tree (default: "
                                                                    "one per NIC rail); --channels 1 --protocol none "
                                                                    "is the single-ring closed form"),
     chunks: Optional[int] = typer.Option(None, "--chunks", help="pipeline pieces of a broadcast (default: as NCCL "
@@ -205,6 +217,9 @@ def simulate_command(
 
     if (collective is None) == (flows is None):
         raise FabricError("--collective", "give either --collective NAME or --flows FILE")
+    if given("seed") and ecmp != "hash":  # the ideal split draws nothing: the seed changed no number
+        raise FabricError("--seed", f"seeds the per-flow hash of --ecmp hash; --ecmp {ecmp} draws nothing (add "
+                                    "--ecmp hash, or leave --seed out)")
     fab = build_fabric(arch, gpus, param, load_catalog(catalog), topology)
     sim = simulator(fab)
     if flows is not None:
@@ -225,6 +240,7 @@ def simulate_command(
     if given("root") and name != CollectiveName.BROADCAST:  # no other collective has a root
         raise FabricError("--root", f"only with --collective broadcast (the root of {collective} would be ignored)")
     _check_chunks(chunks, name, algorithm, protocol, channels)
+    _check_channels(name, algorithm.lower(), channels)
     if size is None:
         raise FabricError("--size", "missing; give the per-rank buffer, e.g. 1GiB")
     nbytes = parse_bytes(size, "--size")
@@ -234,6 +250,8 @@ def simulate_command(
 
     lists = rank_groups(fab.n_gpus, ranks, group_size, groups)
     blame = "--group-size" if ranks is None else "--ranks"
+    if len(lists[0]) < 2:  # no flow: time 0, and the table printed algbw infPB/s, busbw nanB/s
+        raise FabricError(blame, "one rank moves no data (time 0, bandwidth undefined); give at least 2 ranks")
     if name == CollectiveName.ALL_TO_ALL:  # one flow per ordered pair of ranks, in every group (measured 8.5 s per 1 M)
         check("flows", sum(len(r) * (len(r) - 1) for r in lists), blame, "all-to-all: ranks x (ranks - 1) per group")
     algo, n_ranks = algorithm.lower(), sum(len(r) for r in lists)
@@ -249,6 +267,22 @@ def simulate_command(
     # a library error names its parameter (collective, algorithm, ...): cli.app names the flag
     res = sim.collectives(colls, ecmp=ecmp, seed=seed, method=method)
     _emit(_collective_data(fab, res, nbytes, len(colls), ecmp, seed, links), as_json, flows_mode=False)
+
+
+def _check_channels(name, algo: str, channels: Optional[int]) -> None:
+    """Refuse ``--channels`` where the collective never reads it (the run would ignore it).
+
+    Channels split a ring or a tree (all-reduce, reduce-scatter, all-gather); ``auto`` is left to the tuner,
+    which may pick an algorithm that reads them.
+    """
+    from fabric.sim.collectives import ALGORITHMS, CollectiveName
+
+    if algo != "auto" and algo not in ALGORITHMS[name]:
+        return  # the simulator names --algorithm and what the collective has
+    AR, RS, AG = CollectiveName.ALL_REDUCE, CollectiveName.REDUCE_SCATTER, CollectiveName.ALL_GATHER
+    if channels is not None and not (name in (AR, RS, AG) and algo in ("auto", "ring", "tree")):
+        raise FabricError("--channels", f"sets the rings of a ring or tree (all-reduce, reduce-scatter, all-gather); "
+                                        f"{name} with --algorithm {algo} would ignore it")
 
 
 def _run_flows(sim, fab, flows: Path, ecmp: str, seed: int, method: str, links: bool) -> dict:

@@ -62,6 +62,7 @@ def _from_records(records: list, n_links: int, where: str = "--link-loads",
             if {str(rec["src"]), str(rec["dst"])} != set(here):
                 raise FabricError(f"{f}.link", f"link {rec['link']} joins {here[0]} and {here[1]} in this fabric, "
                                                f"not {rec['src']} and {rec['dst']}: was it simulated on another one?")
+        for j in ids:  # under the check above, a circuit's record (link null) and one without src/dst were dropped
             util[j] = max(util[j], float(values["utilisation"]))
             nbytes[j] = max(nbytes[j], float(values["bytes_fwd"]) + float(values["bytes_rev"]))
     return util, nbytes
@@ -103,6 +104,9 @@ def read_link_loads(path: Path, n_links: int, ends=None) -> tuple[Optional[np.nd
         if "links" in doc and "nodes" in doc:
             raise FabricError(field, f"{path.name} is a topology file, not link loads; give the output of "
                                      "`fabric simulate --links --json`")
+        if "links" in doc and ("utilisation" in doc or "bytes" in doc):  # the arrays were dropped without a word
+            raise FabricError(field, f"{path.name} has both 'links' records and 'utilisation'/'bytes' arrays; give "
+                                     "one of the two")
         if isinstance(doc.get("links"), list):
             return _from_records(doc["links"], n_links, path.name, ends)
         cols = {}
@@ -232,6 +236,9 @@ def view_command(
     if serve and level is not None:
         raise FabricError("--level", "forces the level of detail of the page of --out; the app of --serve chooses "
                                      "it by its glyph budget (--max-glyphs)")
+    if level is not None and max_glyphs:  # the budget only chooses a level: the page was the same without it
+        raise FabricError("--max-glyphs", "chooses the level of detail by its budget; --level forces one (give one "
+                                          "of the two)")
     if serve and backend is not None:
         raise FabricError("--backend", "chooses how the page of --out draws; the app of --serve draws with WebGL")
     if serve and as_json:  # the summary describes the page written; the app writes none

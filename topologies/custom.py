@@ -13,6 +13,8 @@ Format (what ``networkx.node_link_data`` writes, with these attributes)::
   ``latency`` seconds or a unit string (default 0); ``medium`` pcb/copper/fiber
   (default fiber); ``layer`` hbd/dcn (default dcn).  ``edges`` is accepted for
   ``links``.
+* The graph is undirected (``directed`` false or absent): one link per cable, its
+  ``capacity`` in each direction.
 * The bill of materials is empty: a custom topology has no catalog items
   (cost reports zero) unless ``graph.bom`` lists ``{item, scope, count}``.
 """
@@ -65,6 +67,12 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
         raise FabricError(f"{where}:nodes", "must be a list of nodes (networkx node-link format)")
     if "links" in doc and "edges" in doc:  # networkx reads one of them; the other was ignored without a word
         raise FabricError(f"{where}:edges", "given with 'links'; give the links under one of the two keys")
+    directed = doc.get("directed", False)
+    if directed is not None and not isinstance(directed, bool):
+        raise FabricError(f"{where}:directed", f"{shown(directed)} must be true or false")
+    if directed:  # a DiGraph's a->b and b->a were two links, each with the capacity both ways: twice the bandwidth
+        raise FabricError(f"{where}:directed", "is true, but a link carries its capacity in both directions; give "
+                                               "an undirected graph (directed: false), one link per cable")
     links = doc.get("links", doc.get("edges"))
     if not isinstance(links, list):
         raise FabricError(f"{where}:links", "must be a list of links (networkx node-link format)")
@@ -110,7 +118,10 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
         if not isinstance(link, dict):
             raise FabricError(f, "must be an object")
         for end in ("source", "target"):
-            if not isinstance(link.get(end), (str, int)) or link.get(end) not in index:
+            # true and false are no ids (a node's id refuses them) but equal 1 and 0 in the id map: they linked
+            # nodes 1 and 0 in silence
+            if isinstance(link.get(end), bool) or not isinstance(link.get(end), (str, int)) \
+                    or link.get(end) not in index:
                 raise FabricError(f"{f}.{end}", f"{shown(link.get(end))} is not a node id")
         if link["source"] == link["target"]:
             raise FabricError(f, "a link must join two different nodes")

@@ -190,8 +190,24 @@ def _dp_option(v: Any) -> str | None:
     return None
 
 
+def _time_limit(v: Any) -> str | None:
+    from cli.validate import MAX_SECONDS  # the bound of `fabric orchestrate --time-limit`
+
+    return None if 0 < v <= MAX_SECONDS else f"must be in (0, {MAX_SECONDS:g}] seconds"
+
+
+def _check_orchestrator_options(options: dict[str, Any], field: str) -> None:
+    """The baselines solve no ILP: a ``time_limit`` or ``gap`` with them is refused, as by ``fabric orchestrate``."""
+    solver = options.get("solver", "ilp")
+    for key in ("time_limit", "gap"):
+        if solver != "ilp" and key in options:
+            raise FabricError(f"{field}.{key}", f"sets the ILP; solver {solver} solves none (drop it, or use solver "
+                                                "ilp)")
+
+
 @register_metric(
-    "orchestrator", requires=("tp",),
+    "orchestrator", requires=("tp", "node_faults"), options_check=_check_orchestrator_options,
+    check=check_tp_for_design,
     help="cross-ToR traffic and GPU utilisation after placing TP rings and DP groups on the point's faulty fabric "
          "(the numbers of `fabric orchestrate --json`)",
     options={
@@ -200,7 +216,7 @@ def _dp_option(v: Any) -> str | None:
         "solver": MetricOption(str, "ilp", "ilp (greedy-warm-started), greedy or fault-unaware",
                          _choice("ilp", "greedy", "fault-unaware")),
         "time_limit": MetricOption(float, 60.0, "ILP time limit, seconds (a row that hits it may differ between runs)",
-                             _positive),
+                             _time_limit),
         "gap": MetricOption(float, 0.0, "stop the ILP at this relative gap", lambda v: None if 0 <= v < 1 else "must be in [0, 1)"),
     })
 def _orchestrator(ctx: PointContext) -> dict[str, Any]:

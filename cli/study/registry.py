@@ -60,7 +60,8 @@ class MetricSpec:
     help : str
     requires : tuple of str
         Inputs every point must carry, checked when the spec is validated
-        (``"tp"``: the workload's tensor-parallel size).
+        (``"tp"``: the workload's tensor-parallel size; ``"node_faults"``:
+        random faults, if any, fail whole nodes).
     options : dict of str to MetricOption
     fabric_only : bool
         The result depends only on the built Fabric (not on faults, seed or
@@ -114,7 +115,7 @@ def register_metric(name: str, *, help: str, requires: tuple[str, ...] = (),
     help : str
         One line shown in errors and docs.
     requires : tuple of str
-        Point inputs the metric needs (``"tp"``).
+        Point inputs the metric needs (``"tp"``, ``"node_faults"``).
     options : dict of str to MetricOption, optional
         Options a study may set for this metric.
     fabric_only : bool

@@ -605,6 +605,11 @@ def parse_study(doc: Any, source: str = "study.yaml", base_dir: Path | str = "."
     for d in designs:
         d["workloads"] = d["workloads"] or workloads
     faults = _faults(doc.get("faults"), where, base)
+    for req in metrics:  # known now, not after every point has failed (exit 1) on its first fault draw
+        other = next((s.component for s in faults if s.kind == "random" and s.component not in (None, "node")), None)
+        if other is not None and "node_faults" in METRICS[req.name].requires:
+            raise FabricError(where("faults", "component"), f"{other!r}: metric {req.name!r} places on node faults "
+                                                            "only; use component: node, or a separate study")
     seeds_raw = doc.get("seeds", [0])
     if not isinstance(seeds_raw, list):  # "seeds: 3" could mean seed 3 or three seeds: ask for the list
         raise FabricError(where("seeds"), f"must be a list of seeds (whole numbers >= 0), e.g. [0, 1, 2]; "

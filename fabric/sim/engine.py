@@ -139,7 +139,7 @@ def schedule(problem: Problem, method: str = "auto") -> Schedule:
         if sched is not None:
             return sched
         if method == "dag":
-            raise FabricError("method", "the flows contend for links; the DAG pass does not apply")
+            raise FabricError("method", "the flows contend for links; the DAG pass does not apply (use auto or event)")
     return event_schedule(problem)
 
 

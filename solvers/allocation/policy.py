@@ -18,7 +18,7 @@ import numpy as np
 
 from fabric.errors import FabricError
 from fabric.faults import COMPONENTS, FaultSamples, NodeIndex
-from fabric.model import Fabric, HBDKind
+from fabric.model import Fabric, HBDKind, LinkState
 from fabric.rings import ring_configuration
 from solvers.allocation.base import Allocation, FaultBatch, Policy
 from solvers.allocation.effects import EffectMapper
@@ -137,14 +137,19 @@ def allocate_lit(fabric: Fabric, tp: int, faulty_nodes: Sequence[int] = ()) -> t
     For a k-hop line the allocation's units are the rings' nodes in order;
     lighting the candidate paths between them (:func:`fabric.rings.ring_configuration`)
     shows each ring, including the hops that skip a faulty node.  Other HBD
-    kinds, and k-hop groups inside one node, keep their configuration.
+    kinds, k-hop groups inside one node, and a line without candidate paths
+    (read from a topology file) keep their configuration.
 
     Returns
     -------
     (Fabric, Allocation)
     """
     alloc = allocate(fabric, tp, faulty_nodes=faulty_nodes)
-    # groups inside one node (TP below gpus_per_node) use the node's mesh and light no ring
-    if fabric.hbd.kind == HBDKind.KHOP_LINE and alloc.unit_kind == "node" and tp >= fabric.hbd.gpus_per_node:
+    # groups inside one node (TP below gpus_per_node) use the node's mesh and light no ring; a line read from a
+    # topology file holds its lit links only, no candidate paths to light ("rings: hop 0->1 is not an optical
+    # path" stopped `fabric view --topology FILE --tp 8`): its groups are drawn on the links as they are
+    candidates = bool(np.any(fabric.links.state == LinkState.CANDIDATE))
+    if fabric.hbd.kind == HBDKind.KHOP_LINE and alloc.unit_kind == "node" and tp >= fabric.hbd.gpus_per_node \
+            and candidates:
         fabric = fabric.with_configuration(ring_configuration(fabric, alloc.units.tolist()))
     return fabric, alloc

@@ -97,6 +97,11 @@ def _trace_times(fab, trace: str, points: int, seed: int) -> list[float]:
     return sorted(float(rep.times[i]) for i in idx)
 
 
+def _percent(ratio: float) -> str:
+    """A fault ratio as a column head: ``0.005`` is ``0.5%`` (``{:.0%}`` wrote ``0%``, the head of ratio 0 too)."""
+    return f"{round(ratio * 100, 4):g}%"
+
+
 def table_markdown(rows: list[dict]) -> str:
     """One markdown table per (fault source): rows = architecture x solver, columns = node fault ratio."""
     out = []
@@ -105,7 +110,7 @@ def table_markdown(rows: list[dict]) -> str:
         ratios = sorted({r["node_fault_ratio"] for r in sub})
         keys = sorted({(r["architecture"], r["solver"]) for r in sub}, key=lambda k: (k[0], k[1]))
         out.append(f"**{source}**: cross-ToR traffic ratio (GPU utilisation)\n")
-        out.append("| architecture | solver | " + " | ".join(f"{x:.0%}" for x in ratios) + " |")
+        out.append("| architecture | solver | " + " | ".join(_percent(x) for x in ratios) + " |")
         out.append("|---|---|" + "---|" * len(ratios))
         for arch, solver in keys:
             cells = []

@@ -759,6 +759,160 @@ def test_simulate_reads_algorithm_and_collective_case_blind_as_it_reads_protocol
     assert upper["time_s"] == lower["time_s"]
 
 
+# ----------------------------------------------------------------------------- orchestrate-table ratio grid
+def test_orchestrate_table_ratios_stop_at_max_ratio(run_cli):
+    """`--max-ratio 0.1 --step 0.06` rounded 1.67 steps up to 2 and solved a 0.12 column past the maximum (and
+    `--max-ratio 1 --step 0.6` died on ratio 1.2 with an error naming the internal `node_fault_ratio`)."""
+    rc, out, err = run_cli("orchestrate-table", "--gpus", "64", "--trace", "", "--max-ratio", "0.1", "--step", "0.06",
+                           "--samples", "1", "--time-limit", "5", "--json")
+    assert rc == 0, err
+    assert sorted({r["node_fault_ratio"] for r in json.loads(out)["rows"]}) == [0.0, 0.06]
+
+
+def test_orchestrate_table_step_finer_than_the_kept_decimals_is_refused(run_cli):
+    """The ratios are rounded to 6 decimals: `--max-ratio 1e-9 --step 1e-9` solved ratio 0 twice into one column."""
+    rc, _, err = run_cli("orchestrate-table", "--gpus", "64", "--trace", "", "--max-ratio", "1e-9", "--step", "1e-9")
+    one_error(rc, err, "--step", ">= 1e-06")
+
+
+def test_orchestrate_table_column_heads_keep_half_percents_apart():
+    """`{:.0%}` wrote the heads of ratios 0, 0.005 and 0.01 as `0% | 0% | 1%`."""
+    from solvers.orchestrator.table import table_markdown
+
+    rows = [{"architecture": "a", "source": "iid", "node_fault_ratio": x, "solver": "ilp", "samples": 1,
+             "cross_tor_traffic_ratio": 0.0, "gpu_utilization": 1.0, "infeasible": 0} for x in (0.0, 0.005, 0.01)]
+    assert "| architecture | solver | 0% | 0.5% | 1% |" in table_markdown(rows)
+
+
+# ------------------------------------------------------------------------------------- simulate: channels
+@pytest.mark.parametrize("extra,flag", [
+    (("all-reduce", "--algorithm", "nvls-tree", "--channels", "1"), "--channels"),  # ran 8 channels, said 8
+    (("all-reduce", "--algorithm", "hierarchical", "--channels", "4"), "--channels"),
+    (("all-gather", "--algorithm", "direct", "--channels", "4"), "--channels"),
+    (("all-to-all", "--channels", "4"), "--channels"),
+    (("broadcast", "--channels", "4"), "--channels"),
+])
+def test_simulate_refuses_channels_the_collective_never_reads(run_cli, extra, flag):
+    """Each ran to the same time as without the flag (its JSON even said `channels: 8` after `--channels 1`).
+    (`--chunks` where nothing is pipelined in pieces is refused by its own check.)"""
+    rc, _, err = run_cli("simulate", "dgx", "--gpus", "16", "--size", "1MiB", "--group-size", "16", "--json",
+                         "--collective", *extra)
+    one_error(rc, err, flag, "would ignore it")
+
+
+@pytest.mark.parametrize("extra", [
+    ("all-reduce", "--algorithm", "tree", "--protocol", "none", "--chunks", "4"),
+    ("broadcast", "--algorithm", "tree", "--chunks", "4"),
+    ("all-gather", "--channels", "4"),
+    ("all-reduce", "--algorithm", "tree", "--channels", "4"),
+])
+def test_simulate_channels_and_chunks_still_change_the_runs_that_read_them(run_cli, extra):
+    base = ("simulate", "dgx", "--gpus", "16", "--size", "64MiB", "--group-size", "16", "--json", "--collective")
+    rc, out, err = run_cli(*base, *extra)
+    assert rc == 0, err
+    flag = extra.index("--chunks") if "--chunks" in extra else extra.index("--channels")
+    rc, out2, err = run_cli(*base, *extra[:flag], *extra[flag + 2:])
+    assert rc == 0, err
+    assert json.loads(out)["time_s"] != json.loads(out2)["time_s"]
+
+
+# ------------------------------------------------------------------------------------------ flows file ids
+@pytest.mark.parametrize("ids,said", [
+    ((1, "1"), "'1' reads as the same id as 1"),  # two flows, both printed as 1 in the table
+    ((0, 0), "duplicate flow id 0"),
+])
+def test_flow_ids_equal_as_text_are_refused_naming_the_flow(run_cli, tmp_path, ids, said):
+    """Ids 1 and "1" ran as two flows that the table printed alike as `1`; a duplicate was named as `f.json:id`
+    without its place (and found by a quadratic scan: 18 s for a duplicate at the end of 40,000 flows)."""
+    path = tmp_path / "f.json"
+    path.write_text(json.dumps([{"id": ids[0], "src": 0, "dst": 1, "bytes": 1e6},
+                                {"id": ids[1], "src": 1, "dst": 2, "bytes": 1e6}]))
+    rc, _, err = run_cli("simulate", "dgx", "--gpus", "16", "--flows", str(path), "--json")
+    one_error(rc, err, "f.json:[1].id", said)
+
+
+# ------------------------------------------------------------------------------------------ topology files
+@pytest.mark.parametrize("directed,said", [(True, "is true"), ("yes", "must be true or false")])
+def test_a_directed_topology_is_refused_not_read_at_twice_the_bandwidth(run_cli, tmp_path, directed, said):
+    """networkx writes a DiGraph with `"directed": true` and one edge per direction; each edge was read as a
+    link with its capacity both ways, so a send between the two GPUs ran in half the time (0.53 s, not 1.06 s)."""
+    def digraph(doc):
+        doc["directed"] = directed
+        doc["links"].append({"source": "g1", "target": "g0", "capacity": "450GB/s", "layer": "hbd"})
+    rc, _, err = run_cli("simulate", "--topology", _topology(tmp_path, digraph), "--collective", "send-recv",
+                         "--size", "1GB", "--ranks", "0,1", "--json")
+    one_error(rc, err, "topo.json:directed", said)
+
+
+def test_an_undirected_topology_written_by_networkx_still_loads(run_cli, tmp_path):
+    def undirected(doc):
+        doc.update(directed=False, multigraph=True)
+    rc, out, err = run_cli("simulate", "--topology", _topology(tmp_path, undirected), "--collective", "send-recv",
+                           "--size", "1GB", "--ranks", "0,1", "--json")
+    assert rc == 0, err
+    assert json.loads(out)["time_s"] > 0
+
+
+# ------------------------------------------------------------------------------------------ orchestrate --dp
+@pytest.mark.parametrize("dp", ["\u0662", "1_0"])
+def test_dp_takes_ascii_digits_only(run_cli, dp):
+    """int() read '\u0662' (Arabic-Indic two) as DP 2 and '1_0' as DP 10; --gpus and the integer lists refuse both."""
+    rc, _, err = run_cli(*_KHOP[:6], "--dp", dp, "--solver", "greedy", "--json")  # _KHOP up to its --dp 1
+    one_error(rc, err, "--dp", "whole number >= 1 or 'max'")
+
+
+def test_dp_bytes_with_dp_1_is_refused_as_pp_bytes_with_pp_1(run_cli):
+    """DP 1 has no all-reduce: `--dp 1 --dp-bytes 10GB` ran, echoed dp_bytes_per_gpu and placed 0 DP bytes."""
+    rc, _, err = run_cli(*_KHOP, "--dp-bytes", "10GB")
+    one_error(rc, err, "--dp-bytes", "with --dp 1 there is none")
+    rc, out, err = run_cli(*[("2" if a == "1" else a) for a in _KHOP], "--dp-bytes", "10GB")
+    assert rc == 0, err
+    assert json.loads(out)["dp_bytes_per_gpu"] == 10e9
+
+
+# ------------------------------------------------------------------------------------- simulate: seed, groups
+@pytest.mark.parametrize("mode", [("--collective", "all-to-all", "--size", "1MiB", "--group-size", "8"),
+                                  ("--flows", "FLOWS")])
+def test_simulate_seed_without_hash_ecmp_is_refused(run_cli, tmp_path, mode):
+    """The ideal split draws nothing: `--seed 5` ran to the same output as `--seed 0`, but for its echo."""
+    flows = tmp_path / "flows.json"
+    flows.write_text('[{"src": 0, "dst": 9, "bytes": "1MB"}]')
+    argv = [str(flows) if a == "FLOWS" else a for a in mode]
+    rc, _, err = run_cli("simulate", "dgx", "--gpus", "16", *argv, "--seed", "5", "--json")
+    one_error(rc, err, "--seed", "--ecmp hash")
+    rc, out, err = run_cli("simulate", "dgx", "--gpus", "16", *argv, "--ecmp", "hash", "--seed", "5", "--json")
+    assert rc == 0, err
+    assert json.loads(out)["seed"] == 5
+
+
+def test_a_group_larger_than_the_fabric_names_group_size_when_groups_is_not_given(run_cli):
+    """It said `--groups: 1 groups of 16 GPUs need 16 GPUs` when only --group-size was on the line."""
+    rc, _, err = run_cli("simulate", "dgx", "--gpus", "8", "--collective", "all-reduce", "--size", "1MiB",
+                         "--group-size", "16", "--json")
+    assert "--groups" not in one_error(rc, err, "--group-size", "the topology has 8")
+
+
+@pytest.mark.parametrize("argv,flag", [(("--ranks", "3"), "--ranks"), (("--group-size", "1", "--groups", "4"),
+                                                                       "--group-size")])
+def test_a_collective_of_one_rank_is_refused(run_cli, argv, flag):
+    """One rank has no flow: it ran in 0 s and the table printed `algbw infPB/s`, `busbw nanB/s` (JSON: null)."""
+    rc, _, err = run_cli("simulate", "dgx", "--gpus", "16", "--collective", "all-reduce", "--size", "1MiB", *argv)
+    one_error(rc, err, flag, "at least 2 ranks")
+
+
+def test_placement_without_json_is_refused(run_cli):
+    """The table shows no placement: `--placement` without --json printed the same page as without it."""
+    rc, _, err = run_cli(*_KHOP[:-1], "--placement")  # _KHOP without its --json
+    one_error(rc, err, "--placement", "add --json")
+
+
+def test_method_dag_on_contending_flows_says_what_to_use(run_cli):
+    """It said the DAG pass does not apply, but not what does."""
+    rc, _, err = run_cli("simulate", "dgx", "--gpus", "16", "--collective", "all-reduce", "--size", "1MiB",
+                         "--group-size", "8", "--method", "dag", "--json")
+    one_error(rc, err, "--method", "use auto or event")
+
+
 @pytest.mark.parametrize("args, ok", [
     (("--collective", "all-reduce", "--chunks", "4"), False),                      # NCCL ring or tree: ignored
     (("--collective", "all-reduce", "--algorithm", "tree", "--chunks", "4"), False),  # NCCL's tree: ignored
@@ -776,3 +930,26 @@ def test_simulate_chunks_only_where_they_pipeline_something(run_cli, args, ok):
         json.loads(out)
     else:
         one_error(rc, err, "--chunks", "only with --collective broadcast")
+
+
+@pytest.mark.parametrize("after", [[True], [1.0], [False]])
+def test_flow_after_takes_ids_not_values_equal_to_them(run_cli, tmp_path, after):
+    """An id must be a string or an integer, but `after: [true]` waited for flow 1 (true == 1), `[1.0]` too and
+    `[false]` for flow 0, in silence."""
+    path = tmp_path / "f.json"
+    path.write_text(json.dumps([{"id": 1, "src": 0, "dst": 1, "bytes": 1e6}, {"id": 0, "src": 2, "dst": 3,
+                                                                               "bytes": 1e6},
+                                {"id": "x", "src": 1, "dst": 2, "bytes": 1e6, "after": after}]))
+    rc, _, err = run_cli("simulate", "dgx", "--gpus", "16", "--flows", str(path), "--json")
+    one_error(rc, err, "f.json:[2].after", "is not a flow id")
+
+
+def test_a_topology_link_end_of_true_or_false_is_refused(run_cli, tmp_path):
+    """A node id refuses true and false, but a link's `"source": false, "target": true` joined nodes 0 and 1 in
+    silence (they equal 0 and 1 in the id map)."""
+    path = tmp_path / "topo.json"
+    path.write_text(json.dumps({"nodes": [{"id": 0, "kind": "gpu", "node": 0}, {"id": 1, "kind": "gpu", "node": 1}],
+                                "links": [{"source": False, "target": True, "capacity": 1e9}]}))
+    rc, _, err = run_cli("simulate", "--topology", str(path), "--collective", "send-recv", "--size", "1GB",
+                         "--ranks", "0,1", "--json")
+    one_error(rc, err, "topo.json:links[0].source", "is not a node id")

@@ -296,3 +296,45 @@ def test_a_key_given_twice_is_refused_not_overridden(tmp_path):
         load_study(path)
     path.write_text("gpus: 256\narchitectures: [{<<: {name: dgx, label: a}, label: b}]\nmetrics: [cost]\n")
     assert [p.label for p in load_study(path).points] == ["b"]  # a merged key may be overridden, as YAML says
+
+
+@pytest.mark.parametrize("metric_options, workload_params, field", [
+    ({"solver": "greedy", "time_limit": 5}, None, "study.yaml:metrics[0].orchestrator.time_limit"),
+    ({"solver": "fault-unaware", "gap": 0.1}, None, "study.yaml:metrics[0].orchestrator.gap"),
+    ({"time_limit": 5}, {"solver": "greedy"}, "study.yaml:workloads[0].params.time_limit"),
+])
+def test_orchestrator_ilp_options_with_a_baseline_solver_are_refused(metric_options, workload_params, field):
+    """The greedy and fault-unaware placements solve no ILP: a time_limit or gap with them ran and was dropped
+    without a word (`fabric orchestrate --solver greedy --time-limit 5` is refused)."""
+    doc = spec(workloads=[{"name": "w", "tp": 8, **({"params": workload_params} if workload_params else {})}],
+               metrics=[{"orchestrator": {"dp": "2", **metric_options}}])
+    err = error_of(doc)
+    assert err.field == field and "solves none" in err.message
+    parse_study(spec(workloads=[{"name": "w", "tp": 8}],
+                     metrics=[{"orchestrator": {"dp": "2", "solver": "ilp", "time_limit": 5, "gap": 0.1}}]))
+
+
+def test_orchestrator_time_limit_is_bounded_as_the_flag_is():
+    """`time_limit: 1e300` was taken (`fabric orchestrate --time-limit` allows at most 1e9 s)."""
+    err = error_of(spec(workloads=[{"name": "w", "tp": 8}],
+                        metrics=[{"orchestrator": {"dp": "2", "time_limit": 1e300}}]))
+    assert err.field == "study.yaml:metrics[0].orchestrator.time_limit" and "1e+09" in err.message
+
+
+def test_a_tp_the_design_refuses_is_refused_for_the_orchestrator_alone_before_work():
+    """With only the orchestrator metric, TP 6 on a 4-GPU-node k-hop ring ran and every point failed (exit 1);
+    next to the faults metric the same spec was refused when read."""
+    err = error_of(spec(architectures=[{"name": "khop-ring", "params": {"gpus_per_node": 4}}], gpus=64,
+                        workloads=[{"name": "w", "tp": 6}], metrics=[{"orchestrator": {"dp": "2"}}]))
+    assert err.field == "study.yaml:workloads[0].tp" and "multiple of 4" in err.message
+
+
+def test_the_orchestrator_with_random_faults_of_another_component_is_refused_when_read():
+    """`faults: {ratios: [...], component: gpu}` with the orchestrator ran, and every point failed on its first
+    fault draw ("orchestrator: places on node faults only", exit 1)."""
+    doc = spec(workloads=[{"name": "w", "tp": 8}], faults={"ratios": [0.0, 0.05], "component": "gpu"},
+               metrics=[{"orchestrator": {"dp": "2"}}])
+    err = error_of(doc)
+    assert err.field == "study.yaml:faults.component" and "node faults only" in err.message
+    parse_study({**doc, "faults": {"ratios": [0.0, 0.05], "component": "node"}})
+    parse_study({**doc, "metrics": ["cost"]})  # another metric takes any component

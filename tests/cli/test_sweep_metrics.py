@@ -82,8 +82,9 @@ def test_orchestrator_rejects_non_node_faults(tmp_path, run_cli):
         "gpus": 64, "architectures": [{"name": "khop-ring"}], "workloads": [{"name": "tp8", "tp": 8}],
         "faults": {"ratios": [0.05], "component": "gpu"}, "metrics": [{"orchestrator": {"solver": "greedy"}}]}))
     rc, out, err = run_cli("sweep", spec, "--out", tmp_path / "out", "--workers", "1", "--json")
-    row = read_results(tmp_path / "out").iloc[0]
-    assert row["status"] == "failed" and "node faults only" in row["error"]
+    # refused when the spec is read (every point used to run and fail: a row with status failed, exit 1)
+    assert rc == 2 and "faults.component" in err and "node faults only" in err, err
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("gpus, tp, words", [

@@ -81,6 +81,37 @@ def test_link_loads_from_the_simulator(run_cli, tmp_path):
     assert "busiest drawn link at" in out.read_text()
 
 
+def test_circuit_loads_and_records_without_ends_reach_the_links(run_cli, tmp_path):
+    """Since the src/dst check (74e596d) the loads were stored only under it: a circuit's record (`link: null`,
+    TPUv4's OCS) and a record without src/dst were dropped, so `--color-links-by load` drew every OCS fibre idle."""
+    from cli.view import read_link_loads
+    from topologies import build
+
+    rc, stdout, err = run_cli("simulate", "tpuv4", "--gpus", "64", "--collective", "all-reduce", "--size", "1MiB",
+                              "--group-size", "64", "--links", "--json")
+    assert rc == 0, err
+    sim = tmp_path / "sim.json"
+    sim.write_text(stdout)
+    records = json.loads(stdout)["links"]
+    circuit = next(r for r in records if r["link"] is None)
+    util, nbytes = read_link_loads(sim, len(build("tpuv4", 64).links))
+    assert all(util[j] == circuit["utilisation"] > 0 for j in circuit["circuit_links"])
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps({"links": [{"link": 5, "utilisation": 0.5, "bytes_fwd": 10.0, "bytes_rev": 2.0}]}))
+    util, nbytes = read_link_loads(bare, 96)
+    assert (util[5], nbytes[5]) == (0.5, 12.0)
+
+
+def test_link_loads_with_records_and_arrays_are_refused(run_cli, tmp_path):
+    """`{"links": [], "utilisation": [...]}` drew every link idle: the records won and the arrays were dropped."""
+    path = tmp_path / "loads.json"
+    path.write_text(json.dumps({"links": [], "utilisation": [0.5] * 96}))
+    rc, _, err = run_cli("view", "dgx", "--gpus", "16", "--link-loads", path, "--color-links-by", "load",
+                         "--out", tmp_path / "v.html")
+    assert rc == 2 and err.count("\n") == 1 and "--link-loads" in err and "one of the two" in err, err
+    assert not (tmp_path / "v.html").exists()
+
+
 def test_link_loads_from_a_file(run_cli, tmp_path):
     from topologies import build
 
@@ -253,3 +284,31 @@ def test_link_loads_of_another_fabric_are_refused(run_cli, tmp_path):
 def test_serve_has_no_json_summary(run_cli):
     rc, stdout, err = run_cli("view", "dgx", "--serve", "--json")
     assert rc == 2 and "--json" in err and stdout == ""
+
+
+def test_a_khop_line_read_from_a_topology_file_takes_tp_groups(run_cli, tmp_path):
+    """An exported k-hop ring holds its lit links only (no candidate optical paths): `view --topology FILE --tp 8`
+    stopped on `error: rings: hop 0->1 (gap 1) is not an optical path of a k=2 ring`, naming no flag.  It now draws
+    the groups the architecture itself forms."""
+    import networkx as nx
+
+    from topologies import build
+
+    path = tmp_path / "khop.json"
+    path.write_text(json.dumps(nx.node_link_data(build("khop-ring", 32).to_networkx(active=True), edges="links")))
+    argv = ("--out", tmp_path / "v.html", "--tp", "8", "--node-fault-ratio", "0.2", "--json")
+    rc, out, err = run_cli("view", "--topology", path, *argv)
+    assert rc == 0, err
+    rc, ref, err = run_cli("view", "khop-ring", "--gpus", "32", *argv)
+    assert rc == 0, err
+    got, want = json.loads(out), json.loads(ref)
+    assert (got["tp_groups"], got["faulty_gpus"]) == (want["tp_groups"], want["faulty_gpus"])
+
+
+def test_max_glyphs_with_a_forced_level_is_refused(run_cli, tmp_path):
+    """The budget only chooses the level: `--level node --max-glyphs 5` wrote the page of `--level node`, byte for
+    byte."""
+    out = tmp_path / "v.html"
+    rc, _, err = run_cli("view", "dgx", "--gpus", "16", "--level", "node", "--max-glyphs", "5", "--out", out)
+    assert rc == 2 and err.count("\n") == 1 and err.startswith("error: --max-glyphs") and "--level" in err, err
+    assert not out.exists()
