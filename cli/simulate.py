@@ -41,6 +41,36 @@ def parse_ranks(text: str) -> list[int]:
                           empty="no GPU indices given", unique=True)
 
 
+def _check_rank_lists(lists: list[list[int]], name, algo: str, blame: str) -> None:
+    """Groups of at least 2 ranks whose flows (all-to-all) and simulator memory fit the limits, before any flow."""
+    from fabric.limits import check
+    from fabric.sim.collectives import CollectiveName
+
+    if len(lists[0]) < 2:  # no flow: time 0, and the table printed algbw infPB/s, busbw nanB/s
+        raise FabricError(blame, "one rank moves no data (time 0, bandwidth undefined); give at least 2 ranks")
+    if name == CollectiveName.ALL_TO_ALL:  # one flow per ordered pair of ranks, in every group (measured 8.5 s per 1 M)
+        check("flows", sum(len(r) * (len(r) - 1) for r in lists), blame, "all-to-all: ranks x (ranks - 1) per group")
+    n_ranks = sum(len(r) for r in lists)
+    per_rank = SIM_BYTES_PER_RANK.get("tree" if algo == "auto" and name == CollectiveName.ALL_REDUCE else algo,
+                                      SIM_BYTES_PER_RANK_OTHER)
+    # a tree all-reduce over 10^6 ranks grew to ~30 GB before any error: refused up front, as the fabric is
+    check("memory", per_rank * n_ranks, blame, f"{n_ranks:,} ranks x ~{per_rank >> 10} KiB each ({name}, {algo})")
+
+
+def _check_seed(seed_given: bool, ecmp: str) -> None:
+    """``--seed`` seeds only the per-flow hash of ``--ecmp hash``: the ideal split draws nothing."""
+    if seed_given and ecmp != "hash":  # the seed changed no number
+        raise FabricError("--seed", f"seeds the per-flow hash of --ecmp hash; --ecmp {ecmp} draws nothing (add "
+                                    "--ecmp hash, or leave --seed out)")
+
+
+def _check_pipelining(name, algorithm: str, protocol: str, channels: Optional[int], chunks: Optional[int]) -> None:
+    """``--chunks`` and ``--channels`` only where the collective reads them (:func:`_check_chunks`,
+    :func:`_check_channels`)."""
+    _check_chunks(chunks, name, algorithm, protocol, channels)
+    _check_channels(name, algorithm.lower(), channels, chunks)
+
+
 def _check_chunks(chunks: Optional[int], name, algorithm: str, protocol: str, channels: Optional[int]) -> None:
     """Refuse ``--chunks`` where nothing is pipelined in pieces: NCCL's rings and trees pipeline by their own
     protocol steps, so there it changed nothing, without a word; a broadcast, or a tree all-reduce in the flow
@@ -152,6 +182,12 @@ def read_flows(path: Path, fabric) -> list:
         if src == dst:  # no path: it would finish at once and hide a mistake in the file
             raise FabricError(f"{at}.dst", f"{item['dst']!r} is the flow's own source; a flow goes to another device")
         flows.append(Flow(src, dst, size, start, tuple(after), fid))
+    _check_flow_ids(flows, where)
+    return flows
+
+
+def _check_flow_ids(flows: list, where: str) -> None:
+    """Every flow id unique as text, every ``after`` entry one of them (``where``: the file's name)."""
     # one pass: `ids.count` per id took 18 s for a duplicate at the end of 40,000 flows (quadratic); ids 1 and "1"
     # were two flows the table printed alike as 1
     known: dict = {}
@@ -171,7 +207,6 @@ def read_flows(path: Path, fabric) -> list:
                 raise FabricError(f"{where}:[{i}].after", f"{shown(a)} is not a flow id (a string or an integer)")
             if a not in known:
                 raise FabricError(f"{where}:[{i}].after", f"unknown flow id {a!r}")
-    return flows
 
 
 def simulate_command(
@@ -217,9 +252,7 @@ def simulate_command(
 
     if (collective is None) == (flows is None):
         raise FabricError("--collective", "give either --collective NAME or --flows FILE")
-    if given("seed") and ecmp != "hash":  # the ideal split draws nothing: the seed changed no number
-        raise FabricError("--seed", f"seeds the per-flow hash of --ecmp hash; --ecmp {ecmp} draws nothing (add "
-                                    "--ecmp hash, or leave --seed out)")
+    _check_seed(given("seed"), ecmp)
     fab = build_fabric(arch, gpus, param, load_catalog(catalog), topology)
     sim = simulator(fab)
     if flows is not None:
@@ -239,26 +272,15 @@ def simulate_command(
     name = CollectiveName.parse(collective, "--collective")
     if given("root") and name != CollectiveName.BROADCAST:  # no other collective has a root
         raise FabricError("--root", f"only with --collective broadcast (the root of {collective} would be ignored)")
-    _check_chunks(chunks, name, algorithm, protocol, channels)
-    _check_channels(name, algorithm.lower(), channels)
+    _check_pipelining(name, algorithm, protocol, channels, chunks)
     if size is None:
         raise FabricError("--size", "missing; give the per-rank buffer, e.g. 1GiB")
     nbytes = parse_bytes(size, "--size")
     if nbytes <= 0:
         raise FabricError("--size", f"{size!r} must be > 0 bytes")
-    from fabric.limits import check
-
     lists = rank_groups(fab.n_gpus, ranks, group_size, groups)
-    blame = "--group-size" if ranks is None else "--ranks"
-    if len(lists[0]) < 2:  # no flow: time 0, and the table printed algbw infPB/s, busbw nanB/s
-        raise FabricError(blame, "one rank moves no data (time 0, bandwidth undefined); give at least 2 ranks")
-    if name == CollectiveName.ALL_TO_ALL:  # one flow per ordered pair of ranks, in every group (measured 8.5 s per 1 M)
-        check("flows", sum(len(r) * (len(r) - 1) for r in lists), blame, "all-to-all: ranks x (ranks - 1) per group")
-    algo, n_ranks = algorithm.lower(), sum(len(r) for r in lists)
-    per_rank = SIM_BYTES_PER_RANK.get("tree" if algo == "auto" and name == CollectiveName.ALL_REDUCE else algo,
-                                      SIM_BYTES_PER_RANK_OTHER)
-    # a tree all-reduce over 10^6 ranks grew to ~30 GB before any error: refused up front, as the fabric is
-    check("memory", per_rank * n_ranks, blame, f"{n_ranks:,} ranks x ~{per_rank >> 10} KiB each ({collective}, {algo})")
+    algo = algorithm.lower()
+    _check_rank_lists(lists, name, algo, "--group-size" if ranks is None else "--ranks")
     from fabric.sim import Collective
 
     # --algorithm, --protocol and --collective are read case-blind alike (NCCL_ALGO=Ring is NCCL's own spelling)
@@ -269,20 +291,24 @@ def simulate_command(
     _emit(_collective_data(fab, res, nbytes, len(colls), ecmp, seed, links), as_json, flows_mode=False)
 
 
-def _check_channels(name, algo: str, channels: Optional[int]) -> None:
+def _check_channels(name, algo: str, channels: Optional[int], chunks: Optional[int]) -> None:
     """Refuse ``--channels`` where the collective never reads it (the run would ignore it).
 
-    Channels split a ring or a tree (all-reduce, reduce-scatter, all-gather); ``auto`` is left to the tuner,
-    which may pick an algorithm that reads them.
+    Channels split a ring or a tree (all-reduce, reduce-scatter, all-gather) and NCCL's ring broadcast (its
+    chains; not the flow DAG that ``--chunks`` pipelines); ``auto`` is left to the tuner, which may pick an
+    algorithm that reads them.
     """
     from fabric.sim.collectives import ALGORITHMS, CollectiveName
 
     if algo != "auto" and algo not in ALGORITHMS[name]:
         return  # the simulator names --algorithm and what the collective has
     AR, RS, AG = CollectiveName.ALL_REDUCE, CollectiveName.REDUCE_SCATTER, CollectiveName.ALL_GATHER
-    if channels is not None and not (name in (AR, RS, AG) and algo in ("auto", "ring", "tree")):
-        raise FabricError("--channels", f"sets the rings of a ring or tree (all-reduce, reduce-scatter, all-gather); "
-                                        f"{name} with --algorithm {algo} would ignore it")
+    rings = name in (AR, RS, AG) and algo in ("auto", "ring", "tree")
+    chains = name == CollectiveName.BROADCAST and algo in ("auto", "ring") and chunks is None
+    if channels is not None and not (rings or chains):
+        raise FabricError("--channels", f"sets the rings of a ring or tree (all-reduce, reduce-scatter, all-gather) "
+                                        f"and of a ring broadcast without --chunks; {name} with --algorithm {algo}"
+                                        f"{' and --chunks' if chunks is not None else ''} would ignore it")
 
 
 def _run_flows(sim, fab, flows: Path, ecmp: str, seed: int, method: str, links: bool) -> dict:

@@ -188,6 +188,27 @@ DEFAULT_PORT = 5006
 DEFAULT_BACKEND = "webgl"
 """How the page draws: WebGL, unless ``--backend canvas`` for browsers whose WebGL is CPU-emulated."""
 
+
+def _check_mode(serve: bool, out: Optional[Path], port: Optional[int], level: Optional[str], max_glyphs: int,
+                backend: Optional[str], as_json: bool) -> None:
+    """A page (``--out``) or the app (``--serve``), and no option the chosen mode does not use."""
+    if serve == (out is not None):
+        raise FabricError("--out", "give --out FILE.html for a page, or --serve for the app (not both)")
+    # an option the chosen mode does not use is refused, not ignored (as everywhere in the CLI)
+    if port is not None and not serve:
+        raise FabricError("--port", "is the port of --serve; a page written with --out needs none")
+    if serve and level is not None:
+        raise FabricError("--level", "forces the level of detail of the page of --out; the app of --serve chooses "
+                                     "it by its glyph budget (--max-glyphs)")
+    if level is not None and max_glyphs:  # the budget only chooses a level: the page was the same without it
+        raise FabricError("--max-glyphs", "chooses the level of detail by its budget; --level forces one (give one "
+                                          "of the two)")
+    if serve and backend is not None:
+        raise FabricError("--backend", "chooses how the page of --out draws; the app of --serve draws with WebGL")
+    if serve and as_json:  # the summary describes the page written; the app writes none
+        raise FabricError("--json", "describes the page of --out; the app of --serve prints its address instead")
+
+
 def view_command(
     arch: Optional[str] = typer.Argument(None, help="architecture (see `fabric list`); with --serve the initial one"),
     gpus: Optional[int] = GPUS_OPT,
@@ -228,21 +249,7 @@ def view_command(
         raise FabricError("--max-glyphs", f"{max_glyphs} must be >= 0")
     if backend is not None and backend not in BACKENDS:
         raise FabricError("--backend", f"{backend!r}; allowed: {', '.join(BACKENDS)}")
-    if serve == (out is not None):
-        raise FabricError("--out", "give --out FILE.html for a page, or --serve for the app (not both)")
-    # an option the chosen mode does not use is refused, not ignored (as everywhere in the CLI)
-    if port is not None and not serve:
-        raise FabricError("--port", "is the port of --serve; a page written with --out needs none")
-    if serve and level is not None:
-        raise FabricError("--level", "forces the level of detail of the page of --out; the app of --serve chooses "
-                                     "it by its glyph budget (--max-glyphs)")
-    if level is not None and max_glyphs:  # the budget only chooses a level: the page was the same without it
-        raise FabricError("--max-glyphs", "chooses the level of detail by its budget; --level forces one (give one "
-                                          "of the two)")
-    if serve and backend is not None:
-        raise FabricError("--backend", "chooses how the page of --out draws; the app of --serve draws with WebGL")
-    if serve and as_json:  # the summary describes the page written; the app writes none
-        raise FabricError("--json", "describes the page of --out; the app of --serve prints its address instead")
+    _check_mode(serve, out, port, level, max_glyphs, backend, as_json)
     if color_links_by == "load" and link_loads is None and not serve:  # every link would show idle
         raise FabricError("--color-links-by", "load needs --link-loads FILE (`fabric simulate --links --json`)")
     budget = max_glyphs or DEFAULT_MAX_GLYPHS

@@ -790,7 +790,8 @@ def test_orchestrate_table_column_heads_keep_half_percents_apart():
     (("all-reduce", "--algorithm", "hierarchical", "--channels", "4"), "--channels"),
     (("all-gather", "--algorithm", "direct", "--channels", "4"), "--channels"),
     (("all-to-all", "--channels", "4"), "--channels"),
-    (("broadcast", "--channels", "4"), "--channels"),
+    (("broadcast", "--chunks", "4", "--channels", "4"), "--channels"),  # the flow DAG of 4 pieces has no rings
+    (("broadcast", "--algorithm", "tree", "--channels", "4"), "--channels"),
 ])
 def test_simulate_refuses_channels_the_collective_never_reads(run_cli, extra, flag):
     """Each ran to the same time as without the flag (its JSON even said `channels: 8` after `--channels 1`).
@@ -805,6 +806,7 @@ def test_simulate_refuses_channels_the_collective_never_reads(run_cli, extra, fl
     ("broadcast", "--algorithm", "tree", "--chunks", "4"),
     ("all-gather", "--channels", "4"),
     ("all-reduce", "--algorithm", "tree", "--channels", "4"),
+    ("broadcast", "--channels", "4"),  # NCCL's ring broadcast: one chain per channel
 ])
 def test_simulate_channels_and_chunks_still_change_the_runs_that_read_them(run_cli, extra):
     base = ("simulate", "dgx", "--gpus", "16", "--size", "64MiB", "--group-size", "16", "--json", "--collective")
