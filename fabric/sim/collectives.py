@@ -74,7 +74,7 @@ class CollectiveName(_Vocabulary):
 
     @classmethod
     def parse(cls, value, field: str = "collective") -> "CollectiveName":
-        """A member from its value; ``all_reduce`` (the workloads' spelling) and ``All-Reduce`` are read as ``all-reduce``."""
+        """A member from its value; ``all_reduce`` (the workloads' spelling) and ``All-Reduce`` mean ``all-reduce``."""
         try:
             return cls(str(value).replace("_", "-").lower())
         except ValueError:

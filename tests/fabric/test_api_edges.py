@@ -81,7 +81,7 @@ RANKS = tuple(range(8))
 
 
 @pytest.mark.parametrize("kw, field", [({"size": v}, "size") for v in ("1", None, True, float("nan"), 1e308, 2**70)]
-                         + [({"chunks": v}, "chunks") for v in ([8], float("nan"), float("inf"), "abc", 0)]  # None: the default
+                         + [({"chunks": v}, "chunks") for v in ([8], float("nan"), float("inf"), "abc", 0)]
                          + [({"name": "broadcast", "root": v}, "root") for v in (None, True, float("nan"), "abc")]
                          + [({"channels": v}, "channels") for v in ([2], float("nan"), 8.5, 2**63)]
                          + [({"start_s": v}, "start_s") for v in ("0", None, [0.0], float("inf"))])
