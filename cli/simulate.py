@@ -20,13 +20,13 @@ from cli.common import (CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT
                         given, parse_int_list)
 from cli.validate import MAX_BYTES
 from fabric.catalog import load_catalog
-from fabric.checks import shown
+from fabric.checks import MAX_SECONDS, shown
 from fabric.errors import FabricError
 from fabric.units import format_bandwidth, format_bytes, format_time, parse_bytes, parse_time
 
 BOTTLENECKS = 5
 #: Latest release time of a flow in a flows file (s): about 30 years, far from float overflow in the event loop.
-MAX_START_S = 1e9
+MAX_START_S = MAX_SECONDS
 #: Peak memory of a collective's simulation per rank, the fabric included (measured: ``fabric simulate dgx``,
 #: 65,536 ranks in one group, 1 GiB, peak RSS by /usr/bin/time): tree 29 KB, all-reduce with auto 30 KB (it
 #: times every candidate, tree among them), nvls-tree 23 KB, broadcast 12 KB, ring, all-gather and

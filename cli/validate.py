@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
+from fabric import checks, limits
 from fabric.errors import FabricError
-from fabric import limits
 
 Rule = Callable[[Any], "str | None"]
 
@@ -68,8 +68,8 @@ def _bytes_at_most(hi: float) -> Rule:
                            lambda v, x: f"{v!r} is {x:.3g} bytes; at most {hi:.3g} (1 EiB) allowed")
 
 
-#: Longest duration a time flag takes (s): about 30 years, as ``--time-limit``; far from float overflow.
-MAX_SECONDS = 1e9
+#: Longest duration a time flag takes (s): :data:`fabric.checks.MAX_SECONDS`, as ``--time-limit``.
+MAX_SECONDS = checks.MAX_SECONDS
 
 
 def _time_at_most(hi: float) -> Rule:

@@ -42,6 +42,12 @@ def is_whole(value: Any) -> bool:
     return math.isfinite(value) and float(value).is_integer()
 
 
+#: Longest duration any input takes (s): about 30 years; far beyond any run, far from float overflow.  The one bound
+#: of the CLI's time flags (``--time-limit``, ``--reconfig-time``), a flows file's start times, a cached
+#: collective fit and the RL time parameters.
+MAX_SECONDS = 1e9
+
+
 def shown(value: Any) -> str:
     """``value`` as an error message quotes it: its repr, cut to 40 characters (a 400-digit integer is one line).
 

@@ -49,7 +49,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from fabric.checks import is_number
+from fabric.checks import MAX_SECONDS, is_number
 from fabric.errors import FabricError
 from fabric.idcache import recall, remember
 from fabric.model import DeviceKind, Fabric, Layer, LinkState
@@ -539,8 +539,8 @@ def load_fits(path, *, as_current: bool = False) -> int:
 
 
 # A cached fit whose collective takes longer than this (s) at the larger fit size is refused: about 30 years, the
-# bound of the CLI's duration flags (cli.validate.MAX_SECONDS), far beyond any real collective, far from overflow.
-MAX_FIT_SECONDS = 1e9
+# bound of the CLI's duration flags (fabric.checks.MAX_SECONDS), far beyond any real collective, far from overflow.
+MAX_FIT_SECONDS = MAX_SECONDS
 _FIT_KEY = re.compile(r"[0-9a-f]+/[^/]+/(?P<kind>[a-z_]+)/[1-9][0-9]*x[1-9][0-9]*/[0-9a-f]+(/[a-z0-9]+)?")
 
 

@@ -13,6 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from fabric.checks import MAX_SECONDS
 from fabric.errors import FabricError
 from fabric.params import Param
 
@@ -31,9 +32,8 @@ def _between(lo: float, hi: float) -> Callable[[Any], str | None]:
     return lambda v: None if lo <= v <= hi else f"must be in [{lo:g}, {hi:g}]"
 
 
-#: Longest duration an RL time parameter takes (s): about 30 years, the bound of the CLI's duration flags
-#: (cli.validate.MAX_SECONDS); settle_time=1e300 made every reconfiguring iteration 1e300 s.
-MAX_SECONDS = 1e9
+# The longest duration an RL time parameter takes is fabric.checks.MAX_SECONDS, the bound of the CLI's duration
+# flags: settle_time=1e300 made every reconfiguring iteration 1e300 s.
 #: Memory of one sampled response (lengths, per-replica assignment, timings), measured: 4 M samples peaked at
 #: 776 MB over the 78 MB of 1,024 (~180 B each); checked against the ``memory`` limit before any array.
 BYTES_PER_SAMPLE = 192
