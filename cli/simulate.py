@@ -43,7 +43,7 @@ def parse_ranks(text: str) -> list[int]:
 
 def _check_rank_lists(lists: list[list[int]], name, algo: str, blame: str) -> None:
     """Groups of at least 2 ranks whose flows (all-to-all) and simulator memory fit the limits, before any flow."""
-    from fabric.limits import check
+    from fabric.limits import check, check_memory_per
     from fabric.sim.collectives import CollectiveName
 
     if len(lists[0]) < 2:  # no flow: time 0, and the table printed algbw infPB/s, busbw nanB/s
@@ -54,7 +54,7 @@ def _check_rank_lists(lists: list[list[int]], name, algo: str, blame: str) -> No
     per_rank = SIM_BYTES_PER_RANK.get("tree" if algo == "auto" and name == CollectiveName.ALL_REDUCE else algo,
                                       SIM_BYTES_PER_RANK_OTHER)
     # a tree all-reduce over 10^6 ranks grew to ~30 GB before any error: refused up front, as the fabric is
-    check("memory", per_rank * n_ranks, blame, f"{n_ranks:,} ranks x ~{per_rank >> 10} KiB each ({name}, {algo})")
+    check_memory_per(n_ranks, "ranks", per_rank, blame, f"({name}, {algo})")
 
 
 def _check_seed(seed_given: bool, ecmp: str) -> None:

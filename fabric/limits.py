@@ -135,6 +135,15 @@ def check(name: str, estimate: float, field: str, what: str = "") -> None:
                                  f"raise it with `fabric --limit {name}=N ...` if the machine has room")
 
 
+def check_memory_per(count: float, unit: str, per_bytes: int, field: str, what: str) -> None:
+    """Refuse ``count`` ``unit`` (GPUs, ranks) at a measured ``per_bytes`` each above the ``memory`` limit.
+
+    The message reads ``524,288 GPUs x ~24 KiB each`` followed by ``what`` (how the figure was measured, or
+    what holds the memory), so every per-unit estimate is stated the same way.
+    """
+    check("memory", float(count) * per_bytes, field, f"{int(count):,} {unit} x ~{per_bytes >> 10} KiB each {what}")
+
+
 def check_fabric_size(devices: float, links: float, field: str, what: str = "") -> None:
     """Check devices, links and their memory (``BYTES_PER_ELEMENT`` each)."""
     check("devices", devices, field, what)

@@ -78,11 +78,10 @@ def check_sim_memory(gpus: int, comm: str, field: str = "gpus") -> None:
     """
     if comm != "sim":
         return
-    from fabric import limits
+    from fabric.limits import check_memory_per
 
-    limits.check("memory", float(gpus) * SIM_BYTES_PER_GPU, field,
-                 f"{int(gpus):,} GPUs x ~{SIM_BYTES_PER_GPU >> 10} KiB each for collectives timed by the flow "
-                 "simulator; --comm analytic holds none")
+    check_memory_per(gpus, "GPUs", SIM_BYTES_PER_GPU, field,
+                     "for collectives timed by the flow simulator; --comm analytic holds none")
 
 
 def default_dp(sm, par_kwargs: dict, global_batch: int) -> int:

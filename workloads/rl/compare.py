@@ -85,15 +85,13 @@ def check_rl_size(gpus: int, timing: str, field: str = "gpus") -> None:
     field : str
         The input to blame.
     """
-    from fabric import limits
+    from fabric.limits import check_memory_per
 
     if not (is_whole(gpus) and gpus > 0):
         raise FabricError(field, f"{gpus!r} must be a whole number > 0")
     if timing not in RL_BYTES_PER_GPU:
         raise FabricError("timing", f"{timing!r} not allowed; use one of {', '.join(RL_BYTES_PER_GPU)}")
-    per_gpu = RL_BYTES_PER_GPU[timing]
-    limits.check("memory", float(gpus) * per_gpu, field,
-                 f"{int(gpus):,} GPUs x ~{per_gpu >> 10} KiB each for RL with {timing} timing")
+    check_memory_per(gpus, "GPUs", RL_BYTES_PER_GPU[timing], field, f"for RL with {timing} timing")
 
 
 def split_params(topologies: Topologies, given: dict[str, str]) -> tuple[dict, dict, dict]:
