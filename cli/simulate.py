@@ -66,18 +66,19 @@ def _check_seed(seed_given: bool, ecmp: str) -> None:
 
 def _check_pipelining(name, algorithm: str, protocol: str, channels: Optional[int], chunks: Optional[int]) -> None:
     """``--chunks`` and ``--channels`` only where the collective reads them (:func:`_check_chunks`,
-    :func:`_check_channels`)."""
-    _check_chunks(chunks, name, algorithm, protocol, channels)
-    _check_channels(name, algorithm.lower(), channels, chunks)
+    :func:`_check_channels`); the algorithm and protocol are read case-blind, as the simulator reads them."""
+    algo = algorithm.lower()
+    _check_chunks(chunks, name, algo, protocol.lower(), channels)
+    _check_channels(name, algo, channels, chunks)
 
 
-def _check_chunks(chunks: Optional[int], name, algorithm: str, protocol: str, channels: Optional[int]) -> None:
+def _check_chunks(chunks: Optional[int], name, algo: str, protocol: str, channels: Optional[int]) -> None:
     """Refuse ``--chunks`` where nothing is pipelined in pieces: NCCL's rings and trees pipeline by their own
     protocol steps, so there it changed nothing, without a word; a broadcast, or a tree all-reduce in the flow
     model (the DAG's pieces), is where it applies."""
     from fabric.sim.collectives import CollectiveName
 
-    tree_flow_dag = (name == CollectiveName.ALL_REDUCE and algorithm.lower() == "tree" and protocol.lower() == "none"
+    tree_flow_dag = (name == CollectiveName.ALL_REDUCE and algo == "tree" and protocol == "none"
                      and channels in (None, 1))
     if chunks is not None and not (name == CollectiveName.BROADCAST or tree_flow_dag):
         raise FabricError("--chunks", "only with --collective broadcast, or a tree all-reduce in the flow model "
@@ -260,7 +261,7 @@ def simulate_command(
         for opt, val in (("--size", size), ("--ranks", ranks), ("--group-size", group_size), ("--groups", groups),
                          ("--algorithm", None if algorithm.lower() == "auto" else algorithm),
                          ("--protocol", None if protocol.lower() == "auto" else protocol), ("--channels", channels),
-                         ("--chunks", chunks if given("chunks") else None),
+                         ("--chunks", chunks),
                          ("--root", root if given("root") else None)):
             if val is not None:
                 raise FabricError(opt, "only with --collective")
