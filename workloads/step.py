@@ -75,8 +75,10 @@ class Runtime:
         Bytes per gradient element held and reduced (4: fp32 main gradients).
     param_gather_bytes : float
         Bytes per parameter in the distributed optimizer's all-gather (bf16).
-    bucket_params : float
-        Parameters per DP communication bucket (Megatron default 40 M).
+    bucket_params, bucket_params_per_dp_rank : float
+        Parameters per DP communication bucket: Megatron-Core's default
+        ``max(40 M, 1 M x dp x cp)`` (:meth:`bucket`), larger at large DP so
+        that each bucket's ring collective stays bandwidth-bound.
     fp8 : bool
         Weight GEMMs at the fp8 peak.
     tp_overlap_backward : bool
@@ -110,6 +112,7 @@ class Runtime:
     grad_bytes: float = 4.0
     param_gather_bytes: float = 2.0
     bucket_params: float = 40e6
+    bucket_params_per_dp_rank: float = 1e6
     fp8: bool = False
     tp_overlap_backward: bool = True
     memory_reserve: float = 0.05
@@ -117,6 +120,16 @@ class Runtime:
     distributed_optimizer: bool | None = True
     memory_efficient_norm: bool = False
     flash_kernel: str = "best"
+
+    def bucket(self, dp_cp: int) -> float:
+        """Parameters per DP bucket for a data-parallel (x context-parallel) group of ``dp_cp`` ranks.
+
+        Megatron-Core sizes buckets ``max(40000000, 1000000 * dp_cp_size)``
+        when ``bucket_size`` is not given (``DistributedDataParallelConfig``),
+        so the last bucket, whose reduce-scatter cannot start before the
+        backward ends, grows with the DP size (:data:`RUNTIME_SOURCES`).
+        """
+        return max(self.bucket_params, self.bucket_params_per_dp_rank * dp_cp)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -129,7 +142,9 @@ RUNTIME_SOURCES = {
     "overlap_grad_reduce": "Megatron-Core --overlap-grad-reduce / --overlap-param-gather (bucketed DP overlap)",
     "grad_bytes": "Megatron: fp32 main gradients (--accumulate-allreduce-grads-in-fp32) with bf16; fp16 "
                   "gradients in the 2021 runs (Narayanan et al. 2021)",
-    "bucket_params": "Megatron-Core DDP default bucket size 40M parameters",
+    "bucket_params": "Megatron-Core DDP default bucket size max(40M, 1M x dp x cp) parameters when bucket_size is "
+                     "unset ('larger DP sizes need larger buckets to ensure collectives do not become "
+                     "latency-bound', megatron/core/distributed/distributed_data_parallel_config.py bucket_size)",
     "tp_overlap_backward": "Megatron-LM --async-tensor-model-parallel-allreduce (default on since late 2021) and "
                            "the overlapped all-gather / reduce-scatter of sequence parallelism (Korthikanti et al. "
                            "2022, Sec. 4.2.2); off for the April 2021 runs",
@@ -576,7 +591,8 @@ class StepModel:
         for params, groups in ((dense_p, pl.dp_groups), (expert_p, pl.edp_groups)):
             if params <= 0 or groups.shape[1] < 2:
                 continue
-            last_bucket = min(1.0, rt.bucket_params / params)
+            # the expert-parallel buffers take the same bucket size as the dense ones (one DDP config)
+            last_bucket = min(1.0, rt.bucket(par.dp * par.cp) / params)
             if par.zero >= 1:
                 rs = c.time("reduce_scatter", groups, params * rt.grad_bytes)
                 ag = c.time("all_gather", groups, params * rt.param_gather_bytes)

@@ -150,3 +150,21 @@ def test_fp8_mfu_is_relative_to_the_fp8_peak_and_below_one(dgx64):
     assert r8.precision == "fp8" and 0 < r8.mfu < 1 and 0 < r8.hfu < 1
     peak8 = load_catalog().value("gpu_a100", "peak_fp8_flops")
     assert r8.peak_tflops == pytest.approx(peak8 / 1e12)
+
+
+def test_dp_bucket_follows_megatron_core_default(dgx64):
+    """Megatron-Core sizes DP buckets ``max(40M, 1M x dp x cp)`` parameters when none is given, and the last bucket's
+    reduce-scatter (and the first all-gather) cannot hide behind compute.  Before, the model kept a fixed 40 M bucket
+    at every DP size, so the exposed DP time did not grow with DP (Nemotron-4 15B's ramp, DP 96-288 at constant work
+    per GPU, was predicted flat where 0.57 -> 0.64 s was measured: test_validation_scaling_series)."""
+    from dataclasses import replace
+
+    from workloads.step import MEGATRON_CORE
+    assert MEGATRON_CORE.bucket(8) == 40e6 and MEGATRON_CORE.bucket(64) == 64e6 and MEGATRON_CORE.bucket(288) == 288e6
+    m = load_model("megatron-1.7b")
+    par = Parallelism(dp=64, micro_batch=1, global_batch=64, recompute="none")
+    exposed = StepModel(dgx64, m, backend=analytic_comm_time).evaluate(par).breakdown["dp"]
+    fixed = replace(MEGATRON_CORE, bucket_params_per_dp_rank=0.0)
+    exposed_40m = StepModel(dgx64, m, runtime=fixed, backend=analytic_comm_time).evaluate(par).breakdown["dp"]
+    # the last-bucket share of the step's DP collectives: 64 M of the 1.7 B parameters instead of 40 M
+    assert exposed == pytest.approx(exposed_40m * 64 / 40, rel=1e-6), (exposed, exposed_40m)

@@ -9,7 +9,7 @@ configuration, and compared on the step time.
 What is asserted, and why:
 
 * FP8 runs (held out): each within 15 %, mean within 8 % (measured: max 13 %,
-  mean 5.9 %).  15 % because the fp8 GEMMs have no calibration of their own (the
+  mean 6.0 %).  15 % because the fp8 GEMMs have no calibration of their own (the
   A100 bf16 curve at the fp8 peak) and the FP8 cast kernels are not timed
   (README, Validation: known gaps).
 * BF16 runs (reported, gap pinned): predicted 13-25 % slow.  The cause is one
