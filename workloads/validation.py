@@ -88,7 +88,8 @@ ETA_MAX_BOUND = 0.95
 NOT_EXPRESSED = {
     "MegaScale (Jiang et al. 2024, arXiv 2402.15627) 175B on 256-12,288 GPUs, 53-55 % MFU":
         "the runs use a parallel attention+MLP block, sliding-window attention, LAMB and overlaps of TP/PP "
-        "communication that this model does not represent; the figures are kept in FIGURES.md only",
+        "communication that this model does not represent; the figures are kept in FIGURES.md only (the paper's "
+        "Megatron-LM baseline rows are reported in tests/data/published_scaling_series.json)",
     "DeepSeek-V3 (arXiv 2412.19437) 180K H800 GPU-hours per trillion tokens":
         "DualPipe overlaps the expert all-to-all with compute across micro-batches and the FP8 GEMMs are "
         "fine-grained-scaled; neither is a switch of the modelled runtimes",
