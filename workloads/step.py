@@ -28,7 +28,9 @@ the critical path:
   the distributed optimizer (all-reduce without), all DP groups of all stages
   at once, in the gradient dtype.  With ``overlap_grad_reduce`` (Megatron-Core)
   the reduce-scatter hides behind the backward of the last micro-batch except
-  for its last bucket, and the all-gather behind the next step's first forward;
+  for its last bucket, and the all-gather behind the next step's first forward
+  except for its first; that bucket (``max(40 M, 1 M x dp x cp)`` parameters,
+  Megatron-Core's default) is an NCCL call of its own, timed at its size;
   otherwise (Megatron-LM 2021) both follow the pipeline flush.
 * The optimizer step (Adam, memory-bound) and the tied-embedding gradient sum
   between the first and last stage close the step.
@@ -591,15 +593,17 @@ class StepModel:
         for params, groups in ((dense_p, pl.dp_groups), (expert_p, pl.edp_groups)):
             if params <= 0 or groups.shape[1] < 2:
                 continue
-            # the expert-parallel buffers take the same bucket size as the dense ones (one DDP config)
-            last_bucket = min(1.0, rt.bucket(par.dp * par.cp) / params)
+            # the expert-parallel buffers take the same bucket size as the dense ones (one DDP config); the
+            # last bucket is an NCCL call of its own after the backward: timed at its size, with its latency
+            bucket = min(params, rt.bucket(par.dp * par.cp))
             if par.zero >= 1:
-                rs = c.time("reduce_scatter", groups, params * rt.grad_bytes)
-                ag = c.time("all_gather", groups, params * rt.param_gather_bytes)
+                rs, rs_last = (c.time("reduce_scatter", groups, p * rt.grad_bytes) for p in (params, bucket))
+                ag, ag_last = (c.time("all_gather", groups, p * rt.param_gather_bytes) for p in (params, bucket))
             else:
-                rs, ag = c.time("all_reduce", groups, params * rt.grad_bytes), 0.0
-            total += max(rs - window_b, rs * last_bucket) if rt.overlap_grad_reduce else rs
-            total += max(ag - window_f, ag * last_bucket) if rt.overlap_param_gather else ag
+                rs, rs_last = (c.time("all_reduce", groups, p * rt.grad_bytes) for p in (params, bucket))
+                ag = ag_last = 0.0
+            total += max(rs - window_b, rs_last) if rt.overlap_grad_reduce else rs
+            total += max(ag - window_f, ag_last) if rt.overlap_param_gather else ag
         if m.tied_embeddings and par.pp > 1:
             total += c.time("all_reduce", pl.embedding_pairs, m.vocab * m.hidden / par.tp * rt.grad_bytes)
         return total

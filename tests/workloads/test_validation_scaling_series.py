@@ -18,7 +18,7 @@ never fitted on (sources per point):
 
 Tolerances, and why: per held-out run 20 %, mean 12 % (the A100 Table 1 set
 is within 10.4 %, the H100 BF16 path carries the known in-training-fraction
-uncertainty of README, Validation).  Measured: mean 9.6 %, max 16.2 % (the
+uncertainty of README, Validation).  Measured: mean 9.6 %, max 15.3 % (the
 2,304-GPU Nemotron run, whose exposed DP communication the model still
 under-predicts).  The scaling test checks the series' shape, which cancels the
 GEMM efficiency: the throughput per GPU at the largest over the smallest scale.
