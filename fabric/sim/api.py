@@ -518,7 +518,7 @@ class Simulator:
         channels = c0.channels or count(self.fabric, devices[0])
         G, n = devices.shape
         each = f" x {per_rank} flows each" if per_rank > 1 else ""
-        default = "" if c0.channels else "; NCCL's default channels, one per rank of an HBD domain: give fewer"
+        default = "" if c0.channels else "; NCCL's default channels, one per rank of an HBD domain"
         limits.check("memory", float(G) * n * channels * per_rank * BYTES_PER_STEP_FLOW, "channels",
                      f"{G:,} group{'s' * (G != 1)} x {n:,} ranks x {channels:,} {what}{each} x "
                      f"~{BYTES_PER_STEP_FLOW} B per step flow{default}")

@@ -209,3 +209,15 @@ def test_auto_checks_every_candidates_step_flows_before_timing_any(monkeypatch):
     finally:
         limits.reset(token)
     assert exc.value.field == "channels" and "trees" in exc.value.message and timed == []
+
+
+def test_mfu_names_comm_when_default_channels_are_too_many(run_cli):
+    """`mfu` times its DP rings with NCCL's default channels, which it has no flag for: across TPUv4 pods a ring
+    over nodes gets one channel per node of the smaller pod (64 here; 1,024 on 16,384 chips, where `mfu tpuv4
+    --model llama3-8b --search` ran past 5 minutes).  The refusal names --comm (analytic timing pays none), not
+    the library's "channels"."""
+    rc, out, err = run_cli("--limit", "memory=150MB", "mfu", "tpuv4", "--gpus", "4352", "--model", "megatron-1.7b",
+                           "--tp", "4", "--pp", "1", "--dp", "1088", "--global-batch", "1088", "--json")
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == 2 and out == "" and len(lines) == 1, err
+    assert lines[0].startswith("error: --comm:") and "64 rings" in lines[0]
