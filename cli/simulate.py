@@ -17,7 +17,7 @@ from typing import Optional
 import typer
 
 from cli.common import (CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json,
-                        given, parse_int_list)
+                        given, parse_int_list, print_rows)
 from cli.validate import MAX_BYTES
 from fabric.catalog import load_catalog
 from fabric.checks import MAX_SECONDS, shown
@@ -367,12 +367,8 @@ def _emit(data: dict, as_json: bool, flows_mode: bool) -> None:
     if flows_mode:
         con.print(f"{len(data['flows'])} flows on {data['architecture']} ({data['gpus']} GPUs), ecmp {data['ecmp']}: "
                   f"makespan {format_time(data['makespan_s'])} ({data['method']}, {data['events']} events)")
-        t = Table(title="flows", title_justify="left")
-        for col in ("id", "release", "finish"):
-            t.add_column(col, justify="right")
-        for f in data["flows"]:
-            t.add_row(str(f["id"]), format_time(f["release_s"]), format_time(f["finish_s"]))
-        con.print(t)
+        print_rows(con, "flows", ("id", "release", "finish"),
+                   [(str(f["id"]), format_time(f["release_s"]), format_time(f["finish_s"])) for f in data["flows"]])
     else:
         t = Table(title=f"{data['collective']} ({data['algorithm']}) on {data['architecture']}", title_justify="left")
         t.add_column("metric")
@@ -394,16 +390,10 @@ def _emit(data: dict, as_json: bool, flows_mode: bool) -> None:
 
 
 def _link_table(con, title: str, recs: list) -> None:
-    from rich.table import Table
-
-    t = Table(title=title, title_justify="left")
-    for col in ("link", "src", "dst", "capacity", "bytes ->", "bytes <-", "util ->", "util <-"):
-        t.add_column(col, justify="right")
-    for r in recs:
-        t.add_row("circuit" if r["link"] is None else str(r["link"]), r["src"], r["dst"],
-                  format_bandwidth(r["capacity_Bps"]), format_bytes(r["bytes_fwd"]), format_bytes(r["bytes_rev"]),
-                  f"{r['utilisation_fwd']:.1%}", f"{r['utilisation_rev']:.1%}")
-    con.print(t)
+    print_rows(con, title, ("link", "src", "dst", "capacity", "bytes ->", "bytes <-", "util ->", "util <-"),
+               [("circuit" if r["link"] is None else str(r["link"]), r["src"], r["dst"],
+                 format_bandwidth(r["capacity_Bps"]), format_bytes(r["bytes_fwd"]), format_bytes(r["bytes_rev"]),
+                 f"{r['utilisation_fwd']:.1%}", f"{r['utilisation_rev']:.1%}") for r in recs])
 
 
 def register(app: typer.Typer) -> None:
