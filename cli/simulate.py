@@ -49,7 +49,10 @@ def _check_rank_lists(lists: list[list[int]], name, algo: str, blame: str) -> No
     if len(lists[0]) < 2:  # no flow: time 0, and the table printed algbw infPB/s, busbw nanB/s
         raise FabricError(blame, "one rank moves no data (time 0, bandwidth undefined); give at least 2 ranks")
     if name == CollectiveName.ALL_TO_ALL:  # one flow per ordered pair of ranks, in every group (measured 8.5 s per 1 M)
-        check("flows", sum(len(r) * (len(r) - 1) for r in lists), blame, "all-to-all: ranks x (ranks - 1) per group")
+        # the group count is stated: 1,024 groups of 64 read "4,128,768 flows (ranks x (ranks - 1) per group)"
+        groups = f" x {len(lists):,} groups" if len(lists) > 1 else ""
+        check("flows", sum(len(r) * (len(r) - 1) for r in lists), blame,
+              f"all-to-all: ranks x (ranks - 1) per group{groups}")
     n_ranks = sum(len(r) for r in lists)
     per_rank = SIM_BYTES_PER_RANK.get("tree" if algo == "auto" and name == CollectiveName.ALL_REDUCE else algo,
                                       SIM_BYTES_PER_RANK_OTHER)

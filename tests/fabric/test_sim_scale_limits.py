@@ -221,3 +221,13 @@ def test_mfu_names_comm_when_default_channels_are_too_many(run_cli):
     lines = [line for line in err.splitlines() if line.strip()]
     assert rc == 2 and out == "" and len(lines) == 1, err
     assert lines[0].startswith("error: --comm:") and "64 rings" in lines[0]
+
+
+def test_all_to_all_flows_refusal_counts_the_groups(run_cli):
+    """1,024 groups of 64 ranks were refused as "4,128,768 flows (all-to-all: ranks x (ranks - 1) per group)",
+    which 64 x 63 = 4,032 does not explain; the message now says how many groups."""
+    rc, out, err = run_cli("--limit", "flows=100", "simulate", "dgx", "--gpus", "64", "--collective", "all-to-all",
+                           "--size", "1MiB", "--group-size", "8", "--groups", "8", "--json")
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == 2 and out == "" and len(lines) == 1, err
+    assert lines[0].startswith("error: --group-size:") and "448 flows" in lines[0] and "x 8 groups" in lines[0]
