@@ -38,7 +38,9 @@ from fabric.sim.steps import STEP_MIN_FLOWS, ideal_ring_by_step, ideal_ring_step
 BYTES_PER_ROUTE_ARC = 80
 #: Peak bytes per flow of a ring, broadcast or tree step (:mod:`fabric.sim.nccl`), the fabric and the other
 #: candidates included (measured: ``simulate dgx --gpus 131072 --collective all-reduce``, whose tree step of
-#: 4.2 M flows peaked at 3.7 GB; 570 B on ``nvl-72 --gpus 16384``, 2.6 M tree flows, 1.5 GB).
+#: 4.2 M flows peaked at 3.7 GB; 570 B on ``nvl-72 --gpus 16384``, 2.6 M tree flows, 1.5 GB).  Longer routes
+#: cost more (1.8 KB a flow on ``nvl-576 --gpus 16384``, its NVLink switches two tiers deep): that part is the
+#: routes', which :meth:`Simulator._check_route_memory` bounds before they are built.
 BYTES_PER_STEP_FLOW = 800
 #: Pairs routed to estimate the route length of all of them (evenly spaced over the distinct pairs).
 ROUTE_SAMPLE = 64
