@@ -32,9 +32,12 @@ RENAMED: dict[str, str] = {
 COMMAND_FLAGS: dict[str, dict[str, str]] = {
     # the GPU model is a topology parameter of these commands (-p gpu=h100), not a flag of its own
     # the simulator's "ranks" are the job's GPUs: unreachable ones are the topology file's fault
-    "mfu": {"gpu": "-p gpu", "ranks": "--topology"},
-    "goodput": {"ranks": "--topology"},
-    "rl": {"gpu": "-p gpu", "timing": "--comm", "chunks": "-p sync_chunks"},  # the broadcast sync's pieces
+    # their collectives run on NCCL's default channels (no flag sets them): too many for memory is the
+    # simulated timing's cost, which --comm analytic does not pay
+    "mfu": {"gpu": "-p gpu", "ranks": "--topology", "channels": "--comm"},
+    "goodput": {"ranks": "--topology", "channels": "--comm"},
+    "rl": {"gpu": "-p gpu", "timing": "--comm", "chunks": "-p sync_chunks",  # the broadcast sync's pieces
+           "channels": "--comm"},
 }
 """Per command: parameters set by something other than their default flag."""
 

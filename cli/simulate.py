@@ -17,7 +17,7 @@ from typing import Optional
 import typer
 
 from cli.common import (CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json,
-                        given, parse_int_list)
+                        given, parse_int_list, print_rows)
 from cli.validate import MAX_BYTES
 from fabric.catalog import load_catalog
 from fabric.checks import MAX_SECONDS, shown
@@ -49,7 +49,10 @@ def _check_rank_lists(lists: list[list[int]], name, algo: str, blame: str) -> No
     if len(lists[0]) < 2:  # no flow: time 0, and the table printed algbw infPB/s, busbw nanB/s
         raise FabricError(blame, "one rank moves no data (time 0, bandwidth undefined); give at least 2 ranks")
     if name == CollectiveName.ALL_TO_ALL:  # one flow per ordered pair of ranks, in every group (measured 8.5 s per 1 M)
-        check("flows", sum(len(r) * (len(r) - 1) for r in lists), blame, "all-to-all: ranks x (ranks - 1) per group")
+        # the group count is stated: 1,024 groups of 64 read "4,128,768 flows (ranks x (ranks - 1) per group)"
+        groups = f" x {len(lists):,} groups" if len(lists) > 1 else ""
+        check("flows", sum(len(r) * (len(r) - 1) for r in lists), blame,
+              f"all-to-all: ranks x (ranks - 1) per group{groups}")
     n_ranks = sum(len(r) for r in lists)
     per_rank = SIM_BYTES_PER_RANK.get("tree" if algo == "auto" and name == CollectiveName.ALL_REDUCE else algo,
                                       SIM_BYTES_PER_RANK_OTHER)
@@ -367,12 +370,8 @@ def _emit(data: dict, as_json: bool, flows_mode: bool) -> None:
     if flows_mode:
         con.print(f"{len(data['flows'])} flows on {data['architecture']} ({data['gpus']} GPUs), ecmp {data['ecmp']}: "
                   f"makespan {format_time(data['makespan_s'])} ({data['method']}, {data['events']} events)")
-        t = Table(title="flows", title_justify="left")
-        for col in ("id", "release", "finish"):
-            t.add_column(col, justify="right")
-        for f in data["flows"]:
-            t.add_row(str(f["id"]), format_time(f["release_s"]), format_time(f["finish_s"]))
-        con.print(t)
+        print_rows(con, "flows", ("id", "release", "finish"),
+                   [(str(f["id"]), format_time(f["release_s"]), format_time(f["finish_s"])) for f in data["flows"]])
     else:
         t = Table(title=f"{data['collective']} ({data['algorithm']}) on {data['architecture']}", title_justify="left")
         t.add_column("metric")
@@ -394,16 +393,10 @@ def _emit(data: dict, as_json: bool, flows_mode: bool) -> None:
 
 
 def _link_table(con, title: str, recs: list) -> None:
-    from rich.table import Table
-
-    t = Table(title=title, title_justify="left")
-    for col in ("link", "src", "dst", "capacity", "bytes ->", "bytes <-", "util ->", "util <-"):
-        t.add_column(col, justify="right")
-    for r in recs:
-        t.add_row("circuit" if r["link"] is None else str(r["link"]), r["src"], r["dst"],
-                  format_bandwidth(r["capacity_Bps"]), format_bytes(r["bytes_fwd"]), format_bytes(r["bytes_rev"]),
-                  f"{r['utilisation_fwd']:.1%}", f"{r['utilisation_rev']:.1%}")
-    con.print(t)
+    print_rows(con, title, ("link", "src", "dst", "capacity", "bytes ->", "bytes <-", "util ->", "util <-"),
+               [("circuit" if r["link"] is None else str(r["link"]), r["src"], r["dst"],
+                 format_bandwidth(r["capacity_Bps"]), format_bytes(r["bytes_fwd"]), format_bytes(r["bytes_rev"]),
+                 f"{r['utilisation_fwd']:.1%}", f"{r['utilisation_rev']:.1%}") for r in recs])
 
 
 def register(app: typer.Typer) -> None:

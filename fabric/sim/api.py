@@ -14,6 +14,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from fabric import limits
 from fabric.errors import FabricError
 from fabric.model import Configuration, Fabric
 from fabric.sim.collectives import (Algorithm, Collective, CollectiveName, Protocol, _rank_matrix, bus_factor,
@@ -35,6 +36,12 @@ from fabric.sim.steps import STEP_MIN_FLOWS, ideal_ring_by_step, ideal_ring_step
 #: ``dgx --gpus 16384`` under ideal ECMP, 6.8 M entries and 684 MB peak; 1 M such flows, 227 M entries,
 #: used to exhaust 5 GB after a minute and end in a MemoryError).
 BYTES_PER_ROUTE_ARC = 80
+#: Peak bytes per flow of a ring, broadcast or tree step (:mod:`fabric.sim.nccl`), the fabric and the other
+#: candidates included (measured: ``simulate dgx --gpus 131072 --collective all-reduce``, whose tree step of
+#: 4.2 M flows peaked at 3.7 GB; 570 B on ``nvl-72 --gpus 16384``, 2.6 M tree flows, 1.5 GB).  Longer routes
+#: cost more (1.8 KB a flow on ``nvl-576 --gpus 16384``, its NVLink switches two tiers deep): that part is the
+#: routes', which :meth:`Simulator._check_route_memory` bounds before they are built.
+BYTES_PER_STEP_FLOW = 800
 #: Pairs routed to estimate the route length of all of them (evenly spaced over the distinct pairs).
 ROUTE_SAMPLE = 64
 
@@ -475,7 +482,9 @@ class Simulator:
         model = nccl_model()
         proto = c0.resolved_protocol
         best = None
-        for algo in candidates(c0.name, c0.resolved_algorithm, nvls, n, sharp, nvls_tree, proto):
+        algos = list(candidates(c0.name, c0.resolved_algorithm, nvls, n, sharp, nvls_tree, proto))
+        self._check_step_flows(c0, algos, devices)
+        for algo in algos:
             for run in self._nccl_runs(c0, algo, proto, devices, members, n_tags, (nvls, sharp, nvls_tree), model,
                                        ecmp, seed, method):
                 if best is None or run.finish_of_tag[members].max() < best.finish_of_tag[members].max():
@@ -486,6 +495,36 @@ class Simulator:
                                            "several such domains with equal ranks in each; sharp needs several HBD "
                                            "domains on DCN switches that reduce)")
         return best
+
+    def _check_step_flows(self, c0, algos, devices: np.ndarray) -> None:
+        """:meth:`_step_channels` of every candidate that :meth:`_nccl_runs` times from a ring or tree step, before
+        any is timed: under ``auto`` the tree's 4 flows per rank and channel were refused after the ring had
+        run (16 s on ``nvl-72 --gpus 65536``)."""
+        n = devices.shape[1]
+        rings = (CollectiveName.ALL_REDUCE, CollectiveName.REDUCE_SCATTER, CollectiveName.ALL_GATHER)
+        broadcast = c0.name == CollectiveName.BROADCAST and c0.chunks is None and not c0.ideal
+        if n > 1 and Algorithm.RING in algos and (c0.name in rings or broadcast):
+            self._step_channels(c0, devices, ring_channel_count, 1, "rings")
+        if n > 1 and Algorithm.TREE in algos and c0.name == CollectiveName.ALL_REDUCE and not c0.ideal:
+            self._step_channels(c0, devices, channel_count, 4, "trees")
+
+    def _step_channels(self, c0, devices: np.ndarray, count, per_rank: int, what: str) -> int:
+        """The channels of a ring, broadcast or tree step (``c0.channels``, else NCCL's ``count``), refused
+        before any array when the step's flows (groups x ranks x channels x ``per_rank``) would not fit the
+        ``memory`` limit at :data:`BYTES_PER_STEP_FLOW` each.
+
+        NCCL's default is one channel per rank of an HBD domain the group spans: 4,096 on two TPUv4 pods, where
+        8,192 ranks built 33.5 M step flows and grew past 23 GB before anything was refused (the CLI's per-rank
+        estimate was measured on DGX, 8 channels).
+        """
+        channels = c0.channels or count(self.fabric, devices[0])
+        G, n = devices.shape
+        each = f" x {per_rank} flows each" if per_rank > 1 else ""
+        default = "" if c0.channels else "; NCCL's default channels, one per rank of an HBD domain"
+        limits.check("memory", float(G) * n * channels * per_rank * BYTES_PER_STEP_FLOW, "channels",
+                     f"{G:,} group{'s' * (G != 1)} x {n:,} ranks x {channels:,} {what}{each} x "
+                     f"~{BYTES_PER_STEP_FLOW} B per step flow{default}")
+        return channels
 
     def _nccl_runs(self, c0, algo, proto, devices, members, n_tags, reducing, model, ecmp, seed, method):
         """The runs of one algorithm under the protocols to try (a generator)."""
@@ -512,7 +551,7 @@ class Simulator:
                 yield self._ring_run(rt, c0, members, n_tags, model)._named(algo, rt.protocol, 1)
             return
         if algo == Algorithm.RING and c0.name in rings and n > 1:
-            channels = c0.channels or ring_channel_count(self.fabric, devices[0])
+            channels = self._step_channels(c0, devices, ring_channel_count, 1, "rings")
             if not (c0.ideal and channels == 1):
                 rt = time_ring(self, self.fabric, c0.name, devices, float(c0.size), proto, channels, model, method,
                                ecmp, seed, float(c0.start_s))
@@ -520,13 +559,13 @@ class Simulator:
                 return
         if algo == Algorithm.RING and c0.name == CollectiveName.BROADCAST and c0.chunks is None and n > 1 \
                 and not c0.ideal:  # NCCL's pieces (one protocol step each); given chunks keep the flow DAG's
-            channels = c0.channels or ring_channel_count(self.fabric, devices[0])
+            channels = self._step_channels(c0, devices, ring_channel_count, 1, "rings")
             rt = time_broadcast(self, self.fabric, devices, float(c0.size), int(c0.root), proto, channels, model,
                                 method, ecmp, seed, float(c0.start_s))
             yield self._ring_run(rt, c0, members, n_tags, model)._named(algo, rt.protocol, rt.channels)
             return
         if algo == Algorithm.TREE and c0.name == CollectiveName.ALL_REDUCE and not c0.ideal and n > 1:
-            channels = c0.channels or channel_count(self.fabric, devices[0])
+            channels = self._step_channels(c0, devices, channel_count, 4, "trees")
             rt = time_tree(self, self.fabric, devices, float(c0.size), proto, channels, model, method, ecmp, seed,
                            float(c0.start_s))
             yield self._ring_run(rt, c0, members, n_tags, model)._named(algo, rt.protocol, rt.channels)

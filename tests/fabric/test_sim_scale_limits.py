@@ -16,7 +16,7 @@ import pytest
 from fabric import limits
 from fabric.errors import FabricError
 from fabric.sim import FlowTable, simulator
-from fabric.sim.api import BYTES_PER_ROUTE_ARC
+from fabric.sim.api import BYTES_PER_ROUTE_ARC, BYTES_PER_STEP_FLOW
 from topologies import build
 
 
@@ -162,3 +162,72 @@ def test_a_collectives_route_memory_blames_the_gpus_not_its_ranks(fab):
         limits.reset(token)
     assert exc.value.field == "gpus" and "distinct (src, dst) pairs" in exc.value.message
     assert flows_exc.value.field == "flows"
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "tree"])
+def test_default_channels_are_checked_against_the_flows_limit(algorithm):
+    """NCCL's default is one channel per rank of an HBD domain, so a ring or tree step builds groups x ranks x
+    channels flows.  Only a given ``channels`` was checked: all-reduce over two TPUv4 pods (8,192 chips, 4,096
+    default channels) built 33.5 M step flows and grew past 23 GB.  Two NVL-72 racks (72 channels x 144 ranks)
+    stand in for it under a lowered memory limit; a given smaller channel count still runs."""
+    from fabric.sim import simulate_collective
+
+    fab = build("nvl", 144, {"size": 72})
+    token = limits.set_limits(limits.Limits(memory=5000 * BYTES_PER_STEP_FLOW))
+    try:
+        with pytest.raises(FabricError) as exc:
+            simulate_collective(fab, "all-reduce", ranks=range(144), size=2 ** 20, algorithm=algorithm)
+        ok = simulate_collective(fab, "all-reduce", ranks=range(144), size=2 ** 20, algorithm=algorithm, channels=4)
+    finally:
+        limits.reset(token)
+    assert exc.value.field == "channels"
+    assert "72 " in exc.value.message and "default" in exc.value.message and "memory=N" in exc.value.message
+    assert ok.time_s > 0 and ok.channels == 4
+
+
+def test_cli_names_channels_when_the_default_channels_are_too_many(run_cli):
+    """One line naming --channels, exit 2, nothing on stdout (it ran before, past the limit)."""
+    rc, out, err = run_cli("--limit", f"memory={5000 * BYTES_PER_STEP_FLOW}B", "simulate", "nvl-72", "--gpus", "144", "--collective",
+                           "all-reduce", "--size", "1MiB", "--group-size", "144", "--algorithm", "ring", "--json")
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == 2 and out == "" and len(lines) == 1, err
+    assert lines[0].startswith("error: --channels:") and "72 rings" in lines[0]
+
+
+def test_auto_checks_every_candidates_step_flows_before_timing_any(monkeypatch):
+    """Under ``auto`` the ring ran first and the tree (4 flows per rank and channel) was refused after it: 16 s of
+    work on ``nvl-72 --gpus 65536`` before the one-line refusal.  Now no candidate is timed."""
+    from fabric.sim import api, simulate_collective
+
+    fab = build("nvl", 144, {"size": 72})
+    timed = []
+    monkeypatch.setattr(api, "time_ring", lambda *a, **k: timed.append("ring"))
+    token = limits.set_limits(limits.Limits(memory=144 * 72 * 2 * BYTES_PER_STEP_FLOW))  # the ring's step fits, the tree's does not
+    try:
+        with pytest.raises(FabricError) as exc:
+            simulate_collective(fab, "all-reduce", ranks=range(144), size=2 ** 30)
+    finally:
+        limits.reset(token)
+    assert exc.value.field == "channels" and "trees" in exc.value.message and timed == []
+
+
+def test_mfu_names_comm_when_default_channels_are_too_many(run_cli):
+    """`mfu` times its DP rings with NCCL's default channels, which it has no flag for: across TPUv4 pods a ring
+    over nodes gets one channel per node of the smaller pod (64 here; 1,024 on 16,384 chips, where `mfu tpuv4
+    --model llama3-8b --search` ran past 5 minutes).  The refusal names --comm (analytic timing pays none), not
+    the library's "channels"."""
+    rc, out, err = run_cli("--limit", "memory=150MB", "mfu", "tpuv4", "--gpus", "4352", "--model", "megatron-1.7b",
+                           "--tp", "4", "--pp", "1", "--dp", "1088", "--global-batch", "1088", "--json")
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == 2 and out == "" and len(lines) == 1, err
+    assert lines[0].startswith("error: --comm:") and "64 rings" in lines[0]
+
+
+def test_all_to_all_flows_refusal_counts_the_groups(run_cli):
+    """1,024 groups of 64 ranks were refused as "4,128,768 flows (all-to-all: ranks x (ranks - 1) per group)",
+    which 64 x 63 = 4,032 does not explain; the message now says how many groups."""
+    rc, out, err = run_cli("--limit", "flows=100", "simulate", "dgx", "--gpus", "64", "--collective", "all-to-all",
+                           "--size", "1MiB", "--group-size", "8", "--groups", "8", "--json")
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == 2 and out == "" and len(lines) == 1, err
+    assert lines[0].startswith("error: --group-size:") and "448 flows" in lines[0] and "x 8 groups" in lines[0]
