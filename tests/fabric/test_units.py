@@ -49,6 +49,18 @@ def test_bad_units_name_the_field(fn, text):
     assert exc.value.field == "myfield"
 
 
+@pytest.mark.parametrize("fn, text", [(parse_bandwidth, "\u0664\u0665\u0660GB/s"), (parse_bytes, "\u0663MiB"),
+                                      (parse_time, "\u0661ms"), (parse_money, "$\u0663\u0660,000"),
+                                      (parse_power, "\u0967\u0966W"), (parse_flops, "1e\u0661\u0662"),
+                                      (parse_bytes, "1.\uff15GiB")])
+def test_digits_of_other_scripts_are_refused(fn, text):
+    """ASCII digits only: ``\\d`` matched Arabic-Indic, Devanagari and full-width digits, so "\u0664\u0665\u0660GB/s"
+    (in a topology file) read as 450 GB/s and ``--size \u0663MiB`` as 3 MiB, while ``--gpus \u0663`` was refused."""
+    with pytest.raises(FabricError) as exc:
+        fn(text, "myfield")
+    assert exc.value.field == "myfield"
+
+
 @pytest.mark.parametrize("fn", [parse_bandwidth, parse_bytes, parse_time, parse_money, parse_power, parse_flops])
 def test_integer_beyond_float_range_names_the_field(fn):
     """YAML and JSON integers are unbounded: 10**400 has no float and raised OverflowError (a traceback)."""
