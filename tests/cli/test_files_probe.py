@@ -24,3 +24,33 @@ def test_a_flow_size_in_other_scripts_digits_is_refused(run_cli, tmp_path):
     path.write_text(json.dumps([{"src": 0, "dst": 1, "bytes": "\u0661\u0660\u0660\u0660"}]))
     rc, _, err = run_cli("simulate", "dgx", "--gpus", "16", "--flows", path, "--json")
     one_error(rc, err, "flows.json:[0].bytes")
+
+
+SPEC = """name: t
+gpus: 16
+architectures:
+  - name: dgx
+    params: {nodes_per_rack: NPR}
+workloads: [{name: tp8, tp: 8}]
+faults: {ratios: [0.0]}
+seeds: [0]
+metrics: [cost]
+"""
+
+
+def test_a_spec_parameter_in_other_scripts_digits_is_refused(run_cli, tmp_path):
+    """Before: ``params: {nodes_per_rack: '\u0664'}`` in a study spec ran the sweep with 4 nodes per rack."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC.replace("NPR", "'\u0664'"), encoding="utf-8")
+    out = tmp_path / "res"
+    rc, _, err = run_cli("sweep", spec, "--out", out, "--workers", "1")
+    one_error(rc, err, "s.yaml:architectures[0].params.nodes_per_rack", "whole number")
+    assert not out.exists()
+
+
+def test_a_spec_parameter_in_ascii_digits_still_runs(run_cli, tmp_path):
+    """The check does not refuse a number given as text: ``'4'`` is 4 nodes per rack, as on the command line."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC.replace("NPR", "'4'"))
+    rc, _, err = run_cli("sweep", spec, "--out", tmp_path / "res", "--workers", "1")
+    assert rc == 0, err
