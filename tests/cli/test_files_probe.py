@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.cli.test_edges import _topology, one_error
 
 
@@ -54,3 +56,37 @@ def test_a_spec_parameter_in_ascii_digits_still_runs(run_cli, tmp_path):
     spec.write_text(SPEC.replace("NPR", "'4'"))
     rc, _, err = run_cli("sweep", spec, "--out", tmp_path / "res", "--workers", "1")
     assert rc == 0, err
+
+
+def _rename(where: str, old: str, new: str):
+    """A mutation of the test topology: key ``old`` of part ``where`` (top, graph, node, link) renamed ``new``."""
+    def mutate(doc):
+        part = {"top": doc, "graph": doc["graph"], "node": doc["nodes"][0], "link": doc["links"][0]}[where]
+        part[new] = part.pop(old)
+    return mutate
+
+
+@pytest.mark.parametrize("where,old,new,field", [
+    ("link", "latency", "latncy", "topo.json:links[0].latncy"),  # built with latency 0
+    ("link", "layer", "layr", "topo.json:links[0].layr"),  # built as a DCN link: no HBD bandwidth
+    ("node", "node", "nod", "topo.json:nodes[0].nod"),  # the GPU belonged to no node
+    ("graph", "hbd", "hbds", "topo.json:graph.hbds"),  # no HBD: TP 1
+    ("top", "graph", "grpah", "topo.json:grpah"),  # no hbd and no bom: cost 0, TP 1
+])
+def test_a_misspelt_topology_key_is_refused(run_cli, tmp_path, where, old, new, field):
+    """Before: a misspelt optional key was kept as a graph attribute and the key it meant took its default in
+    silence (exit 0, another fabric than the file describes)."""
+    rc, _, err = run_cli("build", "--topology", _topology(tmp_path, _rename(where, old, new)), "--json")
+    line = one_error(rc, err, field)
+    assert f"did you mean {old!r}" in line
+
+
+def test_a_topology_with_attributes_of_its_own_still_builds(run_cli, tmp_path):
+    """Keys far from every known one are a graph's own attributes (networkx keeps any), and still load."""
+    def mutate(doc):
+        doc["graph"]["name"] = "mine"
+        doc["nodes"][0].update(pos=[0, 1], label="GPU 0", weight=2)
+        doc["links"][0].update(weight=1.5, color="red", name="cable-7")
+    rc, out, err = run_cli("build", "--topology", _topology(tmp_path, mutate), "--json")
+    assert rc == 0, err
+    assert json.loads(out)["counts"]["gpus"] == 2
