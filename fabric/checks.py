@@ -146,14 +146,14 @@ def real(value: Any, field: str, lo: float | None = None, hi: float | None = Non
     if not ok:
         raise FabricError(field, f"{shown(value)} must be a finite number{_range(lo, hi, lo_open, hi_open)}"
                                  + (f" ({unit})" if unit else ""))
-    return float(value)
+    return float(value) + 0.0  # -0.0 is 0: it passed `>= 0` and was written out as -0.0
 
 
 def ratio(value: Any, field: str) -> float:
     """A fraction in [0, 1] (a fault ratio, a share)."""
     if not (is_number(value) and 0.0 <= value <= 1.0):
         raise FabricError(field, f"{shown(value)} must be a number in [0, 1]")
-    return float(value)
+    return float(value) + 0.0  # -0.0 is 0: it passed `>= 0` and was written out as a fault ratio of -0.0
 
 
 def seed(value: Any, field: str = "seed") -> int:

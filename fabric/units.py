@@ -60,7 +60,7 @@ def _shown(text) -> str:
 def _finite_nonneg(value: float, field: str, text) -> float:
     if not math.isfinite(value) or value < 0:
         raise FabricError(field, f"{_shown(text)} must be a finite number >= 0")
-    return value
+    return value + 0.0  # -0.0 (a file's `-0.0`) passes `>= 0` and was printed as "$-0" and "release_s": -0.0
 
 
 def _number(value: int | float, field: str) -> float:

@@ -338,7 +338,8 @@ def _faults(value: Any, where: _Where, base: Path) -> list[FaultScenario]:
                 raise FabricError(f"{f}.ratios[{i}]", f"must be a number in [0, 1]; got {_shown(r)}")
         _unique([float(r) for r in ratios], f"{f}.ratios")
         component = _fault_component(value.get("component", DEFAULT_FAULT_COMPONENT), f"{f}.component")
-        out += [FaultScenario("random", float(r), component) for r in ratios]
+        # + 0.0: a ratio of -0.0 is 0 (it passed `0 <= r` and was written in the rows as -0.0)
+        out += [FaultScenario("random", float(r) + 0.0, component) for r in ratios]
     elif "component" in value:
         raise FabricError(f"{f}.component", "applies to ratios:, which are missing")
     if "traces" in value:

@@ -90,3 +90,37 @@ def test_a_topology_with_attributes_of_its_own_still_builds(run_cli, tmp_path):
     rc, out, err = run_cli("build", "--topology", _topology(tmp_path, mutate), "--json")
     assert rc == 0, err
     assert json.loads(out)["counts"]["gpus"] == 2
+
+
+def test_a_negative_zero_price_is_zero(run_cli, tmp_path):
+    """Before: a catalog's ``price_usd: {value: -0.0}`` passed ``>= 0`` and the cost table printed "$-0"."""
+    cat = tmp_path / "cat.yaml"
+    cat.write_text("schema: 1\ncomponents:\n  gpu_h100:\n    price_usd: {value: -0.0, source: assumed}\n")
+    rc, out, err = run_cli("cost", "dgx", "--gpus", "16", "--catalog", cat, "--json")
+    assert rc == 0, err
+    assert "-0" not in out
+    rc, out, err = run_cli("cost", "dgx", "--gpus", "16", "--catalog", cat)
+    assert rc == 0 and "$-0" not in out, out
+
+
+def test_a_negative_zero_flow_start_is_zero(run_cli, tmp_path):
+    """Before: a flow's ``"start_s": -0.0`` was written back as ``"release_s": -0.0``."""
+    path = tmp_path / "flows.json"
+    path.write_text('[{"src": 0, "dst": 1, "bytes": 1000, "start_s": -0.0}]')
+    rc, out, err = run_cli("simulate", "dgx", "--gpus", "16", "--flows", path, "--json")
+    assert rc == 0, err
+    assert "-0.0" not in out
+
+
+def test_a_negative_zero_fault_ratio_of_a_spec_is_zero(run_cli, tmp_path):
+    """Before: ``ratios: [-0.0, ...]`` in a study spec was written in the rows as a fault ratio of -0.0."""
+    import math
+
+    from cli.study.store import read_results
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC.replace("NPR", "4").replace("ratios: [0.0]", "ratios: [-0.0]"))
+    rc, _, err = run_cli("sweep", spec, "--out", tmp_path / "res", "--workers", "1")
+    assert rc == 0, err
+    ratios = read_results(tmp_path / "res")["fault_ratio"].tolist()
+    assert ratios == [0.0] and math.copysign(1, ratios[0]) == 1

@@ -80,3 +80,13 @@ def test_format_round_trip():
 @given(st.floats(min_value=1e3, max_value=1e15, allow_nan=False))
 def test_bandwidth_format_parse_round_trip(x):
     assert parse_bandwidth(format_bandwidth(x, digits=17)) == pytest.approx(x, rel=1e-12)
+
+
+@pytest.mark.parametrize("fn, value", [(parse_bandwidth, -0.0), (parse_bandwidth, "-0Gbps"), (parse_bytes, "-0.0GiB"),
+                                       (parse_time, "-0ms"), (parse_money, -0.0), (parse_power, "-0W"),
+                                       (parse_flops, -0.0)])
+def test_negative_zero_is_zero(fn, value):
+    """-0.0 passes ``>= 0``; it is 0, not -0.0, which was printed as "$-0" and "-0.0"."""
+    import math
+
+    assert math.copysign(1.0, fn(value)) == 1.0
