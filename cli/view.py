@@ -80,8 +80,9 @@ def read_link_loads(path: Path, n_links: int, ends=None) -> tuple[Optional[np.nd
     field = "--link-loads"
     path = Path(path)
     if path.suffix == ".npz":
-        if not path.is_file():
-            raise FabricError(field, f"no such file: {path}")
+        from fabric.files import input_file
+
+        input_file(path, field)
         import zipfile
 
         if not zipfile.is_zipfile(path):  # numpy would call it pickled data

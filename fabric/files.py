@@ -22,17 +22,29 @@ MAX_FILE_BYTES = 1 << 30
 MAX_DEPTH = 64
 
 
-def read_text(path: str | Path, field: str) -> str:
-    """The text of ``path``, or a FabricError naming ``field`` (missing, a folder, unreadable, binary)."""
+def input_file(path: str | Path, field: str) -> Path:
+    """``path`` if it is an existing regular file, else a FabricError naming ``field``.
+
+    Refused: a missing path, a folder, a device, pipe or socket (``/dev/zero`` would be read without end, a FIFO
+    would block), and a name the OS refuses (too long, a loop of links), which ``Path.is_file`` raises.
+    """
     p = Path(path)
     try:
-        is_dir, is_file = p.is_dir(), p.is_file()
+        is_dir, is_file, exists = p.is_dir(), p.is_file(), p.exists()
     except OSError as exc:  # e.g. a name too long for the file system
         raise FabricError(field, f"cannot use {str(p)[:60]!r} ({exc.strerror or exc})") from None
     if is_dir:
         raise FabricError(field, f"{str(p)!r} is a folder; give a file")
-    if not is_file:
+    if not exists:
         raise FabricError(field, f"no such file: {p}")
+    if not is_file:  # it was "no such file: /dev/null"
+        raise FabricError(field, f"{str(p)!r} is not a regular file (a device, pipe or socket); give a file")
+    return p
+
+
+def read_text(path: str | Path, field: str) -> str:
+    """The text of ``path``, or a FabricError naming ``field`` (missing, a folder, unreadable, binary)."""
+    p = input_file(path, field)
     try:
         if p.stat().st_size > MAX_FILE_BYTES:
             raise FabricError(field, f"{p.name} is over {MAX_FILE_BYTES >> 20} MiB")

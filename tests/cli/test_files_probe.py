@@ -124,3 +124,38 @@ def test_a_negative_zero_fault_ratio_of_a_spec_is_zero(run_cli, tmp_path):
     assert rc == 0, err
     ratios = read_results(tmp_path / "res")["fault_ratio"].tolist()
     assert ratios == [0.0] and math.copysign(1, ratios[0]) == 1
+
+
+@pytest.mark.parametrize("key", ["catalog", "traces"])
+def test_a_spec_file_name_too_long_names_the_field(run_cli, tmp_path, key):
+    """Before: a spec's ``catalog:`` or ``faults.traces`` name too long for the file system raised OSError from
+    ``is_file()``: exit 1 and a 5,000-character line naming no field."""
+    name = "x" * 5000 + (".yaml" if key == "catalog" else ".json")
+    text = SPEC.replace("NPR", "4")
+    text = text + f"catalog: {name}\n" if key == "catalog" else text.replace("ratios: [0.0]", f"traces: [{name}]")
+    spec = tmp_path / "s.yaml"
+    spec.write_text(text)
+    rc, _, err = run_cli("sweep", spec, "--out", tmp_path / "res", "--workers", "1")
+    field = "s.yaml:catalog" if key == "catalog" else "s.yaml:faults.traces[0]"
+    line = one_error(rc, err, field, "File name too long")
+    assert len(line) < 300
+    assert not (tmp_path / "res").exists()
+
+
+def test_an_input_that_is_a_pipe_is_named_as_such(run_cli, tmp_path):
+    """Before: a FIFO (or /dev/null) given as an input file was refused as "no such file", though it exists."""
+    import os
+
+    fifo = tmp_path / "cat.yaml"
+    os.mkfifo(fifo)
+    rc, _, err = run_cli("cost", "dgx", "--gpus", "16", "--catalog", fifo)
+    one_error(rc, err, "--catalog", "not a regular file")
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC.replace("NPR", "4") + f"catalog: {fifo}\n")
+    rc, _, err = run_cli("sweep", spec, "--out", tmp_path / "res", "--workers", "1")
+    one_error(rc, err, "s.yaml:catalog", "not a regular file")
+    npz = tmp_path / "loads.npz"
+    os.mkfifo(npz)
+    rc, _, err = run_cli("view", "dgx", "--gpus", "16", "--link-loads", npz, "--out", tmp_path / "v.html")
+    one_error(rc, err, "--link-loads", "not a regular file")
+    assert not (tmp_path / "v.html").exists()
