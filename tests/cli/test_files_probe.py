@@ -159,3 +159,40 @@ def test_an_input_that_is_a_pipe_is_named_as_such(run_cli, tmp_path):
     rc, _, err = run_cli("view", "dgx", "--gpus", "16", "--link-loads", npz, "--out", tmp_path / "v.html")
     one_error(rc, err, "--link-loads", "not a regular file")
     assert not (tmp_path / "v.html").exists()
+
+
+def _npz_member(path, name: str, header: dict, data: bytes) -> None:
+    """An NPZ file of one member ``name`` with the .npy ``header`` and ``data`` given as they are."""
+    import io
+    import zipfile
+
+    import numpy as np
+
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, header)
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(name, buf.getvalue() + data)
+
+
+def test_link_loads_npz_declaring_a_huge_array_is_refused_before_loading(run_cli, tmp_path):
+    """Before: a 200-byte NPZ whose header declares 10**11 float64 values (800 GB) made numpy allocate them:
+    "error: out of memory (MemoryError); try a smaller --gpus", naming no flag and blaming --gpus."""
+    path = tmp_path / "loads.npz"
+    _npz_member(path, "utilisation.npy", {"descr": "<f8", "fortran_order": False, "shape": (10**11,)}, bytes(64))
+    out = tmp_path / "v.html"
+    rc, _, err = run_cli("view", "dgx", "--gpus", "16", "--link-loads", path, "--out", out)
+    one_error(rc, err, "--link-loads", "loads.npz:utilisation", "100,000,000,000 values")
+    assert not out.exists()
+
+
+def test_link_loads_npz_member_that_is_no_array_is_refused(run_cli, tmp_path):
+    """Before: a member ``utilisation.npy`` that is no .npy array came back from numpy as bytes, refused as
+    "'bytes' object has no attribute 'dtype'"."""
+    import zipfile
+
+    path = tmp_path / "loads.npz"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("utilisation.npy", b"x")
+    rc, _, err = run_cli("view", "dgx", "--gpus", "16", "--link-loads", path, "--out", tmp_path / "v.html")
+    line = one_error(rc, err, "--link-loads", "loads.npz")
+    assert "attribute" not in line
