@@ -640,10 +640,11 @@ def load_study(path: Path | str) -> Study:
         raise FabricError("SPEC", f"{path} is a folder; give a study YAML file, e.g. studies/default.yaml")
     if not path.is_file():
         raise FabricError("SPEC", f"no such study file: {path}")
-    from fabric.files import MAX_DEPTH, check_nesting, read_text, yaml_loader
+    from fabric.files import MAX_DEPTH, check_nesting, check_parse_memory, read_text, yaml_loader
 
     text = read_text(path, source)  # the one reader of input files: size limit, UTF-8, a name the OS refuses
     check_nesting(text, path.name, source)
+    check_parse_memory(text, path.name, source, "YAML")  # a 15 MB list of seeds parsed for 90 s into ~2 GB
     try:
         doc = yaml.load(text, Loader=yaml_loader())  # noqa: S506 (a SafeLoader refusing a key given twice)
     except RecursionError:  # block-style nesting (indentation) that the bracket count does not see

@@ -196,3 +196,29 @@ def test_link_loads_npz_member_that_is_no_array_is_refused(run_cli, tmp_path):
     rc, _, err = run_cli("view", "dgx", "--gpus", "16", "--link-loads", path, "--out", tmp_path / "v.html")
     line = one_error(rc, err, "--link-loads", "loads.npz")
     assert "attribute" not in line
+
+
+def test_a_yaml_input_is_refused_before_parsing_past_the_memory_limit(run_cli, tmp_path):
+    """Before: YAML was parsed whatever its size (PyYAML keeps ~340 B per character of a flow list): a 20 MB spec
+    ``seeds: [0, 0, ...]`` parsed for 8 minutes into 6.7 GB before any check; a 1 GiB one would need ~340 GiB.
+    Here the limit is lowered so that a 10 kB spec stands for it."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC.replace("NPR", "4").replace("seeds: [0]", "seeds: [" + ", ".join(["0"] * 5000) + "]"))
+    out = tmp_path / "res"
+    rc, _, err = run_cli("--limit", "memory=1MB", "sweep", spec, "--out", out, "--workers", "1")
+    one_error(rc, err, "s.yaml", "parsed YAML", "--limit memory=")
+    assert not out.exists()
+    cat = tmp_path / "cat.yaml"
+    cat.write_text("schema: 1\ncomponents: {}\n# " + "x" * 10_000 + "\n")
+    rc, _, err = run_cli("--limit", "memory=1MB", "cost", "dgx", "--gpus", "16", "--catalog", cat)
+    one_error(rc, err, "--catalog", "parsed YAML")
+
+
+def test_a_json_input_is_refused_before_parsing_past_the_memory_limit(run_cli, tmp_path):
+    """Before: a JSON topology, trace or loads file was parsed whatever its size (up to 24 B per character: a
+    1 GiB file of empty objects parses into ~24 GiB).  The limit is lowered so that a 100 kB file stands for it."""
+    path = _topology(tmp_path, lambda d: d["graph"].update(name="x" * 100_000))
+    rc, _, err = run_cli("--limit", "memory=1MB", "build", "--topology", path)
+    one_error(rc, err, "--topology", "parsed JSON")
+    rc, _, err = run_cli("build", "--topology", path, "--json")  # the default limit reads it
+    assert rc == 0, err
