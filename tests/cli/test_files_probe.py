@@ -222,3 +222,15 @@ def test_a_json_input_is_refused_before_parsing_past_the_memory_limit(run_cli, t
     one_error(rc, err, "--topology", "parsed JSON")
     rc, _, err = run_cli("build", "--topology", path, "--json")  # the default limit reads it
     assert rc == 0, err
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+def test_a_tor_map_file_longer_than_the_gpu_limit_is_refused_by_its_length(run_cli, tmp_path, as_json):
+    """Before: every item of a --tor-map file was scanned, joined and parsed before its length was compared with
+    the line: a 40 MB file of 20,000,000 ids took minutes.  It is counted first, against the ``gpus`` limit (one
+    ToR per line position); the limit is lowered so that 1,000 ids stand for it."""
+    path = tmp_path / ("map.json" if as_json else "map.txt")
+    path.write_text(json.dumps([0] * 1000) if as_json else " ".join(["0"] * 1000))
+    rc, _, err = run_cli("--limit", "gpus=100", "orchestrate", "khop-ring", "--gpus", "64", "--tp", "8", "--dp", "1",
+                         "--tor-map", path)
+    one_error(rc, err, "--tor-map", "1,000", "--limit gpus=")
