@@ -86,6 +86,9 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
     if directed:  # a DiGraph's a->b and b->a were two links, each with the capacity both ways: twice the bandwidth
         raise FabricError(f"{where}:directed", "is true, but a link carries its capacity in both directions; give "
                                                "an undirected graph (directed: false), one link per cable")
+    multigraph = doc.get("multigraph", False)  # parallel links are kept either way; a non-bool is a broken file
+    if multigraph is not None and not isinstance(multigraph, bool):
+        raise FabricError(f"{where}:multigraph", f"{shown(multigraph)} must be true or false")
     links = doc.get("links", doc.get("edges"))
     if not isinstance(links, list):
         raise FabricError(f"{where}:links", "must be a list of links (networkx node-link format)")

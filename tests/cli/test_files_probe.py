@@ -234,3 +234,17 @@ def test_a_tor_map_file_longer_than_the_gpu_limit_is_refused_by_its_length(run_c
     rc, _, err = run_cli("--limit", "gpus=100", "orchestrate", "khop-ring", "--gpus", "64", "--tp", "8", "--dp", "1",
                          "--tor-map", path)
     one_error(rc, err, "--tor-map", "1,000", "--limit gpus=")
+
+
+@pytest.mark.parametrize("value", ["yes", 1, [True]])
+def test_a_topology_multigraph_of_the_wrong_type_is_refused(run_cli, tmp_path, value):
+    """Before: ``"multigraph": "yes"`` was ignored in silence, while ``directed`` of the wrong type was refused."""
+    rc, _, err = run_cli("build", "--topology", _topology(tmp_path, lambda d: d.update(multigraph=value)), "--json")
+    one_error(rc, err, "topo.json:multigraph", "true or false")
+
+
+@pytest.mark.parametrize("value", [True, False, None])
+def test_a_topology_multigraph_flag_still_builds(run_cli, tmp_path, value):
+    """networkx writes ``multigraph`` true or false (a Fabric's export is a MultiGraph); both load."""
+    rc, _, err = run_cli("build", "--topology", _topology(tmp_path, lambda d: d.update(multigraph=value)), "--json")
+    assert rc == 0, err
