@@ -98,7 +98,11 @@ def parse_int_list(text: str, field: str, bad: str, *, ranges: bool = False, emp
             raise FabricError(field, empty)
         return []
     out: list[int] = []
-    for part in text.split(","):
+    parts = text.split(",")
+    # every such list indexes GPUs or nodes: one item per GPU at most, counted before the per-item loop (a
+    # 20,000,000-item --tor-map file was parsed item by item for minutes before its length was refused)
+    check("gpus", len(parts), field, f"{len(parts):,} items")
+    for part in parts:
         part = part.strip()
         if not part:
             raise FabricError(field, f"empty item in {text!r}; give comma-separated values without blanks")

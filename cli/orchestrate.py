@@ -47,6 +47,10 @@ def parse_tor_map(text: str) -> list[int]:
         raw = read_text(p, "--tor-map")
         if raw.lstrip().startswith(("[", "{")):  # a JSON object was split as text: "'{"a":1}' is not a ToR id"
             data = parse_json(raw, p.name, "--tor-map")
+            if isinstance(data, list):  # one ToR per line position: at most one per GPU, before the scans below
+                from fabric.limits import check
+
+                check("gpus", len(data), "--tor-map", f"{p.name} lists {len(data):,} ToR ids")
             if not isinstance(data, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in data):
                 raise FabricError("--tor-map", f"{p.name} must be a JSON list of ToR ids (whole numbers >= 0)")
             raw = ",".join(str(x) for x in data)

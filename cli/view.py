@@ -12,6 +12,7 @@ widgets on 127.0.0.1.
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -68,6 +69,51 @@ def _from_records(records: list, n_links: int, where: str = "--link-loads",
     return util, nbytes
 
 
+def _read_npz(path: Path, field: str, n_links: int) -> dict[str, np.ndarray]:
+    """The ``utilisation`` and ``bytes`` arrays of an NPZ file (float, as given), checked for kind and size."""
+    import zipfile
+
+    from fabric.files import input_file
+
+    input_file(path, field)
+    if not zipfile.is_zipfile(path):  # numpy would call it pickled data
+        raise FabricError(field, f"{path.name} is not an NPZ file (numpy.savez writes one)")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            keys = [k for k in data.files if k in ("utilisation", "bytes")]
+            for k in keys:
+                _check_npy_size(data.zip, k, n_links, f"{field} {path.name}:{k}")
+            cols = {k: data[k] for k in keys}
+            for k, v in cols.items():  # complex, bool, text or object arrays are not loads
+                if v.dtype.kind not in "iuf":
+                    raise FabricError(f"{field} {path.name}:{k}", f"has dtype {v.dtype}; give real numbers")
+            return {k: np.asarray(v, dtype=float) for k, v in cols.items()}
+    except FabricError:
+        raise
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, EOFError, zipfile.BadZipFile) as exc:
+        raise FabricError(field, f"cannot read {path.name}: {exc}") from None
+
+
+def _check_npy_size(archive, key: str, n_links: int, field: str) -> None:
+    """Refuse array ``key`` of an open NPZ ``archive`` whose header declares more values than the fabric has links.
+
+    Read from the header before numpy allocates the array: a 100-byte file declaring 10**11 values ended in
+    "out of memory (MemoryError); try a smaller --gpus".  A member that is no .npy array is refused too (numpy
+    returned its bytes, then "'bytes' object has no attribute 'dtype'").
+    """
+    readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+    name = f"{key}.npy" if f"{key}.npy" in archive.namelist() else key  # numpy lists members without ".npy"
+    with archive.open(name) as fh:
+        version = np.lib.format.read_magic(fh)  # ValueError for a member that is not .npy
+        if version not in readers:  # a newer header (3.0: unicode field names): numpy's own reader decides
+            return
+        shape = readers[version](fh)[0]
+    count = math.prod(shape)
+    if count > n_links:
+        raise FabricError(field, f"declares {count:,} values (shape {shape}); the fabric has {n_links} physical "
+                                 "links")
+
+
 def read_link_loads(path: Path, n_links: int, ends=None) -> tuple[Optional[np.ndarray], Optional[np.ndarray]]:
     """Utilisation and bytes per physical link from a file.
 
@@ -80,23 +126,7 @@ def read_link_loads(path: Path, n_links: int, ends=None) -> tuple[Optional[np.nd
     field = "--link-loads"
     path = Path(path)
     if path.suffix == ".npz":
-        if not path.is_file():
-            raise FabricError(field, f"no such file: {path}")
-        import zipfile
-
-        if not zipfile.is_zipfile(path):  # numpy would call it pickled data
-            raise FabricError(field, f"{path.name} is not an NPZ file (numpy.savez writes one)")
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                cols = {k: data[k] for k in data.files if k in ("utilisation", "bytes")}
-                for k, v in cols.items():  # complex, bool, text or object arrays are not loads
-                    if v.dtype.kind not in "iuf":
-                        raise FabricError(f"{field} {path.name}:{k}", f"has dtype {v.dtype}; give real numbers")
-                cols = {k: np.asarray(v, dtype=float) for k, v in cols.items()}
-        except FabricError:
-            raise
-        except (OSError, ValueError, TypeError, KeyError, AttributeError, EOFError) as exc:
-            raise FabricError(field, f"cannot read {path.name}: {exc}") from None
+        cols = _read_npz(path, field, n_links)
     else:
         doc = load_json(path, field)
         if not isinstance(doc, dict):

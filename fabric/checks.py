@@ -8,6 +8,7 @@ here, rather than as a ``TypeError`` or ``OverflowError`` from deep inside).
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -46,6 +47,34 @@ def is_whole(value: Any) -> bool:
 #: of the CLI's time flags (``--time-limit``, ``--reconfig-time``), a flows file's start times, a cached
 #: collective fit and the RL time parameters.
 MAX_SECONDS = 1e9
+
+
+#: How close an unknown key must be to a known one to be taken for its misspelling (difflib's ratio): "capcity",
+#: "latncy", "meduim", "grpah" are; a graph's own attributes ("weight", "pos", "name", "label") are not.
+MISSPELT_RATIO = 0.8
+
+
+def misspelt_key(mapping: dict, known: tuple[str, ...], prefix: str) -> None:
+    """Refuse a key of ``mapping`` that is not in ``known`` but close to one of them, naming ``prefix + key``.
+
+    For formats that keep keys of their own (a networkx graph's attributes) and so cannot refuse every unknown
+    key: there a misspelt optional key ("latncy") was kept as an attribute while the key it meant took its
+    default in silence.
+    """
+    for key in mapping:
+        if isinstance(key, str) and key not in known:
+            close = _close_key(key, known)
+            if close is not None:
+                raise FabricError(f"{prefix}{key}", f"unknown key; did you mean {close!r}? (known: {', '.join(known)})")
+
+
+@functools.lru_cache(maxsize=4096)
+def _close_key(key: str, known: tuple[str, ...]) -> str | None:
+    """The key of ``known`` that ``key`` misspells, or None (cached: a file repeats its keys on every entry)."""
+    import difflib
+
+    close = difflib.get_close_matches(key, known, n=1, cutoff=MISSPELT_RATIO)
+    return close[0] if close else None
 
 
 def shown(value: Any) -> str:
@@ -117,14 +146,14 @@ def real(value: Any, field: str, lo: float | None = None, hi: float | None = Non
     if not ok:
         raise FabricError(field, f"{shown(value)} must be a finite number{_range(lo, hi, lo_open, hi_open)}"
                                  + (f" ({unit})" if unit else ""))
-    return float(value)
+    return float(value) + 0.0  # -0.0 is 0: it passed `>= 0` and was written out as -0.0
 
 
 def ratio(value: Any, field: str) -> float:
     """A fraction in [0, 1] (a fault ratio, a share)."""
     if not (is_number(value) and 0.0 <= value <= 1.0):
         raise FabricError(field, f"{shown(value)} must be a number in [0, 1]")
-    return float(value)
+    return float(value) + 0.0  # -0.0 is 0: it passed `>= 0` and was written out as a fault ratio of -0.0
 
 
 def seed(value: Any, field: str = "seed") -> int:

@@ -20,19 +20,39 @@ from fabric.errors import FabricError
 MAX_FILE_BYTES = 1 << 30
 #: Deepest nesting accepted; no format of the tool nests more than a few levels.
 MAX_DEPTH = 64
+#: Memory of a parsed document per character of its text (B), checked against the ``memory`` limit before parsing.
+#: Measured with tracemalloc: JSON takes 2-3 B for the shipped trace and link loads, ~16 B for a topology's node
+#: list or a flows file, 24 B for a list of empty objects; PyYAML's pure-Python loader keeps a node per value:
+#: 20-40 B for the shipped catalog, studies and models, ~120 B for a block list of numbers, ~340 B for a flow list
+#: of small numbers or empty mappings (a 20 MB `seeds: [0,0,...]` peaked at 6.7 GB after 8 minutes).  YAML takes
+#: that worst case: real inputs (tens of KB) are far below the default limit, and a hostile one no longer parses
+#: into tens of GiB (a 1 GiB file, the size limit, was read into ~24 GiB as JSON and ~340 GiB as YAML).
+PARSED_BYTES_PER_CHAR = {"JSON": 16, "YAML": 340}
 
 
-def read_text(path: str | Path, field: str) -> str:
-    """The text of ``path``, or a FabricError naming ``field`` (missing, a folder, unreadable, binary)."""
+def input_file(path: str | Path, field: str) -> Path:
+    """``path`` if it is an existing regular file, else a FabricError naming ``field``.
+
+    Refused: a missing path, a folder, a device, pipe or socket (``/dev/zero`` would be read without end, a FIFO
+    would block), and a name the OS refuses (too long, a loop of links), which ``Path.is_file`` raises.
+    """
     p = Path(path)
     try:
-        is_dir, is_file = p.is_dir(), p.is_file()
+        is_dir, is_file, exists = p.is_dir(), p.is_file(), p.exists()
     except OSError as exc:  # e.g. a name too long for the file system
         raise FabricError(field, f"cannot use {str(p)[:60]!r} ({exc.strerror or exc})") from None
     if is_dir:
         raise FabricError(field, f"{str(p)!r} is a folder; give a file")
-    if not is_file:
+    if not exists:
         raise FabricError(field, f"no such file: {p}")
+    if not is_file:  # it was "no such file: /dev/null"
+        raise FabricError(field, f"{str(p)!r} is not a regular file (a device, pipe or socket); give a file")
+    return p
+
+
+def read_text(path: str | Path, field: str) -> str:
+    """The text of ``path``, or a FabricError naming ``field`` (missing, a folder, unreadable, binary)."""
+    p = input_file(path, field)
     try:
         if p.stat().st_size > MAX_FILE_BYTES:
             raise FabricError(field, f"{p.name} is over {MAX_FILE_BYTES >> 20} MiB")
@@ -64,12 +84,24 @@ def check_nesting(text: str, name: str, field: str) -> None:
         raise FabricError(field, f"{name} nests deeper than {MAX_DEPTH} levels")
 
 
+def check_parse_memory(text: str, name: str, field: str, kind: str) -> None:
+    """Refuse ``kind`` (JSON or YAML) text of file ``name`` whose parsed document would pass the ``memory`` limit.
+
+    Estimated before parsing at :data:`PARSED_BYTES_PER_CHAR`; the error names ``field`` and how it was estimated.
+    """
+    from fabric.limits import check
+
+    per = PARSED_BYTES_PER_CHAR[kind]
+    check("memory", len(text) * per, field, f"{name} is {len(text):,} characters; parsed {kind} takes ~{per} B each")
+
+
 def parse_json(text: str, name: str, field: str, *, constants: bool = False) -> Any:
     """Parse JSON text of file ``name`` (a key given twice in one object refused); errors name ``field`` and the file.
 
     ``constants`` lets NaN and Infinity through for a format whose own check names the entry that holds them.
     """
     check_nesting(text, name, field)
+    check_parse_memory(text, name, field, "JSON")
     try:
         return json.loads(text, parse_constant=None if constants else _no_constant, object_pairs_hook=_unique_keys)
     except _DuplicateKey as exc:
@@ -112,6 +144,7 @@ def parse_yaml(text: str, name: str, field: str) -> Any:
     import yaml
 
     check_nesting(text, name, field)
+    check_parse_memory(text, name, field, "YAML")
     try:
         return yaml.load(text, Loader=yaml_loader())  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as exc:

@@ -55,6 +55,10 @@ class Param:
         if isinstance(raw, str):
             text = raw.strip()
             try:
+                if self.type in (int, float) and not text.isascii():
+                    # int() and float() read other scripts' digits: a spec's `nodes_per_rack: '\u0664'` and
+                    # `-p nodes_per_rack=\u0664` built 4 per rack, while `--gpus \u0664` was refused
+                    raise ValueError(text)
                 if self.type is bool:
                     low = text.lower()
                     if low not in ("true", "false", "1", "0", "yes", "no"):

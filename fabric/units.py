@@ -25,7 +25,9 @@ _DECIMAL = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e1
 _BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60}
 _TIME = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "min": 60.0, "h": 3600.0, "d": 86400.0}
 
-_NUMBER = r"([-+]?(?:\d[\d,_]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+# ASCII digits only, as every integer flag and file value: `\d` also matched other scripts' digits, so a
+# topology capacity "٤٥٠GB/s" read as 450 GB/s and `--size ٣MiB` as 3 MiB, while `--gpus ٣` was refused
+_NUMBER = r"([-+]?(?:[0-9][0-9,_]*\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)"
 _QTY = re.compile(r"^\s*" + _NUMBER + r"\s*([A-Za-zµ/$]*)\s*$")
 
 
@@ -58,7 +60,7 @@ def _shown(text) -> str:
 def _finite_nonneg(value: float, field: str, text) -> float:
     if not math.isfinite(value) or value < 0:
         raise FabricError(field, f"{_shown(text)} must be a finite number >= 0")
-    return value
+    return value + 0.0  # -0.0 (a file's `-0.0`) passes `>= 0` and was printed as "$-0" and "release_s": -0.0
 
 
 def _number(value: int | float, field: str) -> float:

@@ -17,6 +17,8 @@ Format (what ``networkx.node_link_data`` writes, with these attributes)::
   ``capacity`` in each direction.
 * The bill of materials is empty: a custom topology has no catalog items
   (cost reports zero) unless ``graph.bom`` lists ``{item, scope, count}``.
+* Other keys are the graph's own attributes and are ignored, but one close to a
+  known key (``latncy``, ``meduim``, ``grpah``) is refused as its misspelling.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from fabric.catalog import Catalog
-from fabric.checks import is_whole, shown
+from fabric.checks import is_whole, misspelt_key, shown
 from fabric.errors import FabricError
 from fabric.model import GROUPS, KIND_BY_LABEL, LAYER_BY_LABEL, MEDIUM_BY_LABEL, SCOPES, FabricBuilder, HBDSpec
 from fabric.units import parse_bandwidth, parse_time
@@ -42,6 +44,16 @@ MAX_BOM_COUNT = 1 << 40
 #: Largest group id (node, rack, ToR, ...) of a node: 2**31 - 1, far above any cluster's count; an id beyond
 #: int64 (10**30) raised OverflowError when stored.
 MAX_GROUP_ID = (1 << 31) - 1
+
+
+#: The keys this reader knows, at each level of a node-link file; others are the graph's own attributes and are
+#: kept, but one close to these (``latncy``, ``meduim``, ``grpah``) is refused as its misspelling.  ``key``,
+#: ``link``, ``state`` and the ports are what :meth:`fabric.model.Fabric.to_networkx` exports besides.
+TOP_KEYS = ("directed", "multigraph", "graph", "nodes", "links", "edges")
+GRAPH_KEYS = ("hbd", "bom", "architecture")
+NODE_KEYS = ("id", "kind") + GROUPS
+LINK_KEYS = ("source", "target", "capacity", "latency", "medium", "layer", "key", "link", "state", "src_port",
+             "dst_port")
 
 
 def load_topology(path: str | Path, catalog: Catalog | None = None):
@@ -65,6 +77,7 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
     # checks share the node-id map and the groups they fill
     if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), list):
         raise FabricError(f"{where}:nodes", "must be a list of nodes (networkx node-link format)")
+    misspelt_key(doc, TOP_KEYS, f"{where}:")
     if "links" in doc and "edges" in doc:  # networkx reads one of them; the other was ignored without a word
         raise FabricError(f"{where}:edges", "given with 'links'; give the links under one of the two keys")
     directed = doc.get("directed", False)
@@ -73,11 +86,15 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
     if directed:  # a DiGraph's a->b and b->a were two links, each with the capacity both ways: twice the bandwidth
         raise FabricError(f"{where}:directed", "is true, but a link carries its capacity in both directions; give "
                                                "an undirected graph (directed: false), one link per cable")
+    multigraph = doc.get("multigraph", False)  # parallel links are kept either way; a non-bool is a broken file
+    if multigraph is not None and not isinstance(multigraph, bool):
+        raise FabricError(f"{where}:multigraph", f"{shown(multigraph)} must be true or false")
     links = doc.get("links", doc.get("edges"))
     if not isinstance(links, list):
         raise FabricError(f"{where}:links", "must be a list of links (networkx node-link format)")
     # absent or null is empty; an empty list or string is the wrong shape (it was taken for "no graph data")
     graph = _mapping_or_none(doc.get("graph"), f"{where}:graph", "a mapping of graph attributes (hbd, bom)")
+    misspelt_key(graph, GRAPH_KEYS, f"{where}:graph.")
     b = FabricBuilder("custom", {"file": where}, catalog.category if catalog else None)
     index: dict = {}
     text_ids: dict = {}
@@ -86,6 +103,7 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
         f = f"{where}:nodes[{i}]"
         if not isinstance(node, dict) or "id" not in node:
             raise FabricError(f, "must be an object with an 'id'")
+        misspelt_key(node, NODE_KEYS, f"{f}.")
         nid = node["id"]
         if not isinstance(nid, (str, int)) or isinstance(nid, bool):
             raise FabricError(f"{f}.id", "must be a string or an integer")
@@ -117,6 +135,7 @@ def topology_from_dict(doc, where: str = "topology", catalog: Catalog | None = N
         f = f"{where}:links[{j}]"
         if not isinstance(link, dict):
             raise FabricError(f, "must be an object")
+        misspelt_key(link, LINK_KEYS, f"{f}.")
         for end in ("source", "target"):
             # true and false are no ids (a node's id refuses them) but equal 1 and 0 in the id map: they linked
             # nodes 1 and 0 in silence

@@ -11,7 +11,6 @@ never an error.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -209,17 +208,12 @@ def report_data(out: Path) -> ReportData:
         ``out`` is not a folder or holds no sweep results.
     """
     from cli.study.report import comparison
-    from cli.study.store import MANIFEST, read_results
+    from cli.study.store import read_manifest, read_results
 
     if not out.is_dir():
         raise FabricError("DIR", f"no such folder: {out}")
     df = read_results(out)
-    try:
-        manifest = json.loads((out / MANIFEST).read_text())
-    except (OSError, ValueError):
-        manifest = {}
-    if not isinstance(manifest, dict):  # damaged (`fabric report` warns): the rows stand without it
-        manifest = {}
+    manifest = read_manifest(out)  # empty if damaged (`fabric report` warns): the rows stand without it
     rows, cols = comparison(df)
     designs = [dict(r) for r in rows]
     _names(designs)

@@ -195,11 +195,12 @@ def _int_list(value: Any, field: str, lo: int, what: str) -> list[int]:
 
 
 def _file(value: Any, field: str, base: Path) -> Path:
+    from fabric.files import input_file
+
     path = Path(_str(value, field))
-    path = path if path.is_absolute() else base / path
-    if not path.is_file():
-        raise FabricError(field, f"no such file: {path}")
-    return path
+    # the input reader's check: a name too long for the file system raised OSError from is_file(), which was
+    # written out whole (5,000 characters) with exit 1 and no field
+    return input_file(path if path.is_absolute() else base / path, field)
 
 
 def _sha256(path: Path) -> str:
@@ -338,7 +339,8 @@ def _faults(value: Any, where: _Where, base: Path) -> list[FaultScenario]:
                 raise FabricError(f"{f}.ratios[{i}]", f"must be a number in [0, 1]; got {_shown(r)}")
         _unique([float(r) for r in ratios], f"{f}.ratios")
         component = _fault_component(value.get("component", DEFAULT_FAULT_COMPONENT), f"{f}.component")
-        out += [FaultScenario("random", float(r), component) for r in ratios]
+        # + 0.0: a ratio of -0.0 is 0 (it passed `0 <= r` and was written in the rows as -0.0)
+        out += [FaultScenario("random", float(r) + 0.0, component) for r in ratios]
     elif "component" in value:
         raise FabricError(f"{f}.component", "applies to ratios:, which are missing")
     if "traces" in value:
@@ -638,10 +640,11 @@ def load_study(path: Path | str) -> Study:
         raise FabricError("SPEC", f"{path} is a folder; give a study YAML file, e.g. studies/default.yaml")
     if not path.is_file():
         raise FabricError("SPEC", f"no such study file: {path}")
-    from fabric.files import MAX_DEPTH, check_nesting, read_text, yaml_loader
+    from fabric.files import MAX_DEPTH, check_nesting, check_parse_memory, read_text, yaml_loader
 
     text = read_text(path, source)  # the one reader of input files: size limit, UTF-8, a name the OS refuses
     check_nesting(text, path.name, source)
+    check_parse_memory(text, path.name, source, "YAML")  # a 15 MB list of seeds parsed for 90 s into ~2 GB
     try:
         doc = yaml.load(text, Loader=yaml_loader())  # noqa: S506 (a SafeLoader refusing a key given twice)
     except RecursionError:  # block-style nesting (indentation) that the bracket count does not see

@@ -214,10 +214,7 @@ def point_warnings(out: Path, point_ids) -> list[str]:
     if distinct < len(point_ids):
         problems.append(f"{out} holds {len(point_ids) - distinct:,} row(s) of points already in it (a batch copied "
                         f"twice?); they count twice in the comparison")
-    try:
-        expected = json.loads((out / MANIFEST).read_text()).get("points")
-    except (OSError, ValueError, AttributeError):  # no or a damaged manifest: damaged_metadata says so
-        expected = None
+    expected = read_manifest(out).get("points")  # none, or a damaged one: damaged_metadata says so
     if isinstance(expected, int) and distinct < expected:
         problems.append(f"{out} holds {distinct:,} of the {expected:,} points of its sweep (killed, or a batch "
                         f"removed); `fabric sweep SPEC --out {out} --resume` completes it")
@@ -230,21 +227,40 @@ def damaged_metadata(out: Path) -> list[str]:
     The rows stand without them (each batch file is whole), so readers warn rather than refuse; but a file that
     is there and cannot be read means the folder was damaged, and must not pass in silence.
     """
-    import yaml
-
     problems = []
-    for name, parse in ((MANIFEST, json.loads), (SPEC_COPY, yaml.safe_load)):
+    for name in (MANIFEST, SPEC_COPY):
         path = out / name
         if not path.is_file():
             continue
         try:
-            doc = parse(path.read_text())
-        except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:
-            problems.append(f"{path} cannot be read ({_first_line(exc)})")
+            doc = _load_metadata(path)
+        except FabricError as exc:
+            problems.append(f"{path} cannot be read ({exc.message})")
             continue
         if not isinstance(doc, dict):
             problems.append(f"{path} is not a mapping")
     return problems
+
+
+def _load_metadata(path: Path) -> Any:
+    """The parsed manifest or spec copy at ``path``, through the input-file reader of every other file.
+
+    ``json.loads`` and ``yaml.safe_load`` of a damaged file nested a hundred thousand brackets deep raised
+    RecursionError, so `fabric results` failed with "out of stack ... try a smaller --gpus" instead of warning.
+    """
+    from fabric.files import load_json, load_yaml
+
+    return (load_json if path.name == MANIFEST else load_yaml)(path, "DIR")
+
+
+def read_manifest(out: Path) -> dict[str, Any]:
+    """The sweep manifest of folder ``out``, or an empty mapping when it is missing or damaged (the rows stand
+    without it; :func:`damaged_metadata` names what is wrong)."""
+    try:
+        doc = _load_metadata(out / MANIFEST)
+    except FabricError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
 
 
 def _read_batch(path: Path, columns: list[str] | None = None):
@@ -429,9 +445,9 @@ def check_out_dir(out: Path, resume: bool, overwrite: bool, fingerprint: str) ->
     if foreign or not manifest.is_file():
         raise FabricError("--resume", f"{out} does not hold sweep results (no {MANIFEST}); pick another --out")
     try:
-        old = json.loads(manifest.read_text())
-    except (OSError, ValueError) as exc:
-        raise FabricError("--resume", f"cannot read {manifest}: {exc}") from None
+        old = _load_metadata(manifest)
+    except FabricError as exc:
+        raise FabricError("--resume", f"cannot read {manifest}: {exc.message}") from None
     if not isinstance(old, dict):
         raise FabricError("--resume", f"{manifest} is damaged (not a mapping); use --overwrite or another --out")
     if old.get("fingerprint") != fingerprint:

@@ -338,6 +338,27 @@ def test_a_damaged_sweep_file_is_named_not_passed_over(small_results, run_cli, t
     assert err.startswith("warning: ") and name in err and err.count("\n") == 1, err
 
 
+@pytest.mark.parametrize("name", ["_sweep.json", "_study.yaml"])
+def test_a_sweep_file_nested_too_deep_is_named_not_out_of_stack(small_results, run_cli, tmp_path, name):
+    """Before: a manifest or spec copy of 100,000 brackets made `results` and `report` fail with "error: out of
+    stack (RecursionError); try a smaller --gpus" (json.loads / yaml.safe_load recursed); it is read like every
+    input file now: a warning naming it, the rows still read, and `--resume` refusing a damaged manifest."""
+    import shutil
+
+    spec, out, df = small_results
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    (copy / name).write_text("[" * 100_000)
+    rc, stdout, err = run_cli("results", copy, "--json")
+    assert rc == 0 and json.loads(stdout)["count"] == len(df), err
+    assert err.startswith("warning: ") and f"{name} nests deeper" in err and err.count("\n") == 1, err
+    rc, _, err = run_cli("report", copy, "--out", tmp_path / "r.html")
+    assert rc == 0 and "out of stack" not in err and (tmp_path / "r.html").is_file(), err
+    if name == "_sweep.json":
+        rc, _, err = run_cli("sweep", spec, "--out", copy, "--resume", "--workers", "1")
+        assert rc == 2 and err.startswith("error: --resume: ") and "nests deeper" in err and err.count("\n") == 1
+
+
 def test_batch_files_appear_whole_or_not_at_all(tmp_path, monkeypatch):
     import pyarrow.parquet as pq
 

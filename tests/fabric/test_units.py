@@ -49,6 +49,18 @@ def test_bad_units_name_the_field(fn, text):
     assert exc.value.field == "myfield"
 
 
+@pytest.mark.parametrize("fn, text", [(parse_bandwidth, "\u0664\u0665\u0660GB/s"), (parse_bytes, "\u0663MiB"),
+                                      (parse_time, "\u0661ms"), (parse_money, "$\u0663\u0660,000"),
+                                      (parse_power, "\u0967\u0966W"), (parse_flops, "1e\u0661\u0662"),
+                                      (parse_bytes, "1.\uff15GiB")])
+def test_digits_of_other_scripts_are_refused(fn, text):
+    """ASCII digits only: ``\\d`` matched Arabic-Indic, Devanagari and full-width digits, so "\u0664\u0665\u0660GB/s"
+    (in a topology file) read as 450 GB/s and ``--size \u0663MiB`` as 3 MiB, while ``--gpus \u0663`` was refused."""
+    with pytest.raises(FabricError) as exc:
+        fn(text, "myfield")
+    assert exc.value.field == "myfield"
+
+
 @pytest.mark.parametrize("fn", [parse_bandwidth, parse_bytes, parse_time, parse_money, parse_power, parse_flops])
 def test_integer_beyond_float_range_names_the_field(fn):
     """YAML and JSON integers are unbounded: 10**400 has no float and raised OverflowError (a traceback)."""
@@ -68,3 +80,13 @@ def test_format_round_trip():
 @given(st.floats(min_value=1e3, max_value=1e15, allow_nan=False))
 def test_bandwidth_format_parse_round_trip(x):
     assert parse_bandwidth(format_bandwidth(x, digits=17)) == pytest.approx(x, rel=1e-12)
+
+
+@pytest.mark.parametrize("fn, value", [(parse_bandwidth, -0.0), (parse_bandwidth, "-0Gbps"), (parse_bytes, "-0.0GiB"),
+                                       (parse_time, "-0ms"), (parse_money, -0.0), (parse_power, "-0W"),
+                                       (parse_flops, -0.0)])
+def test_negative_zero_is_zero(fn, value):
+    """-0.0 passes ``>= 0``; it is 0, not -0.0, which was printed as "$-0" and "-0.0"."""
+    import math
+
+    assert math.copysign(1.0, fn(value)) == 1.0
