@@ -47,7 +47,9 @@ def parse_ratios(text: str, field: str = "--node-fault-ratio") -> list[float]:
     """
     parts = str(text).split(":")
     try:
-        nums = [float(p) for p in parts]
+        if not str(text).isascii():  # float() reads other scripts' digits: '\u0660.\u0660\u0665' was 0.05
+            raise ValueError
+        nums = [float(p) + 0.0 for p in parts]  # + 0.0: -0 is 0
     except ValueError:
         raise FabricError(field, f"{text!r} must be a ratio in [0, 1] or a range start:stop:step") from None
     if len(nums) == 1:

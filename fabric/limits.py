@@ -69,8 +69,8 @@ def _parse_count(name: str, text: str, field: str = "--limit") -> int:
 
         value = parse_bytes(text, field)
     else:
-        try:
-            value = float(text.replace("_", ""))
+        try:  # ASCII only: float() reads other scripts' digits ('\u0661\u0660\u0660' was 100)
+            value = float(text.replace("_", "")) if text.isascii() else float("nan")
         except ValueError:
             value = float("nan")
     if not math.isfinite(value) or value < 1 or value != int(value):
