@@ -253,10 +253,11 @@ def test_a_topology_multigraph_flag_still_builds(run_cli, tmp_path, value):
 def test_flag_ratios_and_limits_in_other_scripts_digits_are_refused(run_cli):
     """Before: --node-fault-ratio '\u0660.\u0660\u0665' ran at 0.05 and --limit gpus=\u0661\u0660\u0660 set 100
     (float() reads other scripts' digits), while --gpus '\u0663' was refused."""
-    rc, _, err = run_cli("faults", "dgx", "--gpus", "16", "--tp", "8", "--node-fault-ratio", "\u0660.\u0660\u0665", "--json")
+    rc, _, err = run_cli("faults", "dgx", "--gpus", "16", "--tp", "8", "--node-fault-ratio", "\u0660.\u0660\u0665",
+                         "--json")
     one_error(rc, err, "--node-fault-ratio")
     rc, _, err = run_cli("--limit", "gpus=\u0661\u0660\u0660", "cost", "dgx", "--gpus", "16", "--json")
     one_error(rc, err, "--limit")
-    rc, out, _ = run_cli("--limit", "gpus=100", "faults", "dgx", "--gpus", "16", "--tp", "8", "--node-fault-ratio", "-0",
-                         "--json")
+    rc, out, _ = run_cli("--limit", "gpus=100", "faults", "dgx", "--gpus", "16", "--tp", "8",
+                         "--node-fault-ratio", "-0", "--json")
     assert rc == 0 and json.loads(out)  # the ASCII forms still run
