@@ -50,7 +50,7 @@ FIELDS = (
     "peak_bf16_flops", "peak_fp8_flops", "latency", "reconfiguration_time", "ports", "chips",
     "one_node_bandwidth", "two_nodes_bandwidth", "more_nodes_bandwidth", "simple_latency", "ll_latency",
     "ll128_latency", "simple_factor", "ll_factor", "ll128_factor", "network_factor", "nvlink_factor",
-    "nvls_factor", "pcie_factor", "sharp_factor", "simple_bytes", "ll_bytes", "ll128_bytes",
+    "nvls_factor", "pcie_factor", "sharp_factor", "simple_bytes", "ll_bytes", "ll128_bytes", "channels",
 )
 
 #: The catalog format this version reads (the ``schema:`` key of a catalog file).
@@ -76,7 +76,7 @@ def _parser_for(name: str) -> Callable[[Any, str], float]:
         return parse_flops
     if name.endswith("_bytes"):
         return parse_bytes
-    if name in ("ports", "chips"):
+    if name in ("ports", "chips", "channels"):
         return _parse_count
     if name.endswith("_factor"):
         return _parse_factor

@@ -232,6 +232,7 @@ def _phase_time(v: _FabricView, comp: np.ndarray, ph: "Phase") -> float:
         # hops and n - m HBD hops; k steps cost the latency along k consecutive hops (NCCL streams the data
         # along the ring), the most network hops such a stretch can hold: the simulator's chain.
         C, m = _component_runs(comp[g])
+        C = np.minimum(C, nccl_max_channels())  # NCCL's MAXCHANNELS, as fabric.sim.nccl.channel_count
         hop = np.where(hbd_bw > 0, hbd_bw, np.inf)
         bw = np.where(same_comp, bw, np.minimum(C * nic, hop))
         k = 2 * (n - 1) if kind == "all_reduce" else n - 1
@@ -272,6 +273,11 @@ def _shipped_values(*entries: tuple[str, str]) -> tuple[float, ...]:
 def nccl_path_efficiencies() -> tuple[float, float]:
     """Share of the line rate NCCL's Simple protocol reaches on an NVLink / HBD path and on a NIC (catalog)."""
     return _shipped_values(("nccl_path_efficiency", "nvlink_factor"), ("nccl_path_efficiency", "network_factor"))
+
+
+def nccl_max_channels() -> int:
+    """The most channels NCCL runs a collective on (catalog ``nccl_max_channels``)."""
+    return int(_shipped_values(("nccl_max_channels", "channels"))[0])
 
 
 def nccl_step_latencies() -> tuple[float, float]:

@@ -513,14 +513,15 @@ class Simulator:
         before any array when the step's flows (groups x ranks x channels x ``per_rank``) would not fit the
         ``memory`` limit at :data:`BYTES_PER_STEP_FLOW` each.
 
-        NCCL's default is one channel per rank of an HBD domain the group spans: 4,096 on two TPUv4 pods, where
-        8,192 ranks built 33.5 M step flows and grew past 23 GB before anything was refused (the CLI's per-rank
-        estimate was measured on DGX, 8 channels).
+        NCCL's default is one channel per rank of an HBD domain the group spans, at most MAXCHANNELS (64); before
+        that cap, 4,096 on two TPUv4 pods, where 8,192 ranks built 33.5 M step flows and grew past 23 GB before
+        anything was refused (the CLI's per-rank estimate was measured on DGX, 8 channels).
         """
         channels = c0.channels or count(self.fabric, devices[0])
         G, n = devices.shape
         each = f" x {per_rank} flows each" if per_rank > 1 else ""
-        default = "" if c0.channels else "; NCCL's default channels, one per rank of an HBD domain"
+        default = "" if c0.channels else (f"; NCCL's default channels, one per rank of an HBD domain, at most "
+                                          f"{nccl_model().max_channels}")
         limits.check("memory", float(G) * n * channels * per_rank * BYTES_PER_STEP_FLOW, "channels",
                      f"{G:,} group{'s' * (G != 1)} x {n:,} ranks x {channels:,} {what}{each} x "
                      f"~{BYTES_PER_STEP_FLOW} B per step flow{default}")

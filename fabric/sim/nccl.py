@@ -122,6 +122,8 @@ class NcclModel:
         Seconds per network level of an NVLS tree.
     broadcast_chunk : dict
         Protocol -> payload bytes of one pipeline piece of a ring broadcast.
+    max_channels : int
+        Most channels NCCL runs a collective on (``MAXCHANNELS``).
     """
 
     base_latency: dict
@@ -136,6 +138,7 @@ class NcclModel:
     nvls_tree_step: float
     sharp_latency: float
     broadcast_chunk: dict
+    max_channels: int
 
     @staticmethod
     def from_catalog(catalog: Catalog) -> "NcclModel":
@@ -157,6 +160,7 @@ class NcclModel:
             nvls_tree_step=catalog.value("nccl_nvls_tree", "latency"),
             sharp_latency=catalog.value("nccl_sharp", "latency"),
             broadcast_chunk={p: catalog.value("nccl_broadcast_chunk", f"{k}_bytes") for p, k in protos.items()},
+            max_channels=int(catalog.value("nccl_max_channels", "channels")),
         )
 
 
@@ -191,10 +195,12 @@ def channel_count(fabric: Fabric, devices: np.ndarray) -> int:
     NIC); when domains hold unequal numbers of ranks, the smallest number
     (every channel still leaves and enters each domain through a NIC of its
     own, as NCCL's per-node ring search connects the same channel count on
-    every node); 1 if the group sits in one domain.
+    every node); 1 if the group sits in one domain; at most NCCL's
+    ``MAXCHANNELS`` (catalog ``nccl_max_channels``: a TPUv4 pod is one domain
+    of 4,096 chips, whose rails would otherwise give 4,096 rings).
     """
     rows = domain_rows(fabric, devices)
-    return min(r.size for r in rows) if len(rows) > 1 else 1
+    return min(min(r.size for r in rows), nccl_model().max_channels) if len(rows) > 1 else 1
 
 
 def ring_channel_count(fabric: Fabric, devices: np.ndarray) -> int:
@@ -208,7 +214,7 @@ def ring_channel_count(fabric: Fabric, devices: np.ndarray) -> int:
     if fabric.hbd.kind != HBDKind.KHOP_LINE:
         return channel_count(fabric, devices)
     rows = _node_rows(fabric, devices)
-    return min(r.size for r in rows) if len(rows) > 1 else 1
+    return min(min(r.size for r in rows), nccl_model().max_channels) if len(rows) > 1 else 1
 
 
 def _node_rows(fabric: Fabric, devices: np.ndarray) -> list[np.ndarray]:

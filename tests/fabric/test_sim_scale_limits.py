@@ -168,8 +168,9 @@ def test_a_collectives_route_memory_blames_the_gpus_not_its_ranks(fab):
 def test_default_channels_are_checked_against_the_flows_limit(algorithm):
     """NCCL's default is one channel per rank of an HBD domain, so a ring or tree step builds groups x ranks x
     channels flows.  Only a given ``channels`` was checked: all-reduce over two TPUv4 pods (8,192 chips, 4,096
-    default channels) built 33.5 M step flows and grew past 23 GB.  Two NVL-72 racks (72 channels x 144 ranks)
-    stand in for it under a lowered memory limit; a given smaller channel count still runs."""
+    default channels) built 33.5 M step flows and grew past 23 GB (NCCL's MAXCHANNELS, 64, now caps them).  Two
+    NVL-72 racks (64 channels x 144 ranks) stand in for it under a lowered memory limit; a given smaller channel
+    count still runs."""
     from fabric.sim import simulate_collective
 
     fab = build("nvl", 144, {"size": 72})
@@ -181,7 +182,7 @@ def test_default_channels_are_checked_against_the_flows_limit(algorithm):
     finally:
         limits.reset(token)
     assert exc.value.field == "channels"
-    assert "72 " in exc.value.message and "default" in exc.value.message and "memory=N" in exc.value.message
+    assert "64 " in exc.value.message and "default" in exc.value.message and "memory=N" in exc.value.message
     assert ok.time_s > 0 and ok.channels == 4
 
 
@@ -191,7 +192,7 @@ def test_cli_names_channels_when_the_default_channels_are_too_many(run_cli):
                            "all-reduce", "--size", "1MiB", "--group-size", "144", "--algorithm", "ring", "--json")
     lines = [line for line in err.splitlines() if line.strip()]
     assert rc == 2 and out == "" and len(lines) == 1, err
-    assert lines[0].startswith("error: --channels:") and "72 rings" in lines[0]
+    assert lines[0].startswith("error: --channels:") and "64 rings" in lines[0]
 
 
 def test_auto_checks_every_candidates_step_flows_before_timing_any(monkeypatch):
@@ -213,8 +214,8 @@ def test_auto_checks_every_candidates_step_flows_before_timing_any(monkeypatch):
 
 def test_mfu_names_comm_when_default_channels_are_too_many(run_cli):
     """`mfu` times its DP rings with NCCL's default channels, which it has no flag for: across TPUv4 pods a ring
-    over nodes gets one channel per node of the smaller pod (64 here; 1,024 on 16,384 chips, where `mfu tpuv4
-    --model llama3-8b --search` ran past 5 minutes).  The refusal names --comm (analytic timing pays none), not
+    over nodes gets one channel per node of the smaller pod (64 here, also NCCL's MAXCHANNELS; 1,024 on 16,384
+    chips before that cap, where `mfu tpuv4 --model llama3-8b --search` ran past 5 minutes).  The refusal names --comm (analytic timing pays none), not
     the library's "channels"."""
     rc, out, err = run_cli("--limit", "memory=150MB", "mfu", "tpuv4", "--gpus", "4352", "--model", "megatron-1.7b",
                            "--tp", "4", "--pp", "1", "--dp", "1088", "--global-batch", "1088", "--json")
@@ -231,3 +232,17 @@ def test_all_to_all_flows_refusal_counts_the_groups(run_cli):
     lines = [line for line in err.splitlines() if line.strip()]
     assert rc == 2 and out == "" and len(lines) == 1, err
     assert lines[0].startswith("error: --group-size:") and "448 flows" in lines[0] and "x 8 groups" in lines[0]
+
+
+def test_default_channels_stop_at_nccl_maxchannels():
+    """NCCL runs a collective on at most MAXCHANNELS (64) channels (catalog ``nccl_max_channels``).  One channel per
+    rank of a domain gave a ring over two TPUv4 pods (one domain of 4,096 chips each) 4,096 rings, which NCCL
+    cannot run; two NVL-72 racks 72.  Below the cap nothing changes: 16 ranks in each of two racks, 16 rings."""
+    from fabric.sim.nccl import channel_count, nccl_model, ring_channel_count
+
+    assert nccl_model().max_channels == 64
+    tpu = build("tpuv4", 8192, {})
+    assert channel_count(tpu, tpu.gpu_ids) == 64 and ring_channel_count(tpu, tpu.gpu_ids) == 64
+    nvl = build("nvl", 144, {"size": 72})
+    assert channel_count(nvl, nvl.gpu_ids) == 64
+    assert channel_count(nvl, np.concatenate([nvl.gpu_ids[:16], nvl.gpu_ids[72:88]])) == 16
