@@ -219,6 +219,16 @@ def _exact_floats(df) -> bool:
     return True
 
 
+def _warn_folder(directory: Path, ids) -> None:
+    """Warn on stderr of a sweep folder's damaged manifest or spec copy and of missing or repeated points."""
+    from cli.study.store import damaged_metadata, point_warnings
+
+    for problem in damaged_metadata(directory):
+        say(f"warning: {problem}; the rows are read without it")
+    for problem in point_warnings(directory, ids):
+        say(f"warning: {problem}")
+
+
 def results_command(
     directory: Path = typer.Argument(..., metavar="DIR", show_default=False, help="a `fabric sweep` output folder"),
     sql: Optional[str] = typer.Option(None, "--sql", metavar="SELECT", help=(
@@ -239,7 +249,7 @@ def results_command(
     expression, e.g. ``architecture == 'khop-ring' and fault_ratio >= 0.03``.
     """
     from cli.study.report import comparison, comparison_table
-    from cli.study.store import damaged_metadata, point_warnings, read_results
+    from cli.study.store import read_results
 
     if as_csv and as_json:
         raise FabricError("--csv", "give --csv or --json, not both")
@@ -256,14 +266,14 @@ def results_command(
             if given:
                 raise FabricError(flag, "does not combine with --sql (filter and pick columns in the SQL)")
         from cli.study.sql import sql_query
+        from cli.study.store import batch_files, point_ids
 
+        if batch_files(directory):  # the folder's warnings, as without --sql (it printed none: a copied batch
+            _warn_folder(directory, point_ids(directory))  # counted twice in every aggregate in silence)
         _print_frame(sql_query(directory, sql), directory, as_csv, as_json, f"{directory}: SQL", {"sql": sql})
         return
     df = read_results(directory)
-    for problem in damaged_metadata(directory):
-        say(f"warning: {problem}; the rows are read without it")
-    for problem in point_warnings(directory, df["point_id"]):
-        say(f"warning: {problem}")
+    _warn_folder(directory, df["point_id"])
     if query:
         try:
             df = df.query(query)

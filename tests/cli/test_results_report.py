@@ -271,11 +271,15 @@ def test_missing_and_repeated_points_are_named(study, run_cli, tmp_path):
     assert f"holds {total - removed:,} of the {total:,} points" in err and "--resume" in err
     twice = batch_files(copy)[0]
     shutil.copy(twice, twice.with_name("batch-999999.parquet"))
-    for args in (("results", copy), ("report", copy, "--out", tmp_path / "r.html")):
-        rc, _, err = run_cli(*args)
+    # --sql too: it printed no warning, and every aggregate counted the copied points twice
+    for args in (("results", copy), ("report", copy, "--out", tmp_path / "r.html"),
+                 ("results", copy, "--sql", "SELECT count(*) AS n FROM results", "--json")):
+        rc, stdout, err = run_cli(*args)
         assert rc == 0 and "row(s) of points already in it" in err, err
-    rc, _, err = run_cli("results", study)
-    assert rc == 0 and "warning" not in err  # a whole folder: nothing to say
+    assert json.loads(stdout)["rows"] == [{"n": total - removed + pq.read_metadata(twice).num_rows}]
+    for args in (("results", study), ("results", study, "--sql", "SELECT count(*) FROM results")):
+        rc, _, err = run_cli(*args)
+        assert rc == 0 and "warning" not in err  # a whole folder: nothing to say
 
 
 def test_sql_json_of_every_duckdb_type_is_one_json_object(study, run_cli):
