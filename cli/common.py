@@ -139,8 +139,9 @@ def check_writable_file(path: Path, field: str, inputs: dict[str, Any] | None = 
     if path.is_dir():
         raise FabricError(field, f"{str(path)!r} is a folder; give a file name")
     parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise FabricError(field, f"folder {str(parent)!r} does not exist")
+    if not parent.is_dir():  # a file where the folder should be was called missing
+        raise FabricError(field, f"{str(parent)!r} is a file, not a folder" if parent.exists()
+                          else f"folder {str(parent)!r} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise FabricError(field, f"cannot write {str(path)!r} (permission denied)")
     check_output(path, field, inputs)

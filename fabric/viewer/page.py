@@ -70,8 +70,9 @@ def check_writable(target: Path, field: str = "path", inputs: dict | None = None
     parent = target.parent if str(target.parent) else Path(".")
     if target.is_dir():
         raise FabricError(field, f"{str(target)!r} is a directory; give a file name ending in .html")
-    if not parent.is_dir():
-        raise FabricError(field, f"directory {str(parent)!r} does not exist")
+    if not parent.is_dir():  # a file where the directory should be was called missing
+        raise FabricError(field, f"{str(parent)!r} is a file, not a directory" if parent.exists()
+                          else f"directory {str(parent)!r} does not exist")
     if not os.access(parent, os.W_OK):
         raise FabricError(field, f"directory {str(parent)!r} is not writable")
     return check_output(target, field, inputs)

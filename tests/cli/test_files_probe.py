@@ -261,3 +261,16 @@ def test_flag_ratios_and_limits_in_other_scripts_digits_are_refused(run_cli):
     rc, out, _ = run_cli("--limit", "gpus=100", "faults", "dgx", "--gpus", "16", "--tp", "8",
                          "--node-fault-ratio", "-0", "--json")
     assert rc == 0 and json.loads(out)  # the ASCII forms still run
+
+
+def test_an_output_under_a_file_is_named_a_file_not_missing(run_cli, tmp_path):
+    """Before: ``--out afile/x.html`` (``afile`` a file) said "directory 'afile' does not exist", which it does."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    rc, _, err = run_cli("view", "dgx", "--gpus", "16", "--out", afile / "x.html")
+    one_error(rc, err, "--out", "is a file, not a directory")
+    from cli.common import check_writable_file
+    from fabric.errors import FabricError
+
+    with pytest.raises(FabricError, match="is a file, not a folder"):
+        check_writable_file(afile / "c.json", "--comm-cache")
