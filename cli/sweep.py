@@ -260,7 +260,8 @@ def results_command(
     if query is not None and not query.strip():  # before reading the folder, as the other flags
         raise FabricError("--query", "empty; give a condition on the row columns, e.g. \"fault_ratio == 0.03\"")
     if not directory.is_dir():
-        raise FabricError("DIR", f"no such folder: {directory}")
+        raise FabricError("DIR", f"{directory} is a file, not a sweep folder" if directory.exists()
+                          else f"no such folder: {directory}")
     if sql is not None:
         for flag, given in (("--query", query), ("--rows", rows), ("--columns", columns), ("--wide", wide)):
             if given:

@@ -211,7 +211,8 @@ def report_data(out: Path) -> ReportData:
     from cli.study.store import read_manifest, read_results
 
     if not out.is_dir():
-        raise FabricError("DIR", f"no such folder: {out}")
+        raise FabricError("DIR", f"{out} is a file, not a sweep folder" if out.exists()
+                          else f"no such folder: {out}")
     df = read_results(out)
     manifest = read_manifest(out)  # empty if damaged (`fabric report` warns): the rows stand without it
     rows, cols = comparison(df)

@@ -274,3 +274,12 @@ def test_an_output_under_a_file_is_named_a_file_not_missing(run_cli, tmp_path):
 
     with pytest.raises(FabricError, match="is a file, not a folder"):
         check_writable_file(afile / "c.json", "--comm-cache")
+
+
+@pytest.mark.parametrize("command", ["results", "report"])
+def test_a_sweep_folder_that_is_a_file_is_named_a_file(run_cli, tmp_path, command):
+    """Before: ``fabric results afile`` (a file) said "no such folder: afile"."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    rc, _, err = run_cli(command, afile)
+    one_error(rc, err, "DIR", "is a file, not a sweep folder")
