@@ -199,8 +199,7 @@ def channel_count(fabric: Fabric, devices: np.ndarray) -> int:
     ``MAXCHANNELS`` (catalog ``nccl_max_channels``: a TPUv4 pod is one domain
     of 4,096 chips, whose rails would otherwise give 4,096 rings).
     """
-    rows = domain_rows(fabric, devices)
-    return min(min(r.size for r in rows), nccl_model().max_channels) if len(rows) > 1 else 1
+    return _rail_channels(domain_rows(fabric, devices))
 
 
 def ring_channel_count(fabric: Fabric, devices: np.ndarray) -> int:
@@ -213,7 +212,11 @@ def ring_channel_count(fabric: Fabric, devices: np.ndarray) -> int:
     """
     if fabric.hbd.kind != HBDKind.KHOP_LINE:
         return channel_count(fabric, devices)
-    rows = _node_rows(fabric, devices)
+    return _rail_channels(_node_rows(fabric, devices))
+
+
+def _rail_channels(rows: list[np.ndarray]) -> int:
+    """One channel per rail: the fewest ranks of any unit in ``rows``, at most NCCL's MAXCHANNELS; 1 for one unit."""
     return min(min(r.size for r in rows), nccl_model().max_channels) if len(rows) > 1 else 1
 
 
