@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from fabric.errors import FabricError
-from workloads.comm import (CommCache, analytic_comm_time, fold_order, independent_groups, plan,
+from workloads.comm import (CommCache, analytic_comm_time, fold_order, independent_groups, plan, plans,
                             simulator_backend)
 from workloads.parallelism import Parallelism
 from workloads.placement import RankPlacement
@@ -21,27 +21,65 @@ def test_fold_order_hops_at_most_two():
 
 def test_plan_within_node_across_nodes_and_hierarchical(dgx64):
     pl = RankPlacement(dgx64, Parallelism(tp=1, dp=64, global_batch=64))
-    # one DP group of 64 over 8 DGX nodes (switched domains) of 8: NCCL-like hierarchical
-    phases = plan(dgx64, "all_reduce", pl.dp_groups, 1e6)
+    # one DP group of 64 over 8 DGX nodes (switched domains) of 8: NCCL's flat ring over all 64, each node's
+    # ranks in a row, or hierarchical (RS in the node, 8 rings across nodes on S/8, AG in the node)
+    options = plans(dgx64, "all_reduce", pl.dp_groups, 1e6)
+    assert list(options) == ["ring", "hierarchical"]
+    assert np.array_equal(plan(dgx64, "all_reduce", pl.dp_groups, 1e6)[0].groups, options["ring"][0].groups)
+    (flat,) = options["ring"]
+    assert (flat.kind, flat.algorithm, flat.groups.shape, flat.nbytes) == ("all_reduce", "ring", (1, 64), 1e6)
+    node = dgx64.group("node")[flat.groups[0]]
+    assert np.count_nonzero(np.diff(node)) == 7  # every node entered once
+    phases = plan(dgx64, "all_reduce", pl.dp_groups, 1e6, "hierarchical")
     assert [(p.kind, p.algorithm, p.groups.shape) for p in phases] == [
         ("reduce_scatter", "direct", (8, 8)), ("all_reduce", "ring", (8, 8)), ("all_gather", "direct", (8, 8))]
     assert phases[1].nbytes == pytest.approx(1e6 / 8)
     tp = RankPlacement(dgx64, Parallelism(tp=8, dp=8, global_batch=8))
     assert [p.algorithm for p in plan(dgx64, "all_reduce", tp.tp_groups, 1e6)] == ["direct", "direct"]
-    assert [p.algorithm for p in plan(dgx64, "all_reduce", tp.dp_groups, 1e6)] == ["ring"]
+    assert list(plans(dgx64, "all_reduce", tp.dp_groups, 1e6)) == ["ring"]  # one rank per node: the ring only
+    with pytest.raises(ValueError, match=r"^schedule: 'hierarchical' is not a schedule of these groups; allowed: ring"):
+        plan(dgx64, "all_reduce", tp.dp_groups, 1e6, "hierarchical")
 
 
 def test_plan_by_domain_on_nvl_and_fold_on_khop(nvl144, khop64):
     pl = RankPlacement(nvl144, Parallelism(tp=4, dp=32, global_batch=32))  # 16 + 16 ranks in two NVL-72 domains
-    phases = plan(nvl144, "reduce_scatter", pl.dp_groups, 1e6)
+    phases = plan(nvl144, "reduce_scatter", pl.dp_groups, 1e6, "hierarchical")
     assert [(p.kind, p.algorithm, p.groups.shape) for p in phases] == [
         ("reduce_scatter", "direct", (8, 16)), ("reduce_scatter", "ring", (64, 2))]
+    assert [(p.kind, p.algorithm, p.groups.shape) for p in plan(nvl144, "reduce_scatter", pl.dp_groups, 1e6)] == [
+        ("reduce_scatter", "ring", (4, 32))]
     kp = RankPlacement(khop64, Parallelism(tp=16, dp=4, global_batch=4))  # 4 nodes of 4 GPUs per TP group
-    phases = plan(kp.fabric, "all_reduce", kp.tp_groups, 1e6)
+    phases = plan(kp.fabric, "all_reduce", kp.tp_groups, 1e6, "hierarchical")
     node = khop64.group("node")
     ring = phases[1].groups
     assert phases[1].algorithm == "ring" and ring.shape == (16, 4)
     assert np.abs(np.diff(node[ring], axis=1)).max() <= 2
+    # the flat ring takes the nodes folded too, each node's 4 ranks in a row: no hop longer than two nodes
+    (flat,) = plan(kp.fabric, "all_reduce", kp.tp_groups, 1e6)
+    hops = np.abs(np.diff(node[np.c_[flat.groups, flat.groups[:, :1]]], axis=1))
+    assert flat.groups.shape == (4, 16) and hops.max() <= 2 and np.all(np.count_nonzero(hops, axis=1) == 4)
+    assert np.array_equal(np.sort(flat.groups, axis=1), np.sort(kp.tp_groups, axis=1))
+
+
+@pytest.mark.skipif(SIM is None, reason="fabric.sim not available")
+def test_the_faster_schedule_wins_at_each_size(nvl144):
+    """DP groups of 16 ranks in each of two NVL-72 racks.  Independent check, by the closed forms of the two
+    schedules: the flat ring carries (n-1)/n S over 16 NICs at once while its NVLink hops overlap, the
+    hierarchical plan adds a reduce-scatter and an all-gather inside the rack before and after its ring on S/16,
+    so on a large buffer the ring is faster; on a small one it pays 2(n-1) = 62 steps of latency against 2 rings
+    of 2 and 2 direct steps, so the hierarchical plan is.  The cache (and each backend) answers with the faster."""
+    pl = RankPlacement(nvl144, Parallelism(tp=4, dp=32, global_batch=32))
+    g = pl.dp_groups
+    for backend in (analytic_comm_time, SIM):
+        big = {s: backend(nvl144, "all_reduce", g, 4e9, schedule=s) for s in ("ring", "hierarchical")}
+        small = {s: backend(nvl144, "all_reduce", g, 64e3, schedule=s) for s in ("ring", "hierarchical")}
+        assert big["ring"] < big["hierarchical"] and small["hierarchical"] < small["ring"], backend.name
+        assert backend(nvl144, "all_reduce", g, 4e9) == pytest.approx(big["ring"])
+        assert backend(nvl144, "all_reduce", g, 64e3) == pytest.approx(small["hierarchical"])
+        c = CommCache(nvl144, backend)
+        assert c.time("all_reduce", g, 4e9) == pytest.approx(min(
+            backend(nvl144, "all_reduce", g, 4e9, protocol=p, schedule="ring") for p in SIM.protocols)
+            if backend is SIM else big["ring"], rel=1e-6)
 
 
 def test_independent_groups_keep_one_hbd_component(dgx64, nvl144):
@@ -71,16 +109,19 @@ def test_analytic_closed_forms(nvl144, dgx64):
 @pytest.mark.skipif(SIM is None, reason="fabric.sim not available")
 @pytest.mark.parametrize("S", [8e6, 64e6, 1e9])
 def test_analytic_agrees_with_the_simulator_on_rings_across_nvl72_racks(nvl144, S):
-    """DP groups straddling two NVL-72 racks, evenly (hierarchical plan) and unevenly (15 + 17 ranks: a flat ring
-    of 15 channels, one NIC each): the analytic form (C channels, NCCL path efficiencies, latency along the ring's
-    NVLink and network hops) = the simulator's NCCL Simple model within 1 % (measured: 0.5 %).  Flat rings at
+    """DP groups straddling two NVL-72 racks, evenly (a flat ring of 16 channels, or hierarchical) and unevenly
+    (15 + 17 ranks: a flat ring of 15 channels, one NIC each): the analytic form (C channels, NCCL path
+    efficiencies, latency along the ring's NVLink and network hops) = the simulator's NCCL Simple model within 1 %
+    (measured: 0.5 %), schedule by schedule.  16 + 16 is NIC-bound: each rank is one channel's exit, so its NVLink
+    carries 15 chunks a step, not 16 (the analytic form had it NVLink-bound, 1.5 % slow at 1 GB).  Flat rings at
     these sizes run NCCL's Simple protocol in both; the simulator's LL / LL128 choice is not in the analytic form.
     """
     g = nvl144.gpu_ids
-    for a, b in [(16, 16), (15, 17), (17, 15), (12, 20), (31, 33), (2, 14), (1, 1)]:
+    for a, b in [(16, 16), (15, 17), (17, 15), (12, 20), (31, 33), (2, 14), (1, 1), (8, 8)]:
         grp = g[np.r_[np.arange(a), 72 + np.arange(b)]][None, :]
-        assert analytic_comm_time(nvl144, "all_reduce", grp, S) == pytest.approx(
-            SIM(nvl144, "all_reduce", grp, S, protocol="simple"), rel=0.01), (a, b)
+        for s in plans(nvl144, "all_reduce", grp, S):
+            assert analytic_comm_time(nvl144, "all_reduce", grp, S, schedule=s) == pytest.approx(
+                SIM(nvl144, "all_reduce", grp, S, protocol="simple", schedule=s), rel=0.01), (a, b, s)
 
 
 @pytest.mark.skipif(SIM is None, reason="fabric.sim not available")
