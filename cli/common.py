@@ -256,11 +256,24 @@ def print_rows(con, title: str, columns: tuple[str, ...], rows: list[tuple[str, 
             t.add_row(*row)
         con.print(t)
         return
-    widths = [max(len(col), max(len(row[i]) for row in rows)) for i, col in enumerate(columns)]
+    print_plain_rows(con, title, columns, rows)
+
+
+def print_plain_rows(con, title: str, columns, rows) -> None:
+    """The columns as plain text on ``con``'s file: title, header, rule, one line a row, never wrapped."""
+    columns = [str(c) for c in columns]
+    widths = [max([len(col)] + [len(row[i]) for row in rows]) for i, col in enumerate(columns)]
     lines = [title, " │ ".join(c.rjust(w) for c, w in zip(columns, widths)), "─┼─".join("─" * w for w in widths)]
     lines.extend(" │ ".join(v.rjust(w) for v, w in zip(row, widths)) for row in rows)
     con.file.write("\n".join(lines) + "\n")
     con.file.flush()
+
+
+def fits_width(columns, rows, width: int) -> bool:
+    """Whether a rich table of these text cells fits ``width`` characters without folding a cell to nothing: each
+    column at its widest cell or header, plus the 3 characters of its border and padding."""
+    need = sum(max([len(str(col))] + [len(row[i]) for row in rows]) + 3 for i, col in enumerate(columns)) + 1
+    return need <= width
 
 
 def err_console():

@@ -144,17 +144,27 @@ def _table_console(wide: bool):
     return con
 
 
-def _print_frame(df, directory: Path, as_csv: bool, as_json: bool, title: str, extra: dict | None = None) -> None:
-    """Rows of ``df`` as CSV, one JSON object, or a table (first ROWS_SHOWN)."""
+def _print_frame(df, directory: Path, as_csv: bool, as_json: bool, title: str, extra: dict | None = None,
+                 narrow: str = "pick some with --columns") -> None:
+    """Rows of ``df`` as CSV, one JSON object, or a table (first ROWS_SHOWN); plain lines when too wide, with
+    ``narrow`` saying how to pick fewer columns."""
     if as_csv:
         typer.echo(df.to_csv(index=False), nl=False)
     elif as_json:
         sys.stdout.write(frame_json(df, {"dir": str(directory), **(extra or {}), "count": len(df)}))
     else:
-        from cli.study.report import rows_table
+        from cli.common import err_console, fits_width, print_plain_rows
+        from cli.study.report import row_cells, rows_table
 
         shown = "" if len(df) <= ROWS_SHOWN else f" (first {ROWS_SHOWN:,}; use --csv or --json for all)"
-        console().print(rows_table(df, f"{title}: {len(df):,} rows{shown}", ROWS_SHOWN))
+        con, cells = console(), row_cells(df, ROWS_SHOWN)
+        if fits_width(df.columns, cells, con.width):
+            con.print(rows_table(df, f"{title}: {len(df):,} rows{shown}", ROWS_SHOWN))
+            return
+        # a rich table folds every cell of ~130 columns to nothing (a page of borders); plain lines stay readable
+        err_console().print(f"{len(df.columns)} columns do not fit {con.width} characters: printed as plain text, "
+                            f"one line a row; {narrow}", highlight=False, soft_wrap=True)
+        print_plain_rows(con, f"{title}: {len(df):,} rows{shown}", df.columns, cells)
 
 
 def _blob_text(value: bytes) -> str:
@@ -271,7 +281,8 @@ def results_command(
 
         if batch_files(directory):  # the folder's warnings, as without --sql (it printed none: a copied batch
             _warn_folder(directory, point_ids(directory))  # counted twice in every aggregate in silence)
-        _print_frame(sql_query(directory, sql), directory, as_csv, as_json, f"{directory}: SQL", {"sql": sql})
+        _print_frame(sql_query(directory, sql), directory, as_csv, as_json, f"{directory}: SQL", {"sql": sql},
+                     narrow="name fewer in the SELECT")
         return
     df = read_results(directory)
     _warn_folder(directory, df["point_id"])

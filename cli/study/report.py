@@ -211,6 +211,12 @@ def rows_table(df, title: str, limit: int = 200):
     t = Table(title=title, title_justify="left")
     for c in df.columns:
         t.add_column(str(c), overflow="fold")
-    for rec in df.head(limit).itertuples(index=False):
-        t.add_row(*[_fmt(v, "{:.6g}") if isinstance(v, float) else ("-" if v is None else str(v)) for v in rec])
+    for row in row_cells(df, limit):
+        t.add_row(*row)
     return t
+
+
+def row_cells(df, limit: int = 200) -> list[tuple[str, ...]]:
+    """The text of every cell of the first ``limit`` rows, as :func:`rows_table` shows them."""
+    return [tuple(_fmt(v, "{:.6g}") if isinstance(v, float) else ("-" if v is None else str(v)) for v in rec)
+            for rec in df.head(limit).itertuples(index=False)]

@@ -12,6 +12,7 @@ every architecture's columns are merged, as in
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 from fabric.errors import FabricError
@@ -105,7 +106,11 @@ def sql_query(out: Path, sql: str):
             cur = con.execute(sql)
             if cur.description is None:
                 raise FabricError("--sql", f"{sql!r} returns no rows; give a SELECT over the table {TABLE}")
-            return cur.df()
+            with warnings.catch_warnings():
+                # DuckDB converts a TIMESTAMP WITH TIME ZONE column (evaluated_at) with DataFrame.drop(inplace=True),
+                # which pandas 3.1 deprecates: `SELECT *` raised it under -W error (the test suite)
+                warnings.filterwarnings("ignore", message="The inplace keyword", category=DeprecationWarning)
+                return cur.df()
         except duckdb.Error as exc:
             # DuckDB's first line says what is wrong; the second, for an unknown column, the closest names
             lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]

@@ -204,6 +204,24 @@ def test_rows_columns_are_named_once_each(study, run_cli, columns, words):
     assert len(err.strip().splitlines()) == 1
 
 
+def test_rows_too_wide_for_the_console_print_as_plain_lines(study, run_cli):
+    """`results --rows` of every column (over a hundred) off a terminal (160 characters) folded each cell of its
+    rich table to nothing: a page of box borders, no values.  Now it prints one plain line a row (the values
+    readable, `cut` and `less -S` work) and says so on stderr; few columns still get the table."""
+    rc, stdout, err = run_cli("results", study, "--rows")
+    assert rc == 0, err
+    lines = stdout.splitlines()
+    header = [c.strip() for c in lines[1].split("│")]
+    assert header[:3] == ["point_id", "point_index", "study"] and len(header) > 50
+    assert "columns do not fit 160 characters: printed as plain text" in err and "--columns" in err
+    rows = lines[3:]
+    assert len(rows) == int(lines[0].split(": ")[1].split()[0]) and all(r.count("│") == len(header) - 1 for r in rows)
+    rc, stdout, err = run_cli("results", study, "--rows", "--columns", "label,tp,seed")
+    assert rc == 0 and err == "" and "┏" in stdout and "label" in stdout
+    rc, stdout, err = run_cli("results", study, "--sql", "SELECT * FROM results")  # --columns does not apply here
+    assert rc == 0 and "printed as plain text, one line a row; name fewer in the SELECT" in err and "┏" not in stdout
+
+
 # ------------------------------------------------------------------------------------------------ damaged folders
 def _copy(study, tmp_path):
     import shutil
