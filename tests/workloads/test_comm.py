@@ -202,3 +202,27 @@ def test_a_cache_file_is_read_through_the_one_reader(tmp_path, monkeypatch):
     monkeypatch.setattr(fabric.files, "MAX_FILE_BYTES", 1 << 30)
     with pytest.raises(FabricError, match=r"^comm_cache: cc\.json is not UTF-8"):
         comm.load_fits(path)
+
+
+@pytest.mark.skipif(SIM is None, reason="fabric.sim not available")
+@pytest.mark.parametrize("point", ["h100-2n-allreduce-ring", "a100-2n-allreduce-ring", "h100-4n-allreduce"])
+def test_the_step_models_all_reduce_across_dgx_nodes_matches_nccl_tests(point):
+    """Published nccl-tests bus bandwidth (tests/data/nccl_busbw.json, sources there) of an all-reduce over every
+    GPU of 2 and 4 DGX nodes, 4 GiB: the step model's collective time (CommCache on the simulator: every schedule
+    and protocol, the fastest) within 5 % (measured: -0.7 %, -2.4 %, +2.0 %).  Before it timed the flat ring it
+    ran such a group hierarchically only: 253 / 151 / 222 GB/s, 21-39 % slow, because the reduce-scatter and
+    all-gather inside the node ran before and after the NIC-bound ring instead of under it.  (The same file's
+    2-node H100 run with NCCL's default NVLS-Tree, 466.5 GB/s, is not asserted: the step model has no NVLS-Tree
+    schedule across nodes and gives the ring's 373.)"""
+    import json
+    from pathlib import Path
+
+    from topologies import build
+
+    data = json.loads((Path(__file__).parent.parent / "data" / "nccl_busbw.json").read_text())
+    p = next(x for x in data["points"] if x["id"] == point)
+    fab = build(p["arch"], p["gpus"], p["params"])
+    g = fab.gpu_ids[None, :]
+    n, S = g.shape[1], 4 * 2**30
+    busbw = 2 * (n - 1) / n * S / CommCache(fab, SIM).time("all_reduce", g, S) / 1e9
+    assert busbw == pytest.approx(p["busbw_GBps"], rel=0.05), (point, busbw)
