@@ -422,13 +422,17 @@ def _unit_ring(groups: np.ndarray, unit: np.ndarray, line: bool) -> np.ndarray:
     if not line:
         return ring
     u = np.take_along_axis(unit, order, 1)
+    first = np.ones(u.shape, dtype=bool)
+    first[:, 1:] = u[:, 1:] != u[:, :-1]
+    idx = np.cumsum(first, axis=1) - 1                   # each rank's unit's place along the line, 0..m-1
+    m = idx[:, -1] + 1
     out = np.empty_like(ring)
-    for r in range(ring.shape[0]):  # rows may span different numbers of units: fold each on its own
-        first = np.r_[True, u[r, 1:] != u[r, :-1]]
-        idx = np.cumsum(first) - 1                       # the unit's place along the line, 0..m-1
-        place = np.empty(idx[-1] + 1, dtype=np.int64)
-        place[fold_order(idx[-1] + 1)] = np.arange(idx[-1] + 1)
-        out[r] = ring[r, np.argsort(place[idx], kind="stable")]
+    for units in np.unique(m):  # rows spanning the same number of units fold alike (usually all of them)
+        rows = np.flatnonzero(m == units)
+        place = np.empty(units, dtype=np.int64)
+        place[fold_order(int(units))] = np.arange(units)
+        key = place[idx[rows]]
+        out[rows] = np.take_along_axis(ring[rows], np.argsort(key, axis=1, kind="stable"), 1)
     return out
 
 
