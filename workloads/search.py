@@ -170,7 +170,8 @@ def memory_ladder(sm: StepModel, par: Parallelism, *, zero_fixed: bool = False,
 #: Screened step times within this share of the ``confirm``-th best are confirmed too: a near-tie the analytic
 #: screen cannot order.  Before, of mixtral-8x22b's two best k-hop layouts at 576 GPUs, screened alike (34.06 %
 #: MFU, 1 ms apart), the simulator's faster (32.0 % against 31.5 %) was left fourth and never re-timed.  1 % is
-#: about the analytic backend's error against the simulator on one collective (tests/workloads/test_comm.py).
+#: the analytic backend's agreement with the simulator on one ring (tests/workloads/test_comm.py); where the screen
+#: errs more (an EP all-to-all on the k-hop line: up to 9 % optimistic), ``--confirm`` re-times more candidates.
 SCREEN_TIE = 0.01
 
 
