@@ -175,6 +175,11 @@ def parse_dp(text: str) -> int | None:
     v = int(t)
     if v < 1:
         raise FabricError("--dp", f"{text!r} must be a whole number >= 1 or 'max'")
+    # bounded as --tp, --pp and --count are (a str flag, so cli.validate's gpus rule never saw it): 10**30 got
+    # to the solver's job check and was refused as 'must be a whole number >= 1', which it is
+    from fabric import limits
+
+    limits.check("gpus", v, "--dp", "a DP group holds at least one GPU")
     return v
 
 

@@ -1,0 +1,34 @@
+"""Bad and unusual inputs found by the third edge probe (branch probe3).
+
+Each case: exit status 2, one ``error:`` line naming the flag or file field and what is allowed, no traceback,
+nothing written -- or, for a valid input, the command works.  The docstring of each test says what the tool
+did before.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cli.test_edges import one_error
+
+HUGE = "1" + "0" * 30
+
+
+# ------------------------------------------------------------------------------------------------ --dp bound
+def test_orchestrate_dp_past_the_gpus_limit_names_the_limit(run_cli):
+    """`orchestrate --dp 10**30` (a str flag, unseen by the gpus rule of --tp/--pp/--count) reached the job
+    check and was refused as '10**30 must be a whole number >= 1 or max', which it is."""
+    rc, _, err = run_cli("orchestrate", "--gpus", "64", "--tp", "8", "--dp", HUGE, "--node-fault-ratio", "0.1",
+                         "--json")
+    line = one_error(rc, err, "--dp", "limit")
+    assert "whole number" not in line
+
+
+def test_sweep_orchestrator_dp_past_the_gpus_limit_is_refused_when_the_spec_is_read(run_cli, tmp_path):
+    """A spec's `orchestrator: {dp: 10**30}` passed the spec check; every point then failed (exit 1)."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text("gpus: 64\narchitectures: [{name: khop-ring}]\nworkloads: [{name: w, tp: 8}]\n"
+                    f"faults: {{ratios: [0.1]}}\nmetrics: [{{orchestrator: {{dp: {HUGE}}}}}]\n")
+    rc, _, err = run_cli("sweep", spec, "--out", tmp_path / "out")
+    one_error(rc, err, "s.yaml:metrics[0].orchestrator.dp", "limit")
+    assert not (tmp_path / "out").exists()
