@@ -32,3 +32,18 @@ def test_sweep_orchestrator_dp_past_the_gpus_limit_is_refused_when_the_spec_is_r
     rc, _, err = run_cli("sweep", spec, "--out", tmp_path / "out")
     one_error(rc, err, "s.yaml:metrics[0].orchestrator.dp", "limit")
     assert not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------- too few GPUs for the fixed architectures
+@pytest.mark.parametrize("args", [
+    ("compare", "--gpus", "1"),
+    ("compare", "--gpus", "12"),
+    ("faults-table", "--gpus", "8", "--tp", "8", "--samples", "1"),
+    ("orchestrate-table", "--gpus", "8", "--tp", "8", "--dp", "1", "--samples", "1", "--trace", ""),
+])
+def test_too_few_gpus_for_the_reference_architectures_gives_no_range_of_k_as_gpus(run_cli, args):
+    """`compare --gpus 1` said 'error: --gpus: k=2 reaches past the only node; allowed: 1', and --gpus 12
+    'allowed: 1..2': the k-hop ring's range of k, read as the range of --gpus (1 was just refused)."""
+    rc, _, err = run_cli(*args, "--json")
+    line = one_error(rc, err, "--gpus", "give a larger --gpus")
+    assert "allowed" not in line
