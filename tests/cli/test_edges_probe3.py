@@ -47,3 +47,18 @@ def test_too_few_gpus_for_the_reference_architectures_gives_no_range_of_k_as_gpu
     rc, _, err = run_cli(*args, "--json")
     line = one_error(rc, err, "--gpus", "give a larger --gpus")
     assert "allowed" not in line
+
+
+# ------------------------------------------------------------------------------- integer lists: too many digits
+@pytest.mark.parametrize("args,flag", [
+    (("simulate", "dgx", "--gpus", "16", "--collective", "all-reduce", "--size", "1MiB", "--ranks",
+      "0-" + "9" * 20), "--ranks"),
+    (("orchestrate", "--gpus", "64", "--tp", "8", "--dp", "2", "--tor-map", "9" * 23 + ",0" * 15), "--tor-map"),
+    (("orchestrate", "--gpus", "64", "--tp", "8", "--dp", "2", "--faulty-nodes", "1" * 22), "--faulty-nodes"),
+])
+def test_a_whole_number_of_too_many_digits_is_called_too_large(run_cli, args, flag):
+    """A 20-digit rank was refused as 'cannot read ...; give GPU indices like 0,1,2', a 23-digit ToR id as 'is not
+    a ToR id (whole numbers >= 0)': both false of a whole number >= 0 (the lists read at most 18 digits)."""
+    rc, _, err = run_cli(*args, "--json")
+    line = one_error(rc, err, flag, "too large", "18 digits")
+    assert "cannot read" not in line and "is not a" not in line
