@@ -7,6 +7,8 @@ did before.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.cli.test_edges import one_error
@@ -62,3 +64,31 @@ def test_a_whole_number_of_too_many_digits_is_called_too_large(run_cli, args, fl
     rc, _, err = run_cli(*args, "--json")
     line = one_error(rc, err, flag, "too large", "18 digits")
     assert "cannot read" not in line and "is not a" not in line
+
+
+# ----------------------------------------------------------------------------------- a catalog's $0 HBD parts
+FREE_NVL_HBD = ("components:\n"
+                "  nvlink_switch_tray: {price_usd: {value: \"$0\", source: \"assumed: already owned\"}}\n"
+                "  nvl_copper_spine: {price_usd: {value: \"$0\", source: \"assumed: already owned\"}}\n")
+
+
+def test_compare_with_a_free_nvl72_hbd_has_no_ratio_to_it(run_cli, tmp_path):
+    """`compare --catalog` pricing NVL-72's switch trays and copper spine at $0 ended in a ZeroDivisionError
+    traceback (exit 1); the ratio to NVL-72 is now null (the table shows '-') and the rest is printed."""
+    cat = tmp_path / "cat.yaml"
+    cat.write_text(FREE_NVL_HBD)
+    rc, out, err = run_cli("compare", "--gpus", "576", "--catalog", cat, "--json")
+    assert rc == 0, err
+    rows = json.loads(out)["rows"]
+    assert all(r["hbd_capex_vs_nvl72"] is None for r in rows)
+    assert any(r["hbd_capex_per_gpu_usd"] > 0 for r in rows)
+    rc, out, err = run_cli("compare", "--gpus", "576", "--catalog", cat)
+    assert rc == 0 and "Traceback" not in err, err
+
+
+def test_cost_versus_a_free_hbd_is_refused_naming_versus(run_cli, tmp_path):
+    """`cost khop-ring --versus nvl-72` with NVL-72's HBD parts at $0 divided by it: a traceback, exit 1."""
+    cat = tmp_path / "cat.yaml"
+    cat.write_text(FREE_NVL_HBD)
+    rc, _, err = run_cli("cost", "khop-ring", "--gpus", "576", "--catalog", cat, "--versus", "nvl-72", "--json")
+    one_error(rc, err, "--versus", "$0")
