@@ -92,3 +92,39 @@ def test_cost_versus_a_free_hbd_is_refused_naming_versus(run_cli, tmp_path):
     cat.write_text(FREE_NVL_HBD)
     rc, _, err = run_cli("cost", "khop-ring", "--gpus", "576", "--catalog", cat, "--versus", "nvl-72", "--json")
     one_error(rc, err, "--versus", "$0")
+
+
+def _free_catalog(tmp_path):
+    """Every part of the shipped catalog at $0 and 0 W (a valid catalog: prices and powers are >= 0)."""
+    import re
+    from pathlib import Path
+
+    import fabric
+
+    text = (Path(fabric.__file__).parent / "data" / "catalog.yaml").read_text()
+    text = re.sub(r'price_usd: \{value: "[^"]*"', 'price_usd: {value: "$0"', text)
+    text = re.sub(r"power_w: \{value: [0-9.]+W", "power_w: {value: 0W", text)
+    path = tmp_path / "free.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_goodput_of_a_free_cluster_has_no_per_dollar_or_per_mw_figures(run_cli, tmp_path):
+    """goodput with every part at $0 and 0 W divided tokens/s by the capex: ZeroDivisionError traceback, exit 1."""
+    cat = _free_catalog(tmp_path)
+    args = ("goodput", "dgx", "--gpus", "64", "--model", "llama3-8b", "--comm", "analytic", "--catalog", cat)
+    rc, out, err = run_cli(*args, "--json", "--no-series")
+    assert rc == 0, err
+    data = json.loads(out)
+    assert data["tokens_per_s_per_musd"] is None and data["tokens_per_s_per_mw"] is None
+    assert data["model_pflops_per_musd"] is None and data["effective_tokens_per_s"] > 0
+    rc, out, err = run_cli(*args)
+    assert rc == 0 and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("extra", [(), ("--table",)])
+def test_rl_of_a_free_cluster_is_refused_naming_the_catalog(run_cli, tmp_path, extra):
+    """rl (samples/s per $M is what it compares) with a $0 cluster: ZeroDivisionError traceback, exit 1."""
+    cat = _free_catalog(tmp_path)
+    rc, _, err = run_cli("rl", "--model", "llama3-8b", "--comm", "analytic", "--catalog", cat, *extra, "--json")
+    one_error(rc, err, "--catalog", "$0")
