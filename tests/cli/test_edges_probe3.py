@@ -128,3 +128,32 @@ def test_rl_of_a_free_cluster_is_refused_naming_the_catalog(run_cli, tmp_path, e
     cat = _free_catalog(tmp_path)
     rc, _, err = run_cli("rl", "--model", "llama3-8b", "--comm", "analytic", "--catalog", cat, *extra, "--json")
     one_error(rc, err, "--catalog", "$0")
+
+
+# -------------------------------------------------------------------------------- one design or workload twice
+@pytest.mark.parametrize("doc,field,words", [
+    ({"gpus": [63, 64], "architectures": [{"name": "dgx"}], "metrics": ["cost"]},
+     "study.yaml:gpus", "63 and 64 GPUs both build dgx at 64"),
+    ({"architectures": [{"name": "dgx", "gpus": 63}, {"name": "dgx", "label": "b", "gpus": 64}], "metrics": ["cost"]},
+     "study.yaml:architectures[1]", "repeats a design of architectures[0]"),
+    ({"gpus": 64, "architectures": [{"name": "dgx"}], "workloads": [{"name": "a", "tp": 8}, {"name": "b", "tp": 8}],
+      "metrics": ["faults"]}, "study.yaml:workloads[1]", "repeats workload a"),
+])
+def test_a_spec_that_runs_one_design_twice_is_refused(doc, field, words):
+    """gpus [63, 64] built dgx at 64 GPUs twice (two rows 'dgx 64', alike to the dollar), and so did one design at
+    63 and 64 in two entries; workloads a and b of the same tp and params ran every point twice.  The spec
+    already refused the same design under two labels."""
+    from cli.study.spec import parse_study
+    from fabric.errors import FabricError
+
+    with pytest.raises(FabricError) as exc:
+        parse_study(doc)
+    assert exc.value.field == field and words in exc.value.message, str(exc.value)
+
+
+def test_gpu_counts_that_build_different_sizes_are_kept():
+    """The check compares built sizes: 64 and 72 GPUs are two DGX designs (8 and 9 nodes)."""
+    from cli.study.spec import parse_study
+
+    study = parse_study({"gpus": [64, 72], "architectures": [{"name": "dgx"}], "metrics": ["cost"]})
+    assert sorted(p.gpus for p in study.points) == [64, 72]
