@@ -157,3 +157,17 @@ def test_gpu_counts_that_build_different_sizes_are_kept():
 
     study = parse_study({"gpus": [64, 72], "architectures": [{"name": "dgx"}], "metrics": ["cost"]})
     assert sorted(p.gpus for p in study.points) == [64, 72]
+
+
+def test_report_of_a_free_study_does_not_blame_the_rebuild(run_cli, tmp_path):
+    """A study whose catalog prices every part at $0: the report said 'Cost by component: the designs could not be
+    rebuilt from the study spec' -- they were rebuilt; every part just costs nothing."""
+    cat = _free_catalog(tmp_path)
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"gpus: 64\ncatalog: {cat}\narchitectures: [{{name: dgx}}]\nmetrics: [cost]\n")
+    rc, _, err = run_cli("sweep", spec, "--out", tmp_path / "out", "--workers", "1", "--json")
+    assert rc == 0, err
+    rc, _, err = run_cli("report", tmp_path / "out", "--out", tmp_path / "r.html")
+    assert rc == 0, err
+    note = next(ln for ln in err.splitlines() if "Cost by component" in ln)
+    assert "no design has a priced part" in note
