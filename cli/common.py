@@ -13,6 +13,7 @@ import numpy as np
 import typer
 
 from fabric.catalog import Catalog
+from fabric.checks import shown
 from fabric.errors import FabricError
 from fabric.model import Fabric
 from topologies import build
@@ -108,6 +109,9 @@ def parse_int_list(text: str, field: str, bad: str, *, ranges: bool = False, emp
             raise FabricError(field, f"empty item in {text!r}; give comma-separated values without blanks")
         lo, sep, hi = part.partition("-") if ranges else (part, "", "")
         if not (_DIGITS.match(lo) and (not sep or _DIGITS.match(hi))):
+            if all(x.isascii() and x.isdigit() for x in ((lo, hi) if sep else (lo,))):  # whole numbers, too long:
+                # the format's 'cannot read' / 'is not a ToR id (whole numbers >= 0)' was false of them
+                raise FabricError(field, f"{shown(part)} is too large: at most {_MAX_DIGITS} digits a value")
             raise FabricError(field, bad.format(part=part))
         if sep:
             a, b = int(lo), int(hi)
@@ -125,7 +129,8 @@ def parse_int_list(text: str, field: str, bad: str, *, ranges: bool = False, emp
 
 
 #: ASCII digits only: ``\d`` also matches other scripts' digits ('١' was read as GPU 1, while --gpus refuses it)
-_DIGITS = re.compile(r"^[0-9]{1,18}$")
+_MAX_DIGITS = 18
+_DIGITS = re.compile(rf"^[0-9]{{1,{_MAX_DIGITS}}}$")
 
 
 def check_writable_file(path: Path, field: str, inputs: dict[str, Any] | None = None) -> None:
@@ -175,6 +180,11 @@ def parse_dp(text: str) -> int | None:
     v = int(t)
     if v < 1:
         raise FabricError("--dp", f"{text!r} must be a whole number >= 1 or 'max'")
+    # bounded as --tp, --pp and --count are (a str flag, so cli.validate's gpus rule never saw it): 10**30 got
+    # to the solver's job check and was refused as 'must be a whole number >= 1', which it is
+    from fabric import limits
+
+    limits.check("gpus", v, "--dp", "a DP group holds at least one GPU")
     return v
 
 

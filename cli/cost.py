@@ -41,6 +41,9 @@ def cost_command(
         other = cost_of(vfab, cat)
         data["versus"] = {"architecture": versus, "params": vparams, **{k: v for k, v in other.to_dict().items()
                                                                           if k != "breakdown"}}
+        if not other.metric("hbd_capex_per_gpu_usd") > 0:  # a catalog's $0 parts: ZeroDivisionError, exit 1
+            raise FabricError("--versus", f"{versus}'s HBD costs $0 per GPU with this catalog, so the HBD capex "
+                                          "ratio is undefined; compare with an architecture whose HBD has a price")
         data["hbd_capex_ratio"] = report.metric("hbd_capex_per_gpu_usd") / other.metric("hbd_capex_per_gpu_usd")
     if sensitivity:
         data["sensitivity"] = price_sensitivity(report, other, swing=swing)
@@ -113,7 +116,8 @@ def compare_command(
         t.add_column(col, justify="left" if col == "architecture" else "right")
     for r in rows:
         t.add_row(r["label"], f"{r['gpus']:,}", f"${r['hbd_capex_per_gpu_usd']:,.0f}",
-                  f"{r['hbd_power_per_gpu_w']:,.1f}", f"{r['hbd_capex_vs_nvl72']:.2f}",
+                  f"{r['hbd_power_per_gpu_w']:,.1f}",
+                  "-" if r["hbd_capex_vs_nvl72"] is None else f"{r['hbd_capex_vs_nvl72']:.2f}",
                   f"${r['dcn_capex_per_gpu_usd']:,.0f}", f"${r['capex_per_gpu_usd']:,.0f}",
                   f"{r['power_per_gpu_w']:,.0f}")
     console().print(t)

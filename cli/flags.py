@@ -88,4 +88,9 @@ def flag_for(field: str, command: str, options: set[str]) -> str:
 def on_command(exc: FabricError, command: str, options: set[str]) -> FabricError:
     """``exc`` with its field named as ``command``'s flag (see :func:`flag_for`)."""
     field = flag_for(exc.field, command, options)
+    if field == "--gpus" and exc.field.startswith("params") and command in FIXED_ARCHITECTURES:
+        # the parameter's own range ('k=3 must be at most nodes-1 = 2 ...; allowed: 1..2') read as the range
+        # of --gpus, and `compare --gpus 1` was refused with 'allowed: 1'
+        why = exc.message.split("; allowed:")[0]
+        return FabricError(field, f"too few GPUs to build every reference architecture ({why}); give a larger --gpus")
     return exc if field == exc.field else FabricError(field, exc.message)

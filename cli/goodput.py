@@ -135,8 +135,10 @@ def _print(d: dict) -> None:
     t.add_row("effective throughput", f"{d['effective_tokens_per_s']:,.0f} tokens/s, "
                                       f"{d['effective_model_flops_per_s'] / 1e15:,.1f} model PFLOP/s")
     t.add_row("goodput ratio", f"{100 * d['goodput_ratio']:.2f} %")
-    t.add_row("per $M of capex", f"{d['tokens_per_s_per_musd']:,.1f} tokens/s ({d['capex_usd'] / 1e6:,.1f} $M)")
-    t.add_row("per MW", f"{d['tokens_per_s_per_mw']:,.0f} tokens/s ({d['power_w'] / 1e6:,.2f} MW)")
+    per_musd, per_mw = d["tokens_per_s_per_musd"], d["tokens_per_s_per_mw"]  # None for a $0 (0 W) cluster
+    t.add_row("per $M of capex", f"{'-' if per_musd is None else f'{per_musd:,.1f}'} tokens/s "
+                                 f"({d['capex_usd'] / 1e6:,.1f} $M)")
+    t.add_row("per MW", f"{'-' if per_mw is None else f'{per_mw:,.0f}'} tokens/s ({d['power_w'] / 1e6:,.2f} MW)")
     t.add_row("interruptions / placements / regrows / rebalances",
               f"{d['interruptions']} / {d['placements']} / {d['regrows']} / {d['rebalances']}")
     rp = d["re_placements"]

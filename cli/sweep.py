@@ -13,7 +13,8 @@ A point whose topology or metric fails is written too, with ``status =
 on stderr.  ``--resume`` counts such a point as done (``--overwrite`` retries
 everything).  Bad input (spec, flags, output folder) exits 2 before anything
 is written.  Ctrl-C (exit 130) and SIGTERM (a scheduler's time limit, ``kill``; exit 143) stop it the same
-way: the pool is cancelled, the finished batches stay whole on disk, and one line says to ``--resume``.
+way: the pool is stopped (running batches are killed; --resume redoes them), the finished batches stay whole
+on disk, and one line says to ``--resume``.
 
 ``fabric results DIR`` prints the comparison table of a sweep folder, or its
 rows (``--rows``), as a table, CSV or JSON.  ``--sql`` runs a DuckDB statement

@@ -234,7 +234,7 @@ def cost_table(entries, catalog: Catalog) -> list[dict]:
     ----------
     entries : iterable of (label, Fabric)
         Fabrics built at (about) equal GPU count; the one labelled ``nvl-72``
-        is the reference of ``hbd_capex_vs_nvl72`` (None without it).
+        is the reference of ``hbd_capex_vs_nvl72`` (None without it, or when its HBD costs $0).
     catalog : Catalog
 
     Returns
@@ -254,6 +254,8 @@ def cost_table(entries, catalog: Catalog) -> list[dict]:
             "power_per_gpu_w": r.metric("power_per_gpu_w"),
         })
     ref = next((r for r in rows if r["label"] == "nvl-72"), None)
+    # a catalog may price NVL-72's HBD parts at $0 (it ended in ZeroDivisionError): no ratio to it then
+    ref = ref if ref is not None and ref["hbd_capex_per_gpu_usd"] > 0 else None
     for r in rows:
         r["hbd_capex_vs_nvl72"] = r["hbd_capex_per_gpu_usd"] / ref["hbd_capex_per_gpu_usd"] if ref else None
     return rows

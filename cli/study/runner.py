@@ -143,9 +143,40 @@ class LocalRunner:
                 for fut in done:
                     on_done(pending.pop(fut), fut.result())
         except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
+            _stop_pool(pool)
             raise
         pool.shutdown(wait=True)
+
+
+#: Seconds the driver waits for killed workers and the pool's manager thread to end (they take milliseconds).
+STOP_WAIT_S = 10.0
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop ``pool`` now, on Ctrl-C, SIGTERM or an error of the driver: cancel what waits, kill what runs.
+
+    A batch that was running is lost; nothing of it was written (the driver writes a batch when it is done)
+    and ``--resume`` redoes it.  The pool used to be left to finish its running batches at the interpreter's
+    exit; a second Ctrl-C there (a user's, or ``timeout -s INT``'s copy to the process group) broke into
+    that join with a traceback, and the driver then waited for ever on workers nobody told to stop.  The
+    workers ignore SIGINT and SIGTERM (:func:`_watch_driver`), so they are killed; further signals are
+    ignored for the moment this takes.
+    """
+    main = threading.current_thread() is threading.main_thread()  # Python sets handlers from there only
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
+    try:
+        workers = list((getattr(pool, "_processes", None) or {}).values())
+        manager = getattr(pool, "_executor_manager_thread", None)
+        pool.shutdown(wait=False, cancel_futures=True)
+        for w in workers:
+            w.kill()
+        for w in workers:
+            w.join(STOP_WAIT_S)
+        if manager is not None:  # it sees the workers gone and ends; the exit's join then finds nothing to wait for
+            manager.join(STOP_WAIT_S)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 class DaskRunner:

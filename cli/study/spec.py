@@ -259,6 +259,7 @@ def _workloads(value: Any, where: _Where, prefix: tuple = ()) -> list[tuple[Work
     items = _list(value, where(*prefix, "workloads"), "workloads ({name, tp, params})")
     out: list[tuple[Workload, str]] = []
     seen: set[Workload] = set()
+    named: dict[tuple, str] = {}  # (tp, params) -> the workload's name: one workload under two names is run twice
     for i, item in enumerate(items):
         f = where(*prefix, "workloads", i)
         _mapping(item, f, WORKLOAD_KEYS, required=("name",))
@@ -272,6 +273,10 @@ def _workloads(value: Any, where: _Where, prefix: tuple = ()) -> list[tuple[Work
             w = Workload(name, tp, tuple(sorted(params.items())))
             if w in seen:
                 raise FabricError(f, f"repeats an earlier workload ({name}, tp={tp})")
+            other = named.setdefault((tp, w.params), name)
+            if other != name:  # the rows of both names were alike, computed twice (architectures refuse the same)
+                raise FabricError(f, f"{name} (tp={tp}) repeats workload {other} (the same tp and params) under "
+                                     "another name; give each workload once")
             seen.add(w)
             out.append((w, f"{f}.tp"))
     return out
@@ -476,11 +481,19 @@ def _architectures(value: Any, where: _Where, top_gpus: list[int] | None) -> lis
             except FabricError as exc:  # per-value checks passed, so this is a combination check
                 raise FabricError(f, exc.message) from None
             vlabel = " ".join([label] + [f"{k}={given[k]}" for k in varying])
+            built_from: dict[int, int] = {}  # GPUs built -> the GPU count asked for
             for n in gpus:
-                _check_size(name, n, {**preset, **given}, f"{f}.gpus" if "gpus" in entry else where("gpus"))
-                key = (arch.name, json.dumps(resolved, sort_keys=True), n)
+                gpus_field = f"{f}.gpus" if "gpus" in entry else where("gpus")
+                _check_size(name, n, {**preset, **given}, gpus_field)
+                built = _built_gpus(arch, resolved, n)
+                if built in built_from:  # [63, 64] for dgx: two rows 'dgx 64' of one design, alike to the dollar
+                    raise FabricError(gpus_field, f"{built_from[built]:,} and {n:,} GPUs both build {vlabel} at "
+                                                  f"{built:,} GPUs (whole units): one design twice; give one of them")
+                built_from[built] = n
+                key = (arch.name, json.dumps(resolved, sort_keys=True), built)
                 if key in seen:
-                    raise FabricError(f, f"{vlabel} at {n} GPUs repeats a design of architectures[{seen[key]}]")
+                    at = f"{n:,} GPUs" + (f" (built: {built:,})" if built != n else "")
+                    raise FabricError(f, f"{vlabel} at {at} repeats a design of architectures[{seen[key]}]")
                 other = labelled.setdefault((vlabel, n), key)
                 if other != key:  # the comparison and `results` group rows by label: two designs would be averaged
                     raise FabricError(f, f"label {vlabel!r} at {n} GPUs also names another design, of "
@@ -489,6 +502,17 @@ def _architectures(value: Any, where: _Where, top_gpus: list[int] | None) -> lis
                 out.append({"architecture": name, "family": arch.name, "label": vlabel, "gpus": n,
                             "given": tuple(sorted(given.items())), "resolved": resolved, "workloads": workloads})
     return out
+
+
+def _built_gpus(arch, resolved: dict[str, Any], gpus: int) -> int:
+    """GPUs the family builds for ``gpus`` (rounded up to whole units), or ``gpus`` if its size is not known yet.
+
+    A parameter problem of the closed-form size is left to the point's own build, which says why.
+    """
+    try:
+        return int(arch.size(resolved, gpus, load_catalog()).gpus)
+    except (FabricError, ValueError, ArithmeticError):
+        return gpus
 
 
 def _check_points(n: int, field: str) -> None:

@@ -347,9 +347,10 @@ def build_report(data: ReportData):
         "Cost by scope: no design has a cost (no cost metric, or every point failed).")
     add(_stacked_plot(data.component_costs, "Capex per GPU by component", "component"),
         "Capex per GPU of every component of the bill of materials.",
-        "Cost by component: the designs could not be rebuilt from the study spec.")
+        # a catalog of $0 parts leaves nothing to stack: the note blamed the rebuild, which had worked
+        "Cost by component: no design has a priced part, or the designs could not be rebuilt from the study spec.")
     add(_tornado_plot(data), "Each assumed (unsourced) price moved alone; the diamond is the shipped value.",
-        "Tornado: no design uses an assumed price, or the designs could not be rebuilt.")
+        "Tornado: no design has an assumed price that moves its cost, or the designs could not be rebuilt.")
     parts.append(Div(text="<h2>Comparison (means over seeds)</h2>"))
     table = _table(data)
     table.name = "report-table"

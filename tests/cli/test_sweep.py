@@ -445,6 +445,41 @@ def test_sigterm_mid_study_stops_like_ctrl_c_and_resume_completes(tmp_path, run_
     assert ids.is_unique and len(ids) == 200
 
 
+def test_ctrl_c_twice_mid_batch_stops_at_once_without_a_traceback(tmp_path):
+    """Ctrl-C twice (or `timeout -s INT`, whose signal reaches the driver twice) while batches ran.
+
+    The driver left the pool to finish its running batches at the interpreter's exit; the second SIGINT broke
+    into that join ('Exception ignored ... KeyboardInterrupt' with a traceback) and the driver then waited for
+    ever on idle workers.  Now the running batches are killed (``--resume`` redoes them) and it exits at once.
+    """
+    spec = write_spec(tmp_path, {**KILL_SPEC, "seeds": list(range(20)), "metrics": [{"noop": {"sleep_s": 3}}],
+                                 "batch_size": 1})
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-c", "from cli.app import entry; entry()", "sweep", str(spec), "--out", str(out),
+           "--workers", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not batch_files(out) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.5)  # the next batches are running
+        children = _children(proc.pid)
+        for _ in range(2):
+            os.killpg(proc.pid, signal.SIGINT)
+            time.sleep(0.2)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode in (130, -signal.SIGINT), err  # a shell shows both as 130
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert any(ln.startswith("interrupted; finished batches are in") for ln in err.splitlines()), err
+    _wait_gone(children)
+    assert 1 <= len(batch_files(out)) < 20
+
+
 def _children(pid: int) -> list:
     try:
         import psutil

@@ -72,8 +72,10 @@ def summarise(timeline: FaultTimeline, shape: JobShape, ledger: Ledger, *, healt
         "healthy_tokens_per_s": healthy_tokens_per_s, "effective_tokens_per_s": eff_tokens,
         "effective_model_flops_per_s": eff_tokens * flops_per_token,
         "goodput_ratio": useful / (G * T),
-        "tokens_per_s_per_musd": eff_tokens / (capex_usd / 1e6), "tokens_per_s_per_mw": eff_tokens / (power_w / 1e6),
-        "model_pflops_per_musd": eff_tokens * flops_per_token / 1e15 / (capex_usd / 1e6),
+        # None where a catalog prices (or powers) every part at 0: the division ended in a ZeroDivisionError
+        "tokens_per_s_per_musd": eff_tokens / (capex_usd / 1e6) if capex_usd > 0 else None,
+        "tokens_per_s_per_mw": eff_tokens / (power_w / 1e6) if power_w > 0 else None,
+        "model_pflops_per_musd": eff_tokens * flops_per_token / 1e15 / (capex_usd / 1e6) if capex_usd > 0 else None,
         "capex_usd": capex_usd, "power_w": power_w,
         "gpu_hours_ideal": G * T / 3600.0, "gpu_hours_useful": useful / 3600.0, "gpu_hours_lost": lost,
         "interruptions": ledger.interruptions, "placements": ledger.placements, "regrows": ledger.regrows,

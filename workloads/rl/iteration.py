@@ -244,6 +244,9 @@ def evaluate_rl(fabric: Fabric, model: ModelSpec, cfg: RLConfig, catalog: Catalo
         notes.append("one pod: the OCS between aggregation and core carries no traffic (use more GPUs or a "
                      "smaller -p k)")
     capex = cost_of(fabric, cat).capex_usd
+    if not capex > 0:  # samples/s per $M is what RL compares: a free cluster ended in a ZeroDivisionError
+        raise FabricError("catalog", f"prices every part of the {fabric.architecture} cluster at $0, so samples/s "
+                                     "per $M is undefined; give the parts a price")
     sps = cfg.samples / iteration if iteration > 0 else float("inf")
     details = {
         "pools": {"train_gpus": int(train_devs.size), "gen_gpus": int(gen_devs.size),
