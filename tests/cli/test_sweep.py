@@ -416,14 +416,8 @@ def test_sigterm_mid_study_stops_like_ctrl_c_and_resume_completes(tmp_path, run_
     """
     spec = write_spec(tmp_path, KILL_SPEC)
     out = tmp_path / "out"
-    cmd = [sys.executable, "-c", "from cli.app import entry; entry()", "sweep", str(spec), "--out", str(out),
-           "--workers", "2"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path, text=True,
-                            start_new_session=True)
+    proc = _sweep_in_its_own_group(spec, out, tmp_path)
     try:
-        deadline = time.monotonic() + 60
-        while not batch_files(out) and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
         children = _children(proc.pid)
         os.killpg(proc.pid, signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
@@ -455,14 +449,8 @@ def test_ctrl_c_twice_mid_batch_stops_at_once_without_a_traceback(tmp_path):
     spec = write_spec(tmp_path, {**KILL_SPEC, "seeds": list(range(20)), "metrics": [{"noop": {"sleep_s": 3}}],
                                  "batch_size": 1})
     out = tmp_path / "out"
-    cmd = [sys.executable, "-c", "from cli.app import entry; entry()", "sweep", str(spec), "--out", str(out),
-           "--workers", "2"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path, text=True,
-                            start_new_session=True)
+    proc = _sweep_in_its_own_group(spec, out, tmp_path)
     try:
-        deadline = time.monotonic() + 60
-        while not batch_files(out) and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
         time.sleep(0.5)  # the next batches are running
         children = _children(proc.pid)
         for _ in range(2):
@@ -478,6 +466,19 @@ def test_ctrl_c_twice_mid_batch_stops_at_once_without_a_traceback(tmp_path):
     assert any(ln.startswith("interrupted; finished batches are in") for ln in err.splitlines()), err
     _wait_gone(children)
     assert 1 <= len(batch_files(out)) < 20
+
+
+def _sweep_in_its_own_group(spec, out, cwd) -> subprocess.Popen:
+    """`fabric sweep SPEC --out OUT --workers 2` in a process group of its own (signals go to the whole group, as
+    `timeout` and schedulers send them), returned once its first batch is on disk (or after 60 s)."""
+    cmd = [sys.executable, "-c", "from cli.app import entry; entry()", "sweep", str(spec), "--out", str(out),
+           "--workers", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not batch_files(out) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return proc
 
 
 def _children(pid: int) -> list:
