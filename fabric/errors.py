@@ -23,6 +23,13 @@ class FabricError(ValueError):
         super().__init__(f"{field}: {message}")
 
 
+class LimitError(FabricError):
+    """A request over a resource limit (:mod:`fabric.limits`): too large for this machine's limits, not malformed.
+
+    A caller that tries many candidates (the configuration search) may drop the one refused and go on.
+    """
+
+
 class ComputeError(RuntimeError):
     """A computation failed for a reason other than bad input (a solver error, every point of a table failed).
 

@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass, fields, replace
 from typing import Iterator
 
-from fabric.errors import FabricError
+from fabric.errors import FabricError, LimitError
 
 #: Bytes per device or link of a built Fabric (measured, see the module docstring).
 BYTES_PER_ELEMENT = 300
@@ -133,8 +133,8 @@ def check(name: str, estimate: float, field: str, what: str = "") -> None:
     if not (estimate <= limit):  # also refuses NaN
         shown = _fmt(name, estimate)
         how = f" ({what})" if what else ""
-        raise FabricError(field, f"needs about {shown} {name}{how}, over the limit of {_fmt(name, limit)}; "
-                                 f"raise it with `fabric --limit {name}=N ...` if the machine has room")
+        raise LimitError(field, f"needs about {shown} {name}{how}, over the limit of {_fmt(name, limit)}; "
+                                f"raise it with `fabric --limit {name}=N ...` if the machine has room")
 
 
 def check_memory_per(count: float, unit: str, per_bytes: int, field: str, what: str) -> None:

@@ -40,7 +40,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from fabric.errors import FabricError
+from fabric.errors import FabricError, LimitError
 from workloads.comm import analytic_comm_time
 from workloads.parallelism import Parallelism, divisors, validate
 from workloads.placement import usable_gpus
@@ -175,6 +175,23 @@ def memory_ladder(sm: StepModel, par: Parallelism, *, zero_fixed: bool = False,
 SCREEN_TIE = 0.01
 
 
+def _confirm(chosen: list) -> tuple[list, tuple]:
+    """Re-time ``chosen`` (screened result, step model, switches raised) with each step model's own backend,
+    fastest first.  A candidate the backend refuses as over a resource limit is dropped, not the whole search
+    (the simulator's ring steps of one candidate can pass the ``memory`` limit where the others fit); if every
+    one is refused, the first refusal is raised.  Returns the timed ones and (first dropped, its message) or ()."""
+    timed, dropped = [], []
+    for r, step, raised in chosen:
+        try:
+            timed.append((step.evaluate(r.parallelism, check=False), step, raised))
+        except LimitError as exc:
+            dropped.append((r, exc))
+    if not timed and dropped:
+        raise dropped[0][1]
+    timed.sort(key=lambda x: (x[0].step_time_s, x[0].parallelism.label()))
+    return timed, (dropped[0][0], dropped[0][1].message, len(dropped)) if dropped else ()
+
+
 def _tie_cut(screened: list, confirm: int) -> float:
     """The ``confirm``-th best screened step time (s) widened by :data:`SCREEN_TIE`: what may still be confirmed."""
     return sorted(r.step_time_s for r, _, _ in screened)[min(confirm, len(screened)) - 1] * (1 + SCREEN_TIE)
@@ -257,16 +274,20 @@ def search(sm: StepModel, global_batch: int, *, fixed: dict[str, Any] | None = N
             break
         screened.append((screen_of(step).evaluate(par, check=False), step, raised))
     screened.sort(key=lambda x: (x[0].step_time_s, x[0].parallelism.label()))
+    too_large: tuple = ()
     if screen_backend is None:
         top = screened[:confirm]
     else:
         cut = _tie_cut(screened, confirm)
         chosen = [x for i, x in enumerate(screened) if i < confirm or (i < 2 * confirm and x[0].step_time_s <= cut)]
-        top = sorted(((step.evaluate(r.parallelism, check=False), step, raised) for r, step, raised in chosen),
-                     key=lambda x: (x[0].step_time_s, x[0].parallelism.label()))
+        top, too_large = _confirm(chosen)
     notes = [f"screened {len(screened)} of {len(pool)} fitting candidates with the "
              f"{getattr(screen_of(sm).backend, 'name', 'custom')} backend; the best {len(top)} re-timed with "
              f"{sm.backend_name}"]
+    if screen_backend is not None and too_large:
+        notes.append(f"{too_large[2]} of the best screened candidates were too large to re-time under the "
+                     f"resource limits and were dropped ({too_large[0].parallelism.label()}: {too_large[1]}); "
+                     "raise the limit named to time them")
     n_raised = sum(1 for _, _, _, raised in pool if raised)
     if n_raised:
         notes.append(f"{n_raised} of the {len(pool)} fitting candidates fit only with memory switches raised "

@@ -73,3 +73,28 @@ def test_near_ties_of_the_screen_are_confirmed_too(sm, monkeypatch):
     monkeypatch.setattr(search_mod, "SCREEN_TIE", -0.5)  # nothing beyond the confirm-th
     narrow = search(sm, 64, confirm=1, screen_backend=blind)
     assert narrow.confirmed == 1 and res.best.step_time_s <= narrow.best.step_time_s
+
+
+def test_a_candidate_too_large_to_simulate_is_dropped_not_the_search(dgx64):
+    """The simulator refuses a candidate whose ring steps pass the `memory` limit (its DP group of 64 ranks on 8
+    channels: 512 step flows x ~800 B), while the other candidates fit.  The search raised that refusal and
+    stopped (`mfu --search` was refused mid-search); now it drops the candidate, says so in its notes, and keeps
+    the fastest of those it could time; when every confirmed candidate is refused, the refusal is raised."""
+    from fabric import limits
+    from fabric.errors import LimitError
+    from workloads import comm
+
+    sm = StepModel(dgx64, load_model("llama3-8b"))
+    comm.clear_cache()  # fitted collectives are shared process-wide: time them under the limit
+    token = limits.set_limits(limits.parse_limits(["memory=400KB"]))
+    try:
+        res = search(sm, 64, confirm=8)
+        assert res.best is not None and all(r.parallelism.dp * r.parallelism.cp < 64 for r in res.top)
+        assert res.best.step_time_s == min(r.step_time_s for r in res.top)
+        assert any("too large to re-time under the resource limits and were dropped" in n for n in res.notes)
+        comm.clear_cache()
+        with pytest.raises(LimitError, match="^channels: needs about"):
+            search(sm, 64, confirm=3)  # the three best screened all hold a DP x CP group of 64 ranks
+    finally:
+        limits.reset(token)
+        comm.clear_cache()
