@@ -191,8 +191,8 @@ def analytic_comm_time(fabric: Fabric, kind: str, groups: np.ndarray, nbytes: fl
         return 0.0
     v = _cached_view(fabric)
     comp = hbd_components(fabric)
-    options = plans(fabric, kind, g, float(nbytes))
-    chosen = [plan(fabric, kind, g, float(nbytes), schedule)] if schedule is not None else options.values()
+    options = plans(fabric, kind, g, float(nbytes))  # once: each schedule's phases come from the one dict
+    chosen = [_pick(options, schedule)] if schedule is not None else options.values()
     return min(sum(NCCL_BASE_LATENCY + _phase_time(v, comp, ph) for ph in phases) for phases in chosen)
 
 
@@ -338,7 +338,11 @@ def plan_direct(kind: str, groups: np.ndarray, nbytes: float) -> list[Phase]:
 
 def plan(fabric: Fabric, kind: str, groups: np.ndarray, nbytes: float, schedule: str | None = None) -> list[Phase]:
     """The phases of one schedule of :func:`plans` (``schedule``; by default the first: the flat ring)."""
-    options = plans(fabric, kind, groups, nbytes)
+    return _pick(plans(fabric, kind, groups, nbytes), schedule)
+
+
+def _pick(options: dict[str, list[Phase]], schedule: str | None) -> list[Phase]:
+    """The phases of ``schedule`` among ``options`` (the first if None)."""
     if schedule is None:
         return next(iter(options.values()))
     if schedule not in options:
