@@ -23,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from fabric.sim.csr import unique_sorted
+
 # Arcs whose fill ratio is within this relative distance of the minimum saturate together
 # (exact ties in exact arithmetic can differ in the last bits).
 TIE_RTOL = 1e-12
@@ -106,7 +108,7 @@ def max_min_rates_csr(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
         sat = pos[ratio <= delta * (1.0 + TIE_RTOL)]
         cap_rem[sat] = 0.0
         ent = by_arc[_ranges(arc_ptr[sat], arc_ptr[sat + 1])]
-        hit = np.unique(row[ent[loaded[ent]]])
+        hit = _distinct_flows(row[ent[loaded[ent]]], n_flows)
         newly = hit[unfrozen[hit]]
         rate[newly] = level
         unfrozen[newly] = False
@@ -117,6 +119,20 @@ def max_min_rates_csr(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
         if not unfrozen.any():
             break
     return rate
+
+
+def _distinct_flows(ids: np.ndarray, n_flows: int) -> np.ndarray:
+    """The distinct flow ids in ``ids`` (each in ``0 .. n_flows - 1``), ascending.
+
+    Not ``np.unique``: numpy 2.3+ answers it from a hash table, 30-200x slower than a sort on 10^5-10^6 ids
+    (measured with numpy 2.4: 0.66 s for 10^6 ids, 16 s of a 38 s tree all-reduce over 8,192 TPUv4 chips).
+    A mark per flow costs one pass over the flows, so it is taken when the ids are many, a sort otherwise.
+    """
+    if ids.size * 16 < n_flows:
+        return unique_sorted(ids)
+    mark = np.zeros(n_flows, dtype=bool)
+    mark[ids] = True
+    return np.flatnonzero(mark)
 
 
 def _ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:

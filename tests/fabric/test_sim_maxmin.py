@@ -93,3 +93,12 @@ def test_many_bottleneck_levels_stay_linear():
 def test_flow_without_arcs_is_infinite():
     R = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 0.0]]))
     assert max_min_rates(R, np.array([5.0, 5.0])).tolist() == [5.0, np.inf]
+
+
+@pytest.mark.parametrize("size", [0, 5, 300, 5000])
+def test_distinct_flows_is_numpy_unique(size):
+    """The frozen-flow set of one level: np.unique's answer by a sort (few ids) or a mark per flow (many)."""
+    from fabric.sim.maxmin import _distinct_flows
+
+    ids = np.random.default_rng(size).integers(0, 1000, size)
+    assert _distinct_flows(ids, 1000).tolist() == np.unique(ids).tolist()
