@@ -26,7 +26,8 @@ from fabric.sim.hierarchical import hierarchical_flow_count, hierarchical_step, 
 from fabric.sim.lumping import LUMP_MIN_FLOWS, Lumped, lump, unique_ints
 from fabric.sim.maxmin import max_min_rates_csr
 from fabric.sim.nccl import NCCL_PROTOCOLS, candidates, channel_count, nccl_model, ring_channel_count, nvls_factor, nvls_tree_factor, \
-    sharp_factor, time_broadcast, time_nvls, time_nvls_tree, time_ring, time_sharp, time_tree, with_protocol
+    sharp_factor, time_broadcast, time_nvls, time_nvls_tree, time_ring, time_sharp, time_tree, tuner_prefers_tree, \
+    with_protocol
 from fabric.sim.results import CollectiveResult, CollectivesResult, LinkLoads, SimResult
 from fabric.sim.routing import ECMP_MODES, NoRoute, RouteTable, compute_routes
 from fabric.sim.steps import STEP_MIN_FLOWS, ideal_ring_by_step, ideal_ring_step_count
@@ -484,9 +485,21 @@ class Simulator:
         best = None
         algos = list(candidates(c0.name, c0.resolved_algorithm, nvls, n, sharp, nvls_tree, proto))
         self._check_step_flows(c0, algos, devices)
+        # ring or tree: NCCL's tuner decides between them by its own model, not by which is faster on the
+        # graph (a tree over two nodes moves half the ring's network bytes, yet NCCL runs the ring there)
+        tuned = (c0.resolved_algorithm == Algorithm.AUTO and not c0.ideal and Algorithm.RING in algos
+                 and Algorithm.TREE in algos)
+        loser = None
         for algo in algos:
+            if algo == loser:
+                continue
             for run in self._nccl_runs(c0, algo, proto, devices, members, n_tags, (nvls, sharp, nvls_tree), model,
                                        ecmp, seed, method):
+                if tuned and algo == Algorithm.RING and run.method.startswith("step"):
+                    tree = self._tuner_prefers_tree(c0, devices, run, model)
+                    loser = Algorithm.RING if tree else Algorithm.TREE
+                    if tree:
+                        continue
                 if best is None or run.finish_of_tag[members].max() < best.finish_of_tag[members].max():
                     best = run
         if best is None:
@@ -495,6 +508,18 @@ class Simulator:
                                            "several such domains with equal ranks in each; sharp needs several HBD "
                                            "domains on DCN switches that reduce)")
         return best
+
+    def _tuner_prefers_tree(self, c0: Collective, devices: np.ndarray, ring: "_Run", model) -> bool:
+        """NCCL's tuner's choice of a tree over the ``ring`` just timed (:func:`fabric.sim.nccl.tuner_prefers_tree`),
+        with the ring's Simple bus bandwidth from its step: each step moves ``S / (n C)`` per channel flow in
+        ``tx`` seconds, so the bus bandwidth is ``S / (n tx)``."""
+        n = devices.shape[1]
+        tx = float((ring.tx_end - ring.release).max())
+        if not tx > 0:
+            return False
+        busbw = float(c0.size) / (n * tx)
+        protocols = NCCL_PROTOCOLS if c0.resolved_protocol == Protocol.AUTO else (c0.resolved_protocol,)
+        return tuner_prefers_tree(model, self.fabric, devices[0], float(c0.size), busbw, ring.channels, protocols)
 
     def _check_step_flows(self, c0, algos, devices: np.ndarray) -> None:
         """:meth:`_step_channels` of every candidate that :meth:`_nccl_runs` times from a ring or tree step, before

@@ -63,8 +63,12 @@ chain's step latencies once) gives the time.
 Algorithm and protocol choice (``auto``)
 ----------------------------------------
 NCCL's tuner predicts every (algorithm, protocol) time and takes the fastest.
-Here the simulator times the candidates on the real graph and takes the
-fastest: all-reduce tries ring, tree (double binary tree) and, on an NVLink
+Between ring and tree the simulator asks NCCL's own model
+(:func:`tuner_prefers_tree`, fed the ring's simulated bus bandwidth): NCCL
+runs the ring for large buffers on a few nodes even where the tree would be
+faster on the graph (two nodes), and the tree for small buffers and at scale.
+The rest it times on the real graph and takes the
+fastest: all-reduce tries that ring or tree and, on an NVLink
 switch domain whose switch chips do in-network reduction (catalog
 ``nvls_factor``), NVLS, or across several such domains NCCL's NVLS tree;
 SHARP on DCN switches that reduce; each with LL, LL128 and Simple (NVLS,
@@ -72,10 +76,11 @@ NVLS tree and SHARP: Simple).  NVLS: every GPU sends its buffer into the
 switch chips and reads the reduced result back, so each GPU moves ``S`` each
 way instead of the ring's ``2 (n-1)/n S``.
 
-Not modelled: NCCL runs small messages on fewer channels and threads
-(enqueue.cc) and corrects its tree bandwidth by size (tuning.cc
-``treeCorrectionFactor``); both make measured 1-64 KiB times longer than this
-model's (README, validation table).
+Not modelled in the simulated times: NCCL runs small messages on fewer
+channels and threads (enqueue.cc) and corrects its tree bandwidth by size
+(tuning.cc ``treeCorrectionFactor``, which only the ring-or-tree choice
+reads); both make measured 1-64 KiB times longer than this model's (README,
+validation table).
 """
 
 from __future__ import annotations
@@ -617,6 +622,115 @@ def _max_window(lat: np.ndarray, k: int) -> np.ndarray:
     cs = np.concatenate([np.zeros((G, C, 1)), np.cumsum(np.tile(lat, (1, 1, reps)), axis=2)], axis=2)
     win = cs[:, :, k:k + n] - cs[:, :, :n]
     return win.max(axis=(1, 2))
+
+
+# NCCL's tuner (src/graph/tuning.cc, v2.28: ncclTopoTuneModel, ncclTopoGetAlgoTime): the factors by which it
+# turns a ring's bus bandwidth into its prediction for a tree, and ring into algorithm bandwidth.  These are
+# NCCL's software model, not hardware figures; they decide which algorithm NCCL runs, not how fast it runs.
+TUNER_TREE_BUS = 0.92          # tree busBw = 0.92 x the graph's (Simple)
+TUNER_TREE_ALG = 0.5           # tree algBw = busBw / 2 (ring: nRanks / nsteps)
+TUNER_TREE_LL = 1 / 3.8        # tree LL busBw x 1/3.8, at most llMaxBw
+TUNER_TREE_LL128 = (7 / 9, 120 / 128)  # tree LL128 busBw factor on one node, on several
+TUNER_RING_LL = 0.5            # ring LL busBw x 0.5, at most llMaxBw
+TUNER_RING_LL128 = 0.92        # ring LL128 busBw x 0.92 (~120/128)
+TUNER_RING_PLATEAU = 1.4       # ring Simple all-reduce over several nodes: latency x 1.4 (1.9 before sm80)
+#: treeCorrectionFactor[protocol][log2(bytes / 64)] for 64 B to 256 MiB (LL, LL128, Simple); 1 above
+TUNER_TREE_CORRECTION = {
+    Protocol.LL: (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0),
+    Protocol.LL128: (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0,
+                     1.0),
+    Protocol.SIMPLE: (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9),
+}
+
+
+def tuner_times(model: NcclModel, size: float, n: int, nodes: int, ring_busbw: float, channels: int,
+                intra_path: int = HBD, protocols=NCCL_PROTOCOLS) -> dict:
+    """NCCL's own predicted time (seconds) of a ring and of a tree all-reduce, per protocol.
+
+    This is the tuner's model (tuning.cc ``ncclTopoTuneModel`` and ``ncclTopoGetAlgoTime``): latency from its
+    tables (the catalog's ``nccl_*`` entries), bandwidth from the ring's bus bandwidth ``ring_busbw`` (bytes/s,
+    Simple; the simulator's, where NCCL uses its topology search's) scaled by NCCL's per-algorithm factors.
+    NCCL runs the (algorithm, protocol) it predicts fastest; it predicts a tree's bus bandwidth at 0.92 of the
+    ring's and halves it into algorithm bandwidth, so for large buffers it always prefers the ring, even where a
+    tree would move fewer bytes over the network (two nodes).  Left out: the per-channel caps
+    (``perChMax*Bw``, by GPU generation), which only lower the tree's prediction further.
+
+    Parameters
+    ----------
+    size : float
+        Bytes per rank.
+    n, nodes : int
+        Ranks, and the nodes (HBD domains) they span.
+    ring_busbw : float
+        The ring's bus bandwidth with the Simple protocol, bytes/s.
+    channels : int
+        The ring's channels (NCCL's plateau rule reads bytes per channel and rank).
+    intra_path : int
+        Path code of a step inside a node (:data:`HBD` or :data:`PCIE`).
+    protocols : sequence of str
+
+    Returns
+    -------
+    dict
+        ``{(algorithm, protocol): seconds}`` for ring and tree.
+    """
+    out = {}
+    nsteps = 2 * (n - 1)
+    n_inter = 2 * (nodes - 1) if nodes > 1 else 0
+    ppn = n / nodes
+    levels = int(np.floor(np.log2(nodes))) if nodes > 1 else 0
+    log_size = int(np.floor(np.log2(size / 64))) if size >= 64 else -1
+    llmax = float(model.ll_max_busbw[min(nodes, 3) - 1])
+    for p in protocols:
+        if p not in NCCL_PROTOCOLS:
+            continue
+        # ring
+        intra = float(model.ring_step[p][intra_path])
+        if nodes > 1:
+            intra = max(intra, float(model.net_overhead[p]))
+        inter = float((model.ring_step if ppn > 1 else model.tree_step)[p][NETWORK])
+        lat = model.base_latency[p] + (nsteps - n_inter) * intra + n_inter * inter
+        if p == Protocol.SIMPLE and nodes > 1 and size / (channels * n) >= 64:
+            lat *= TUNER_RING_PLATEAU
+        bus = ring_busbw if p == Protocol.SIMPLE else (
+            min(llmax, ring_busbw * TUNER_RING_LL) if p == Protocol.LL else ring_busbw * TUNER_RING_LL128)
+        out[(Algorithm.RING, p)] = lat + size / (bus * n / nsteps)
+        # tree
+        lat = model.tree_base_latency[p] + 2 * ((ppn - 1) * float(model.tree_step[p][intra_path])
+                                                + levels * float(model.tree_step[p][NETWORK]))
+        bus = ring_busbw * TUNER_TREE_BUS
+        if p == Protocol.LL:
+            bus = min(bus * TUNER_TREE_LL, llmax)
+        elif p == Protocol.LL128:
+            bus *= TUNER_TREE_LL128[nodes > 1]
+        alg = bus * TUNER_TREE_ALG
+        if 0 <= log_size < len(TUNER_TREE_CORRECTION[p]):
+            alg *= TUNER_TREE_CORRECTION[p][log_size]
+        out[(Algorithm.TREE, p)] = lat + size / alg
+    return out
+
+
+def tuner_prefers_tree(model: NcclModel, fabric: Fabric, devices: np.ndarray, size: float, ring_busbw: float,
+                       channels: int, protocols=NCCL_PROTOCOLS) -> bool:
+    """Whether NCCL's tuner runs a tree rather than a ring for this all-reduce (:func:`tuner_times`).
+
+    ``devices``: one group's ranks; nodes are its HBD domains, and a step inside one is PCIe only where the
+    group's intra-domain hops all are.
+    """
+    rows = domain_rows(fabric, devices)
+    n = int(devices.size)
+    intra_path = HBD
+    pairs = [(devices[r[:-1]], devices[r[1:]]) for r in rows if r.size > 1]
+    if pairs:
+        codes = path_codes(fabric, np.concatenate([a for a, _ in pairs]), np.concatenate([b for _, b in pairs]))
+        if np.all(codes == PCIE):
+            intra_path = PCIE
+    t = tuner_times(model, size, n, len(rows), ring_busbw, channels, intra_path, protocols)
+    if not t:  # no NCCL protocol asked (the ideal flow model): no tuner
+        return False
+    ring = min(v for (a, _), v in t.items() if a == Algorithm.RING)
+    tree = min(v for (a, _), v in t.items() if a == Algorithm.TREE)
+    return tree < ring
 
 
 SIMPLE_ONLY = (Algorithm.NVLS, Algorithm.NVLS_TREE, Algorithm.SHARP)
