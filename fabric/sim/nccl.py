@@ -609,7 +609,11 @@ def ll_max_busbw(fabric: Fabric, devices: np.ndarray, model: NcclModel) -> float
     (tuning.cc ``llMaxBws``), which binds from a few KiB up and sets how an
     LL collective grows with size.  Nodes are HBD domains here.
     """
-    nodes = len(domain_rows(fabric, devices))
+    return ll_max_busbw_of(model, len(domain_rows(fabric, devices)))
+
+
+def ll_max_busbw_of(model: NcclModel, nodes: int) -> float:
+    """NCCL's ``llMaxBw`` (bytes/s) for a communicator over ``nodes`` nodes: one, two, or more."""
     return float(model.ll_max_busbw[min(nodes, 3) - 1])
 
 
@@ -680,14 +684,14 @@ def tuner_times(model: NcclModel, size: float, n: int, nodes: int, ring_busbw: f
     ppn = n / nodes
     levels = int(np.floor(np.log2(nodes))) if nodes > 1 else 0
     log_size = int(np.floor(np.log2(size / 64))) if size >= 64 else -1
-    llmax = float(model.ll_max_busbw[min(nodes, 3) - 1])
+    llmax = ll_max_busbw_of(model, nodes)
+    # a ring step inside a node, and the network path that makes its floor apply (none on one node)
+    ring_paths = np.array([intra_path, NETWORK if nodes > 1 else intra_path])
     for p in protocols:
         if p not in NCCL_PROTOCOLS:
             continue
         # ring
-        intra = float(model.ring_step[p][intra_path])
-        if nodes > 1:
-            intra = max(intra, float(model.net_overhead[p]))
+        intra = float(ring_step_latency(np.zeros(2), ring_paths, model, p)[0])
         inter = float((model.ring_step if ppn > 1 else model.tree_step)[p][NETWORK])
         lat = model.base_latency[p] + (nsteps - n_inter) * intra + n_inter * inter
         if p == Protocol.SIMPLE and nodes > 1 and size / (channels * n) >= 64:
