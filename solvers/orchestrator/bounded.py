@@ -31,6 +31,10 @@ the rings within two blocks (their solutions are placements, their own
 bounds are not used), and a placement of theirs that reaches the bound is
 optimal all the same.
 
+Where no line-DP bound is had (no three-block view, or its first pass spends its share of the time: a
+closed line of short blocks, every wrap state tried), the slot bound of
+:mod:`solvers.orchestrator.slot_bound` is stated instead of the trivial 0.
+
 Anything else (``blocks-single``: :mod:`~solvers.orchestrator.single_group`;
 lines where a ring could hop over a whole block, the explicit model) goes
 straight to :func:`solvers.orchestrator.run.run_ilp`.
@@ -42,6 +46,7 @@ import time
 from dataclasses import replace
 
 from solvers.orchestrator.encode import encode_blocks
+from solvers.orchestrator.explicit_bounded import slot_bound, with_slot_bound
 from solvers.orchestrator.extract import extract_blocks
 from solvers.orchestrator.jobs import Job
 from solvers.orchestrator.line_bound import PackedBound, packed_bound
@@ -141,11 +146,18 @@ def run_bounded(space: SlotSpace, jobs: list[Job], greedy: Placement, options: S
     def full(start, opts):
         return run_ilp(space, jobs, start, opts, budget, build_full, encode_blocks, extract_blocks)
 
+    def without_line_bound():
+        # no line-DP bound (no view of the longer rings, or its first pass overran its share): the slot bound
+        # (milliseconds, any ring shape, open or closed) is still proven, so the gap stated is never the trivial 1
+        lb = slot_bound(space, job)
+        res = full(greedy, replace(options, known_bound=max(lb, options.known_bound or 0.0)))
+        return with_slot_bound(res, lb, unit_bytes)
+
     view, options_of = blocks, tor_options
     if not blocks.exact:
         three = three_block_view(blocks, space.healthy, space.tor)
         if three is None:
-            return full(greedy, options)
+            return without_line_bound()
         view, options_of = three
     t1 = time.perf_counter()
     try:
@@ -155,7 +167,7 @@ def run_bounded(space: SlotSpace, jobs: list[Job], greedy: Placement, options: S
         pb = None
     t_bound = time.perf_counter() - t1
     if pb is None:
-        return full(greedy, options)
+        return without_line_bound()
     note = (f"optimality proved by the line-DP lower bound ({pb.bound} slot crossings, {pb.iterations} pricing "
             "rounds; solvers/orchestrator/line_bound.py)")
     if _close_enough(warm, pb.bound, options.gap_rel):  # the warm start is within the gap asked for

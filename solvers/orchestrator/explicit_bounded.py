@@ -29,7 +29,7 @@ from solvers.orchestrator.result import OrchestrationResult
 from solvers.orchestrator.retile import retile
 from solvers.orchestrator.run import Budget, run_ilp, warm_start_result
 from solvers.orchestrator.slot_bound import tor_count_bound
-from solvers.orchestrator.space import Line
+from solvers.orchestrator.space import Line, SlotSpace
 from solvers.orchestrator.traffic import placement_traffic
 from solvers.pulp_adapter import SolveOptions, SolveReport, relative_gap
 
@@ -38,7 +38,17 @@ RETILE_SHARE = 0.5  # of the time left: the search over spare nodes (measured: 1
 TOL = 1e-6
 
 
-def _with_bound(res: OrchestrationResult, bound: float, unit: float) -> OrchestrationResult:
+def slot_bound(space: SlotSpace, job: Job) -> float:
+    """The slot bound (slot crossings) of one job from each ToR's healthy nodes, for any wiring, open or closed.
+
+    Milliseconds (:func:`~solvers.orchestrator.slot_bound.tor_count_bound`); valid for any placement of the
+    job's rings, so it also floors the bound where a stronger one (the line DP) is not had in time.
+    """
+    per_tor = np.bincount(space.tor[space.healthy], minlength=space.n_tors)
+    return tor_count_bound(per_tor, job.tp // space.g, job.dp, job.count)
+
+
+def with_slot_bound(res: OrchestrationResult, bound: float, unit: float) -> OrchestrationResult:
     """``res`` with ``bound`` (slot crossings) as a proven bound; ``optimal`` when its cost reaches it."""
     if res.traffic is None or not unit:
         return res
@@ -65,11 +75,9 @@ def run_explicit_bounded(line: Line, jobs: list[Job], greedy: Placement, options
                          build, encode, extract) -> OrchestrationResult:
     """The explicit orchestration of one PP = 1 job with the slot bound first (module docstring)."""
     job = jobs[0]
-    m = job.tp // line.space.g
     unit, _, _ = unit_costs(jobs, line.space.g)
     t1 = time.perf_counter()
-    per_tor = np.bincount(line.space.tor[line.space.healthy], minlength=line.space.n_tors)
-    lb = tor_count_bound(per_tor, m, job.dp, job.count)
+    lb = slot_bound(line.space, job)
     t_bound = time.perf_counter() - t1
     # same rings, never dearer: a better incumbent for any wiring, within a share of the time left
     greedy = regroup(greedy, line.space, budget=budget.share(REGROUP_SHARE))
@@ -90,7 +98,7 @@ def run_explicit_bounded(line: Line, jobs: list[Job], greedy: Placement, options
     else:
         opts = replace(options, known_bound=max(lb, options.known_bound or 0.0))
         res = run_ilp(line.space, jobs, greedy, opts, budget, build, encode, extract)
-    res = _with_bound(res, lb, unit)
+    res = with_slot_bound(res, lb, unit)
     if retiled is not None:
         res.notes.append(f"warm start: spare nodes moved and rings cut anew by a seeded search, {retiled[0]:g} -> "
                          f"{retiled[1]:g} slot crossings (solvers/orchestrator/retile.py)")
