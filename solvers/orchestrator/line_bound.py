@@ -70,6 +70,8 @@ class LineBound:
         Rings the line may leave unused (``d`` at the start).
     items : list of int
         Pooled items of each size (index 1..D-1) on the path.
+    wrap : int
+        The state id the path starts and ends in (the wrap boundary's on a closed line; 0 on an open one).
     """
 
     bound: float
@@ -77,6 +79,7 @@ class LineBound:
     options: list[list[Option]]
     slack: int
     items: list[int]
+    wrap: int = 0
 
 
 def _contrib(op: Option, D: int) -> int:
@@ -259,7 +262,8 @@ def _suffix(choices: list, T: int, S: int, end: int) -> np.ndarray:
     return suf
 
 
-def line_bound(blocks: Blocks, D: int, C: int, budget=None, item_cost=None, prepared=None) -> LineBound | None:
+def line_bound(blocks: Blocks, D: int, C: int, budget=None, item_cost=None, prepared=None,
+               wraps=None) -> LineBound | None:
     """The lower bound of the module docstring for ``C`` groups of ``D`` rings (None: no path).
 
     The forward pass holds, at each boundary, the least cost of every
@@ -280,6 +284,9 @@ def line_bound(blocks: Blocks, D: int, C: int, budget=None, item_cost=None, prep
         Price of a pooled item of each size (index 0 unused; default 0).
     prepared : Prepared, optional
         :func:`prepare` of the same blocks and ``D``.
+    wraps : collection of int, optional
+        Try only these wrap states (a closed line's pricing heuristic, :func:`packed_bound`): the least path
+        among them is a path, but **not** a lower bound unless every wrap state is tried (the default).
     """
     m = blocks.m
     if blocks.closed and 1 < blocks.T <= D:
@@ -290,6 +297,8 @@ def line_bound(blocks: Blocks, D: int, C: int, budget=None, item_cost=None, prep
     piece = np.asarray(piece)
     best = None
     for w, suf in P.ends:  # one end on an open line; every wrap state on a closed one
+        if wraps is not None and w not in wraps:
+            continue
         run = _forward(P, suf, w, D * C, ic, piece, budget)
         if run is not None and (best is None or run[2][w, 0] < best[0]):
             best = (run[2][w, 0], run, w, suf)
@@ -376,7 +385,7 @@ def _trace_back(P: Prepared, suf, w: int, layers, mids, last, ic, piece, split, 
             items[v] += 1
         s, d, target = int(ch.si[r]), int(dprev[j]), layer[ch.si[r], dprev[j]]
     items[0] = 0
-    return LineBound(float(last[w, 0]), choice, P.opts, slack, items)
+    return LineBound(float(last[w, 0]), choice, P.opts, slack, items, w)
 
 
 def restricted_options(lb: LineBound) -> list[list[Option]]:
@@ -424,6 +433,17 @@ class PackedBound:
     iterations: int
     converged: bool
     prices: tuple = ()
+
+
+# A closed line with more wrap states than this prices the wraps its master LP uses first (packed_bound)
+PARTIAL_PRICING_MIN_WRAPS = 4
+
+
+def _column(lb: LineBound, ic, pi, mu0: float, paths: list[LineBound], D: int) -> tuple[float, bool]:
+    """(the path's cost without the item prices ``ic``, whether it is a new column of negative reduced cost)."""
+    orig = lb.bound - sum(ic[v] * lb.items[v] for v in range(1, D))
+    red = orig - mu0 - sum(pi[v] * lb.items[v] for v in range(1, D))
+    return orig, red < -1e-7 and not any(p.items == lb.items and p.choice == lb.choice for p in paths)
 
 
 def _min_fill(pi, parts) -> float:
@@ -514,20 +534,35 @@ def packed_bound(blocks: Blocks, D: int, C: int, *, upper: float | None = None, 
         pi = [0.0] + list(lp.eqlin.marginals[1:])
         fill = _min_fill(pi, parts)
         ic = [0.0] + [-pi[v] + fill * v / D for v in range(1, D)]
-        try:
-            lb = line_bound(blocks, D, C, budget, item_cost=ic, prepared=prep)
-        except BudgetSpent:
-            break
-        if lb.bound > best:
-            best, best_ic = lb.bound, tuple(ic)
-        if upper is not None and np.ceil(best - 1e-6) >= upper:
-            break
-        orig = lb.bound - sum(ic[v] * lb.items[v] for v in range(1, D))
-        reduced = orig - float(lp.eqlin.marginals[0]) - sum(pi[v] * lb.items[v] for v in range(1, D))
-        if reduced >= -1e-7 or any(p.items == lb.items and p.choice == lb.choice for p in paths):
-            converged = True
-            break
-        paths.append(LineBound(orig, lb.choice, lb.options, lb.slack, lb.items))
+        def reduced_cost(lb):
+            return _column(lb, ic, pi, float(lp.eqlin.marginals[0]), paths, D)
+
+        lb = None
+        if len(prep.ends) > PARTIAL_PRICING_MIN_WRAPS:
+            # a closed line prices one pass per wrap state: first try only the wraps of the paths the master LP
+            # uses; a path of negative reduced cost among them is a column all the same.  Its cost is not a
+            # bound (not every wrap was tried): the bound moves only on full rounds, which also prove convergence
+            try:
+                part = line_bound(blocks, D, C, budget, item_cost=ic, prepared=prep,
+                                  wraps={p.wrap for p, wt in zip(paths, weights) if wt > 1e-9} or {paths[-1].wrap})
+            except BudgetSpent:
+                break
+            if part is not None and reduced_cost(part)[1]:
+                lb = part
+        if lb is None:
+            try:
+                lb = line_bound(blocks, D, C, budget, item_cost=ic, prepared=prep)
+            except BudgetSpent:
+                break
+            if lb.bound > best:
+                best, best_ic = lb.bound, tuple(ic)
+            if upper is not None and np.ceil(best - 1e-6) >= upper:
+                break
+            if not reduced_cost(lb)[1]:
+                converged = True
+                break
+        orig, _ = reduced_cost(lb)
+        paths.append(LineBound(orig, lb.choice, lb.options, lb.slack, lb.items, lb.wrap))
         costs.append(orig)
         weights.append(0.0)
     order = sorted(range(len(paths)), key=lambda j: -weights[j] if j < len(weights) else 0.0)

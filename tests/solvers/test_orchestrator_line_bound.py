@@ -395,3 +395,35 @@ def test_without_the_line_bound_in_time_the_slot_bound_is_stated(monkeypatch, cl
     assert res.model.startswith("blocks") and res.report.bound >= min(lb * unit, res.report.objective) - 1e-9
     assert res.report.bound <= best + 1e-9 <= res.traffic.cross_bytes + 1e-9
     assert any("slot by slot" in note for note in res.notes)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_closed_line_partial_pricing_reaches_the_same_bound(monkeypatch, seed):
+    """packed_bound on a closed line prices the wrap states its master LP uses first and runs a full round (one
+    pass per wrap state) only when they give no column.  The bound is taken on full rounds only and convergence
+    is proved by one, so at convergence it is the same Lagrangian dual as pricing every wrap every round: checked
+    against that, on lines where the partial rounds are used (counted)."""
+    import solvers.orchestrator.line_bound as lbm
+    rng = random.Random(seed)
+    n, npt, k, m, D = [(192, 12, 2, 2, 12), (256, 16, 2, 4, 8), (160, 16, 3, 4, 6), (256, 16, 2, 4, 8)][seed]
+    healthy = np.ones(n, bool)
+    healthy[rng.sample(range(n), rng.randint(5, 14))] = False
+    line = line_from_arrays(healthy, np.arange(n) // npt, k, 1, True)
+    job = resolved(line, Job(tp=m, dp=D, dp_bytes=1.0))
+    blocks = block_structure(line, m)
+    assert blocks is not None and job is not None
+    prep = lbm.prepare(blocks, D)
+    assert len(prep.ends) > lbm.PARTIAL_PRICING_MIN_WRAPS
+    real, partial = lbm.line_bound, []
+
+    def counting(*a, **kw):
+        partial.append(kw.get("wraps") is not None)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(lbm, "line_bound", counting)
+    fast = packed_bound(blocks, D, job.count, prepared=prep)
+    assert sum(partial) >= 1 and partial.count(False) < len(partial)
+    monkeypatch.setattr(lbm, "PARTIAL_PRICING_MIN_WRAPS", 10 ** 9)
+    every = packed_bound(blocks, D, job.count, prepared=prep)
+    assert fast.converged and every.converged
+    assert fast.bound == every.bound
