@@ -23,10 +23,11 @@ from fabric.trace import with_servers
 from solvers.orchestrator.bounded import run_bounded
 from solvers.orchestrator.domains import orchestrate_domains
 from solvers.orchestrator.encode import encode_blocks, encode_explicit
-from solvers.orchestrator.explicit_bounded import run_explicit_bounded
+from solvers.orchestrator.explicit_bounded import run_explicit_bounded, with_bound
 from solvers.orchestrator.extract import extract_blocks, extract_explicit
 from solvers.orchestrator.greedy import fault_unaware_placement, greedy_placement, tor_aware_placement
 from solvers.orchestrator.jobs import Job
+from solvers.orchestrator.jobs_bound import separate_jobs_bound
 from solvers.orchestrator.model import EXPLICIT_MAX_SLOTS, build_chosen, choose_model
 from solvers.orchestrator.model_explicit import unit_costs
 from solvers.orchestrator.jobs_run import run_jobs_blocks
@@ -122,7 +123,28 @@ def orchestrate_line(line: Line, jobs: list[Job], *, solver: str = "ilp", option
         res = _several(line, resolved, greedy, options, model, t0)
         if res is not None:
             return res
+        return _each_job_bounded(line, resolved, _ilp(line, resolved, _warm_start(line, resolved, greedy), options,
+                                                      model, t0), options, t0)
     return _ilp(line, resolved, _warm_start(line, resolved, greedy), options, model, t0)
+
+
+def _each_job_bounded(line: Line, jobs: list[Job], res: OrchestrationResult, options: SolveOptions,
+                      t0: float) -> OrchestrationResult:
+    """Several jobs left to the explicit model, not proved: the sum of each job's own bound (jobs_bound.py)."""
+    if res.status == "optimal" or res.traffic is None:
+        return res
+    budget = Budget(t0, options.time_limit)
+    if budget.spent():
+        return res
+    unit, _, _ = unit_costs(jobs, line.space.g)
+    bound = separate_jobs_bound(line, jobs, budget)
+    res = with_bound(res, bound, unit, "sum of the jobs' own bounds",
+                     f"lower bound {bound:g} units: each job's own line-DP (or slot) bound on the line alone, summed "
+                     "(solvers/orchestrator/jobs_bound.py)")
+    if res.status == "optimal":
+        res.termination = "optimal"
+    res.seconds["total"] = time.perf_counter() - t0
+    return res
 
 
 def _moves_bytes(jobs: list[Job], g: int) -> bool:

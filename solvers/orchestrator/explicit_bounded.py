@@ -50,6 +50,13 @@ def slot_bound(space: SlotSpace, job: Job) -> float:
 
 def with_slot_bound(res: OrchestrationResult, bound: float, unit: float) -> OrchestrationResult:
     """``res`` with ``bound`` (slot crossings) as a proven bound; ``optimal`` when its cost reaches it."""
+    return with_bound(res, bound, unit, "slot bound", f"lower bound {bound:g} slot crossings from each ToR's "
+                      "healthy nodes, slot by slot (solvers/orchestrator/slot_bound.py)")
+
+
+def with_bound(res: OrchestrationResult, bound: float, unit: float, label: str, note: str) -> OrchestrationResult:
+    """``res`` with ``bound`` (objective units: bytes / ``unit``) as a proven bound, named ``label`` in its notes
+    and explained by ``note`` (added when the bound is positive); ``optimal`` when its cost reaches it."""
     if res.traffic is None or not unit:
         return res
     cost = res.traffic.cross_bytes / unit
@@ -62,12 +69,11 @@ def with_slot_bound(res: OrchestrationResult, bound: float, unit: float) -> Orch
     res.report = replace(rep, bound=b, gap=relative_gap(rep.objective, b),
                          status="optimal" if optimal else rep.status)
     res.unit_bytes = unit
-    res.notes = [n.replace("with the trivial bound 0", f"with the slot bound {bound:g}") for n in res.notes]
+    res.notes = [n.replace("with the trivial bound 0", f"with the {label} {bound:g}") for n in res.notes]
     if optimal:
         res.status = "optimal"
     if bound > 0:
-        res.notes.append(f"lower bound {bound:g} slot crossings from each ToR's healthy nodes, slot by slot "
-                         "(solvers/orchestrator/slot_bound.py)")
+        res.notes.append(note)
     return res
 
 
