@@ -446,6 +446,22 @@ def _column(lb: LineBound, ic, pi, mu0: float, paths: list[LineBound], D: int) -
     return orig, red < -1e-7 and not any(p.items == lb.items and p.choice == lb.choice for p in paths)
 
 
+def _price(blocks: Blocks, D: int, C: int, budget, ic, prep: Prepared, paths: list[LineBound], weights: list[float],
+           reduced_cost) -> tuple[LineBound, bool]:
+    """The pricing step of :func:`packed_bound`: (a path at item costs ``ic``, whether every wrap state was tried).
+
+    A closed line prices one pass per wrap state: first only the wraps of the paths the master LP uses; a path
+    of negative reduced cost among them is a column all the same.  Its cost is not a bound (not every wrap was
+    tried): the bound moves only on full rounds, which also prove convergence.
+    """
+    if len(prep.ends) > PARTIAL_PRICING_MIN_WRAPS:
+        used = {p.wrap for p, wt in zip(paths, weights) if wt > 1e-9} or {paths[-1].wrap}
+        part = line_bound(blocks, D, C, budget, item_cost=ic, prepared=prep, wraps=used)
+        if part is not None and reduced_cost(part)[1]:
+            return part, False
+    return line_bound(blocks, D, C, budget, item_cost=ic, prepared=prep), True
+
+
 def _min_fill(pi, parts) -> float:
     """The cheapest way to fill one mixed group at item prices ``pi``: min over partitions of sum pi_v a_v."""
     return min(sum(pi[v] * a[v] for v in range(1, len(a)) if a[v]) for a in parts)
@@ -537,23 +553,11 @@ def packed_bound(blocks: Blocks, D: int, C: int, *, upper: float | None = None, 
         def reduced_cost(lb):
             return _column(lb, ic, pi, float(lp.eqlin.marginals[0]), paths, D)
 
-        lb = None
-        if len(prep.ends) > PARTIAL_PRICING_MIN_WRAPS:
-            # a closed line prices one pass per wrap state: first try only the wraps of the paths the master LP
-            # uses; a path of negative reduced cost among them is a column all the same.  Its cost is not a
-            # bound (not every wrap was tried): the bound moves only on full rounds, which also prove convergence
-            try:
-                part = line_bound(blocks, D, C, budget, item_cost=ic, prepared=prep,
-                                  wraps={p.wrap for p, wt in zip(paths, weights) if wt > 1e-9} or {paths[-1].wrap})
-            except BudgetSpent:
-                break
-            if part is not None and reduced_cost(part)[1]:
-                lb = part
-        if lb is None:
-            try:
-                lb = line_bound(blocks, D, C, budget, item_cost=ic, prepared=prep)
-            except BudgetSpent:
-                break
+        try:
+            lb, full = _price(blocks, D, C, budget, ic, prep, paths, weights, reduced_cost)
+        except BudgetSpent:
+            break
+        if full:
             if lb.bound > best:
                 best, best_ic = lb.bound, tuple(ic)
             if upper is not None and np.ceil(best - 1e-6) >= upper:
