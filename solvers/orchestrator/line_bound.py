@@ -393,6 +393,21 @@ def restricted_options(lb: LineBound) -> list[list[Option]]:
     return [[lb.options[t][i] for i in idx] for t, idx in enumerate(lb.choice)]
 
 
+# Above this many partitions of D the master LP is not built (packed_bound returns its zero-price line bound): it
+# lists them all, before any budget check, and they grow as exp(sqrt(D)): D = 64 has 1.7 M (17 s and 1.1 GB before
+# a 2 s limit was looked at), D = 96 1.2e8.  p(35) = 14,883 is below it; p(40) = 37,338 is above.
+MAX_PARTITIONS = 20_000
+
+
+def partition_count(D: int) -> int:
+    """How many partitions :func:`partitions` lists (multisets of sizes 1..D-1 summing to D), without listing them."""
+    ways = [1] + [0] * D
+    for v in range(1, D):
+        for total in range(v, D + 1):
+            ways[total] += ways[total - v]
+    return ways[D]
+
+
 def partitions(D: int) -> list[list[int]]:
     """Every way to fill one mixed group: multisets of item sizes in 1..D-1 summing to D, as counts per size."""
     out = []
@@ -511,10 +526,12 @@ def packed_bound(blocks: Blocks, D: int, C: int, *, upper: float | None = None, 
     if blocks.closed and 1 < blocks.T <= D:
         return None
     prep = prepared if prepared is not None else prepare(blocks, D, first_budget, options_of)
-    parts = partitions(D)
     first = line_bound(blocks, D, C, first_budget, prepared=prep)
     if first is None:
         return None
+    if partition_count(D) > MAX_PARTITIONS:  # no master LP over them all: the zero-price bound (still valid)
+        return PackedBound(int(np.ceil(first.bound - 1e-6)), [first], 0, False, (0.0,) * D)
+    parts = partitions(D)
     paths = [first]
     costs = [first.bound]
     best = first.bound

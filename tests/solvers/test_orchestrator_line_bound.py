@@ -427,3 +427,28 @@ def test_closed_line_partial_pricing_reaches_the_same_bound(monkeypatch, seed):
     every = packed_bound(blocks, D, job.count, prepared=prep)
     assert fast.converged and every.converged
     assert fast.bound == every.bound
+
+
+def test_partition_count_is_the_number_partitions_lists():
+    """partition_count by the coin-change recurrence; partitions by enumeration: the same numbers (p(D) - 1)."""
+    from solvers.orchestrator.line_bound import partition_count
+    assert [partition_count(d) for d in range(2, 21)] == [len(partitions(d)) for d in range(2, 21)]
+    assert partition_count(35) == 14_882 and partition_count(64) == 1_741_629  # p(35) - 1, p(64) - 1 (OEIS A000041)
+
+
+def test_a_large_dp_size_never_lists_its_partitions(monkeypatch):
+    """DP 64 (1.7 M partitions, which took 17 s and 1.1 GB before a 2 s limit was looked at): the master LP is
+    not built, the bound is the zero-price line bound (valid: every price vector gives one, zero included)."""
+    import solvers.orchestrator.line_bound as lbm
+
+    def never(D):
+        raise AssertionError(f"partitions({D}) listed")
+
+    monkeypatch.setattr(lbm, "partitions", never)
+    line = make_line(96, 16, 1, [5, 40, 41, 77])
+    blocks = block_structure(line, 1)
+    pb = lbm.packed_bound(blocks, 64, 1)
+    assert pb is not None and pb.iterations == 0 and not pb.converged
+    assert pb.bound == int(np.ceil(line_bound(blocks, 64, 1).bound - 1e-6))
+    res = orchestrate_line(line, [Job(tp=1, dp=64, dp_bytes=1.0)], options=SolveOptions(time_limit=30))
+    assert res.status in ("optimal", "feasible") and res.report.bound <= res.report.objective + 1e-9
