@@ -146,9 +146,12 @@ def read_link_loads(path: Path, n_links: int, ends=None) -> tuple[Optional[np.nd
                     raise FabricError(f"{path.name}:{k}", "must be a list of numbers, one per physical link")
                 if any(isinstance(x, bool) for x in doc[k]):
                     raise FabricError(f"{path.name}:{k}", "must be a list of numbers (true/false are not loads)")
+                big = next((i for i, x in enumerate(doc[k]) if isinstance(x, int) and abs(x) > MAX_LOAD), None)
+                if big is not None:  # an integer past a float's range was an OverflowError traceback
+                    raise FabricError(f"{field} {path.name}:{k}[{big}]", f"must be a number in [0, {MAX_LOAD:g}]")
                 try:
                     cols[k] = np.asarray(doc[k], dtype=float)
-                except (ValueError, TypeError):
+                except (ValueError, TypeError, OverflowError):
                     raise FabricError(f"{path.name}:{k}", "must be a list of numbers, one per physical link") \
                         from None
     if not cols:

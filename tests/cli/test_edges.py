@@ -359,6 +359,17 @@ def test_npz_link_loads_of_the_wrong_kind(run_cli, tmp_path, make, named):
     assert not (tmp_path / "v.html").exists()
 
 
+@pytest.mark.parametrize("key", ["bytes", "utilisation"])
+def test_json_link_loads_past_a_floats_range_are_refused(run_cli, tmp_path, key):
+    """An integer past a float's range (10**400) was an OverflowError traceback, exit 1; it is out of range."""
+    path = tmp_path / "loads.json"
+    path.write_text('{"%s": [0.5, %s]}' % (key, "1" + "0" * 400))
+    out = tmp_path / "v.html"
+    rc, _, err = run_cli("view", "dgx", "--gpus", "16", "--link-loads", path, "--out", out)
+    one_error(rc, err, "--link-loads", f"loads.json:{key}[1]")
+    assert not out.exists()
+
+
 def test_json_link_loads_of_booleans_are_refused(run_cli, tmp_path):
     path = tmp_path / "loads.json"
     path.write_text(json.dumps({"utilisation": [True] * _n_links()}))
