@@ -27,14 +27,14 @@ from fabric.model import Configuration, DeviceKind, Fabric, FabricBuilder, HBDKi
 from topologies import dgx
 from topologies.clos import (DCN_DRIVERS, aggs_per_pod, check_ratios, dcn_params, default_configuration, default_radix, even_spine_count, pods_of_tors_and_aggs,
                              split_ports)
-from topologies.params import Param
+from topologies.params import Param, positive
 from topologies.servers import add_gpu_nodes, add_nic_per_gpu, attach_gpus_to_clos, propagate_tor
 from topologies.size import Size, dcn_size, servers_size
 
 PARAMS = [
     Param("gpu", str, "h800", "GPU of the 8-GPU nodes", choices=tuple(dgx.VARIANTS)),
     Param("ocs", str, "ocs_palomar", "catalog id of the OCS"),
-    Param("nodes_per_rack", int, 4, "nodes per rack (assumed)"),
+    Param("nodes_per_rack", int, 4, "nodes per rack (assumed)", check=positive),
     Param("core_ratio", float, 1.0, "core-switch ports behind the OCS per aggregation uplink, 0..1 (rounded to whole "
           "uplinks): 1 = a full core (default circuits reproduce the fat-tree); below 1 the other uplinks are joined "
           "to other pods' aggregation switches directly by the OCS (0 = no core switches); a design knob",

@@ -520,3 +520,18 @@ def test_fp8_with_the_2021_runtime_is_refused(run_cli):
     rc, out, err = run_cli("mfu", "dgx", "--gpus", 64, "--model", "llama3-8b", "--tp", 8, "--runtime", "megatron-2021",
                            "--fp8", "--comm", "analytic")
     one_error(rc, err, "--fp8", "megatron-2021")
+
+
+@pytest.mark.parametrize("value", ["0", "-1"])
+@pytest.mark.parametrize("command", ["build", "cost"])
+def test_rfabric_nodes_per_rack_must_be_positive(run_cli, command, value):
+    """0 was taken (a numpy divide-by-zero warning, exit 0), -1 silently; dgx and khop-ring refused both."""
+    rc, _, err = run_cli(command, "rfabric", "--gpus", "64", "-p", f"nodes_per_rack={value}")
+    one_error(rc, err, "-p nodes_per_rack", "> 0")
+
+
+@pytest.mark.parametrize("value", ["4294967296", "-1"])
+def test_rl_seed_is_in_the_range_of_every_seed(run_cli, value):
+    """-p seed=4294967296 was taken (and changed the sample); every --seed is in [0, 2^32)."""
+    rc, _, err = run_cli("rl", "--model", "llama3-8b", "--gpus", "32", "--comm", "analytic", "-p", f"seed={value}")
+    one_error(rc, err, "-p seed", "4294967295")

@@ -28,6 +28,11 @@ def _ge(lo: float) -> Callable[[Any], str | None]:
     return lambda v: None if v >= lo else f"must be >= {lo:g}"
 
 
+def _seed(v) -> str | None:
+    """Seeds are in [0, 2^32) like every --seed (4294967296 was taken and changed the sample)."""
+    return None if 0 <= v <= 2**32 - 1 else "must be a whole number in 0..4294967295"
+
+
 def _between(lo: float, hi: float) -> Callable[[Any], str | None]:
     return lambda v: None if lo <= v <= hi else f"must be in [{lo:g}, {hi:g}]"
 
@@ -87,7 +92,7 @@ PARAMS: tuple[Param, ...] = (
             "covers the mirrors only)", check=_between(0.0, MAX_SECONDS)),
     RLParam("circuit_time_limit", float, 10.0, "seconds the circuit ILP may run per phase", "assumed",
             check=_between(0.01, MAX_SECONDS)),
-    RLParam("seed", int, 0, "seed of the output-length sample", "none", check=_ge(0)),
+    RLParam("seed", int, 0, "seed of the output-length sample", "none", check=_seed),
 )
 
 PARAMS_BY_NAME = {p.name: p for p in PARAMS}
