@@ -99,6 +99,10 @@ def mfu_command(
              "recompute": recompute, "sequence_parallel": sequence_parallel, "zero_stage": zero,
              "first_stage_layers": first_stage_layers, "last_stage_layers": last_stage_layers,
              "account_for_embedding": account_for_embedding or None, "account_for_loss": account_for_loss or None}
+    if not do_search and (pp or 1) == 1 and (account_for_embedding or account_for_loss):
+        # one pipeline stage holds the embedding and the loss anyway: the switch changed nothing, in silence
+        flag = "--account-for-embedding" if account_for_embedding else "--account-for-loss"
+        raise FabricError(flag, "counts a layer off the first or last pipeline stage: needs --pp > 1")
     if recompute is not None and recompute not in ("none", "selective", "full"):
         raise FabricError("--recompute", f"{recompute!r} not allowed; use none, selective or full")
     opts = dict(catalog=cat, search=do_search, global_batch=global_batch, seq_len=seq_len, runtime=runtime,

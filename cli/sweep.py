@@ -268,6 +268,8 @@ def results_command(
         raise FabricError("--columns", "picks the columns of --rows; add --rows (or pick columns in --sql)")
     if wide and (as_csv or as_json):
         raise FabricError("--wide", "widens the printed table; it does not combine with --csv or --json")
+    if wide and rows:  # --rows prints the row columns as they are: it printed the same with --wide, in silence
+        raise FabricError("--wide", "gives the comparison table its full titles; it does not combine with --rows")
     if query is not None and not query.strip():  # before reading the folder, as the other flags
         raise FabricError("--query", "empty; give a condition on the row columns, e.g. \"fault_ratio == 0.03\"")
     if not directory.is_dir():

@@ -535,3 +535,11 @@ def test_rl_seed_is_in_the_range_of_every_seed(run_cli, value):
     """-p seed=4294967296 was taken (and changed the sample); every --seed is in [0, 2^32)."""
     rc, _, err = run_cli("rl", "--model", "llama3-8b", "--gpus", "32", "--comm", "analytic", "-p", f"seed={value}")
     one_error(rc, err, "-p seed", "4294967295")
+
+
+@pytest.mark.parametrize("flag", ["--account-for-embedding", "--account-for-loss"])
+def test_mfu_account_for_a_stage_needs_a_pipeline(run_cli, flag):
+    """At pp 1 the one stage holds the embedding and the loss: the switch changed nothing and was taken in silence
+    (as --first-stage-layers is refused there)."""
+    rc, _, err = run_cli("mfu", "dgx", "--gpus", "64", "--model", "llama3-8b", "--comm", "analytic", "--tp", "8", flag)
+    one_error(rc, err, flag, "--pp > 1")

@@ -171,6 +171,13 @@ def test_wide_table_has_full_titles(study, run_cli):
     assert rc == 0 and "cross-ToR @3%" in stdout and "points" in stdout and "…" not in stdout
 
 
+def test_wide_does_not_combine_with_rows(study, run_cli):
+    """--rows prints the row columns as they are; with --wide it printed the same, the flag ignored in silence."""
+    rc, stdout, err = run_cli("results", study, "--rows", "--wide")
+    assert rc == 2 and stdout == "" and err.startswith("error: --wide") and "--rows" in err
+    assert len(err.strip().splitlines()) == 1
+
+
 # ------------------------------------------------------------------------------------------------ progress
 def test_progress_lines_when_not_a_terminal():
     """Off a terminal: one line per batch with done, failed, rate and an ETA from the rate so far."""
