@@ -211,7 +211,7 @@ def _ilp(line: Line, jobs: list[Job], greedy: Placement, options: SolveOptions, 
          t0: float) -> OrchestrationResult:
     job = jobs[0]
     big = prefer == "auto" and line.n > EXPLICIT_MAX_SLOTS  # small lines: the explicit model is exact and quick
-    if ((big or prefer == "blocks") and len(jobs) == 1 and job.pp > 1 and job.dp > 1 and not line.closed
+    if ((big or prefer == "blocks") and len(jobs) == 1 and job.pp > 1 and job.dp > 1
             and block_structure(line, job.tp // line.space.g, allow_short=True) is not None):
         # PP > 1 on ToR blocks: bounded through its DP groups alone (solvers/orchestrator/pipelined.py); the PP
         # bytes the chaining adds widen the gap, so the DP groups' run stops at half the gap asked for

@@ -77,7 +77,7 @@ def leftover_bound(line: Line, job: Job, budget: Budget) -> float | None:
     g, D = line.space.g, job.dp
     unit = g * 2.0 * (D - 1) / D * job.bytes_dp
     blocks = block_structure(line, job.tp // g, allow_short=True)
-    if blocks is None or D < 2:
+    if blocks is None or D < 2 or line.closed:  # pp_line_bound's DP runs from one end of an open line
         return None
     view, options_of = blocks, tor_options
     if not blocks.exact:

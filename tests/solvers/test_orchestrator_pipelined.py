@@ -30,11 +30,11 @@ from solvers.pulp_adapter import SolveOptions
 import numpy as np
 
 
-def make_line(n, npt, k, faults):
+def make_line(n, npt, k, faults, closed=False):
     tor = np.arange(n) // npt
     healthy = np.ones(n, bool)
     healthy[list(faults)] = False
-    return line_from_arrays(healthy, tor, k, 1, False)
+    return line_from_arrays(healthy, tor, k, 1, closed)
 
 
 CASES = [(16, 4, 2, 2, 2, 2, [5], 0.3), (18, 6, 2, 2, 2, 2, [3], 0.3), (16, 4, 2, 2, 2, 2, [], 0.3),
@@ -42,9 +42,12 @@ CASES = [(16, 4, 2, 2, 2, 2, [5], 0.3), (18, 6, 2, 2, 2, 2, [3], 0.3), (16, 4, 2
          (16, 8, 2, 2, 2, 2, [], 0.5)]
 
 
+@pytest.mark.parametrize("closed", [False, True])
 @pytest.mark.parametrize("n,npt,k,m,D,P,faults,ppb", CASES)
-def test_pipelined_bound_and_gap_against_brute_force(n, npt, k, m, D, P, faults, ppb):
-    line = make_line(n, npt, k, faults)
+def test_pipelined_bound_and_gap_against_brute_force(n, npt, k, m, D, P, faults, ppb, closed):
+    """Open lines, and closed ones (more ToRs than D in every case: the surrogate's line DP closes on the wrap
+    state; the PP-aware bound of pp_bound.py is open-line only and is not used there)."""
+    line = make_line(n, npt, k, faults, closed)
     job = Job(tp=m, dp=D, pp=P, dp_bytes=1.0, pp_bytes=ppb)
     resolved = resolve_jobs([job], len(max_rings(line, m)), int(line.space.healthy.sum()))[0]
     best = brute_force(line, resolved)
