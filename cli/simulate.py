@@ -171,6 +171,10 @@ def read_flows(path: Path, fabric) -> list:
         after = item.get("after", [])
         if not isinstance(after, list):
             raise FabricError(f"{at}.after", "must be a list of flow ids")
+        seen_after = [str(a) for a in after if isinstance(a, (str, int))]
+        if len(set(seen_after)) < len(seen_after):  # lists are strict: [0, 0] waited once, the second in silence
+            twice = next(a for j, a in enumerate(seen_after) if a in seen_after[:j])
+            raise FabricError(f"{at}.after", f"flow {twice} is named twice; name each flow once")
         if isinstance(item["bytes"], bool):
             raise FabricError(f"{at}.bytes", "must be a number of bytes or a size like 1GiB")
         size = parse_bytes(item["bytes"], f"{at}.bytes")

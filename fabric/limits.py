@@ -83,7 +83,9 @@ def _parse_count(name: str, text: str, field: str = "--limit") -> int:
 def parse_limits(pairs: list[str] | str, base: Limits | None = None, field: str = "--limit") -> Limits:
     """``["links=5e7", "memory=64GB"]`` (or one comma-separated string) over ``base``."""
     if isinstance(pairs, str):
-        pairs = [p for p in pairs.split(",") if p.strip()]
+        pairs = pairs.split(",") if pairs.strip() else []
+        if any(not p.strip() for p in pairs):  # "memory=1GB,," was read as one pair in silence; lists are strict
+            raise FabricError(field, f"{','.join(pairs)!r} has an empty item; give NAME=N pairs separated by commas")
     out = base or Limits()
     given: dict[str, str] = {}
     for pair in pairs:

@@ -101,6 +101,8 @@ def build(params: dict, gpus: int | None, catalog: Catalog) -> Fabric:
     ids = add_gpu_nodes(b, n_hosts, per_host, nodes_per_rack=params["hosts_per_rack"],
                         domain_of_node=np.zeros(n_hosts, dtype=int))
     bw = parse_bandwidth(params["link_bandwidth"], "params[link_bandwidth]")
+    if not bw > 0:  # 0 Gbps built a torus every collective divided by (a NaN load, a numpy warning, exit 0)
+        raise FabricError("params[link_bandwidth]", f"{params['link_bandwidth']!r} must be more than 0")
     lat = catalog.value("nvlink_latency", "latency")
     coords = np.stack(np.unravel_index(np.arange(G), dims, order="F"))
     host = np.arange(G) // per_host

@@ -181,6 +181,11 @@ def mfu_summary(fabric, model: Any, *, catalog: Catalog | None = None, search: b
         check_sim_memory(fabric.n_gpus, comm)  # the search's candidates reach every GPU of the fabric
         res = run_search(sm, B, fixed=fixed, confirm=confirm)
         if res.best is None:
+            pinned = [k for k in ("tp", "pp", "dp", "ep", "cp") if k in fixed]
+            if not res.oom and pinned:  # no candidate at all: what was pinned rules every layout out, not memory
+                shown = ", ".join(f"{k} {fixed[k]}" for k in pinned)
+                raise FabricError(pinned[0], f"no layout of {spec.name} on {fabric.n_gpus} GPUs has {shown} (each "
+                                             "must divide the GPUs and the model's shape)")
             raise FabricError("model", f"no configuration of {spec.name} fits in {sm.gpu.hbm_bytes / 1e9:.0f} GB on "
                                          f"{fabric.n_gpus} GPUs ({res.oom} candidates out of memory)")
         if res.raised:  # the best fits only with memory switches raised, as a pinned configuration would be

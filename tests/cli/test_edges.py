@@ -76,7 +76,7 @@ def test_limit_after_the_command_says_where_it_goes(run_cli, tokens):
     assert "fabric --limit NAME=N build" in line
 
 
-@pytest.mark.parametrize("env", ["bogus", "gpus=nan", "gpus=-1", "memory=1XB"])
+@pytest.mark.parametrize("env", ["bogus", "gpus=nan", "gpus=-1", "memory=1XB", "memory=1GB,,", ",", "memory=1GB,"])
 def test_malformed_fabric_limits_environment_is_one_line(run_cli, monkeypatch, env):
     """FABRIC_LIMITS is read before any command: a bad one was a traceback."""
     monkeypatch.setenv("FABRIC_LIMITS", env)
@@ -543,3 +543,26 @@ def test_mfu_account_for_a_stage_needs_a_pipeline(run_cli, flag):
     (as --first-stage-layers is refused there)."""
     rc, _, err = run_cli("mfu", "dgx", "--gpus", "64", "--model", "llama3-8b", "--comm", "analytic", "--tp", "8", flag)
     one_error(rc, err, flag, "--pp > 1")
+
+
+def test_flow_after_names_each_flow_once(run_cli, tmp_path):
+    """`after: [0, 0]` was taken (it waited once); lists are strict, as --faulty-nodes 1,1 is refused."""
+    path = tmp_path / "f.json"
+    path.write_text(json.dumps([{"id": 0, "src": 0, "dst": 1, "bytes": 1e6},
+                                {"id": "x", "src": 1, "dst": 2, "bytes": 1e6, "after": [0, 0]}]))
+    rc, _, err = run_cli("simulate", "dgx", "--gpus", "16", "--flows", str(path), "--json")
+    one_error(rc, err, "f.json:[1].after", "twice")
+
+
+def test_a_torus_of_zero_bandwidth_links_is_refused(run_cli):
+    """0 Gbps links built a torus every load divided by: a numpy divide warning and exit 0."""
+    rc, _, err = run_cli("simulate", "torus", "-p", "dims=4x4", "-p", "link_bandwidth=0Gbps", "--collective",
+                         "all-reduce", "--size", "1MiB", "--group-size", "16")
+    one_error(rc, err, "-p link_bandwidth", "more than 0")
+
+
+def test_mfu_search_with_a_pinned_size_no_layout_has_names_it(run_cli):
+    """--tp 1024 --search on 64 GPUs blamed --model and memory ("0 candidates out of memory"): it is --tp."""
+    rc, _, err = run_cli("mfu", "dgx", "--gpus", "64", "--model", "llama3-8b", "--comm", "analytic", "--tp", "1024",
+                         "--search")
+    one_error(rc, err, "--tp", "tp 1024")
