@@ -99,10 +99,7 @@ def mfu_command(
              "recompute": recompute, "sequence_parallel": sequence_parallel, "zero_stage": zero,
              "first_stage_layers": first_stage_layers, "last_stage_layers": last_stage_layers,
              "account_for_embedding": account_for_embedding or None, "account_for_loss": account_for_loss or None}
-    if not do_search and (pp or 1) == 1 and (account_for_embedding or account_for_loss):
-        # one pipeline stage holds the embedding and the loss anyway: the switch changed nothing, in silence
-        flag = "--account-for-embedding" if account_for_embedding else "--account-for-loss"
-        raise FabricError(flag, "counts a layer off the first or last pipeline stage: needs --pp > 1")
+    _stage_switches_need_a_pipeline(do_search, pp, account_for_embedding, account_for_loss)
     if recompute is not None and recompute not in ("none", "selective", "full"):
         raise FabricError("--recompute", f"{recompute!r} not allowed; use none, selective or full")
     opts = dict(catalog=cat, search=do_search, global_batch=global_batch, seq_len=seq_len, runtime=runtime,
@@ -122,6 +119,14 @@ def mfu_command(
         emit_json(data)
         return
     _print(data)
+
+
+def _stage_switches_need_a_pipeline(do_search: bool, pp: Optional[int], embedding: bool, loss: bool) -> None:
+    """One pipeline stage holds the embedding and the loss anyway: at pp 1 the switches changed nothing, in silence
+    (as --first-stage-layers is refused there).  A search applies them to its pipelined candidates only."""
+    if not do_search and (pp or 1) == 1 and (embedding or loss):
+        flag = "--account-for-embedding" if embedding else "--account-for-loss"
+        raise FabricError(flag, "counts a layer off the first or last pipeline stage: needs --pp > 1")
 
 
 def _add_versus(data: dict, other: dict) -> None:
