@@ -50,13 +50,13 @@ from solvers.orchestrator.explicit_bounded import slot_bound, with_slot_bound
 from solvers.orchestrator.extract import extract_blocks
 from solvers.orchestrator.jobs import Job
 from solvers.orchestrator.line_bound import PackedBound, packed_bound
-from solvers.orchestrator.model_blocks import Option, build_blocks_model, tor_options
+from solvers.orchestrator.model_blocks import Option, build_blocks_model
 from solvers.orchestrator.placement import Placement
 from solvers.orchestrator.result import OrchestrationResult
 from solvers.orchestrator.rings import Blocks
 from solvers.orchestrator.run import Budget, BudgetSpent, run_ilp, warm_start_result
 from solvers.orchestrator.space import SlotSpace
-from solvers.orchestrator.three_blocks import three_block_view
+from solvers.orchestrator.three_blocks import bounding_view
 from solvers.orchestrator.traffic import placement_traffic
 from solvers.pulp_adapter import SolveOptions, SolveReport, relative_gap
 
@@ -153,12 +153,10 @@ def run_bounded(space: SlotSpace, jobs: list[Job], greedy: Placement, options: S
         res = full(greedy, replace(options, known_bound=max(lb, options.known_bound or 0.0)))
         return with_slot_bound(res, lb, unit_bytes)
 
-    view, options_of = blocks, tor_options
-    if not blocks.exact:
-        three = three_block_view(blocks, space.healthy, space.tor)
-        if three is None:
-            return without_line_bound()
-        view, options_of = three
+    bounding = bounding_view(blocks, space.healthy, space.tor)
+    if bounding is None:
+        return without_line_bound()
+    view, options_of = bounding
     t1 = time.perf_counter()
     try:
         pb = packed_bound(view, D, C, upper=warm, options_of=options_of, budget=budget.share(BOUND_SHARE),

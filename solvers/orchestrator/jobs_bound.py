@@ -27,12 +27,11 @@ from dataclasses import replace
 from solvers.orchestrator.explicit_bounded import slot_bound
 from solvers.orchestrator.jobs import Job
 from solvers.orchestrator.line_bound import packed_bound
-from solvers.orchestrator.model_blocks import tor_options
 from solvers.orchestrator.model_explicit import unit_costs
 from solvers.orchestrator.rings import block_structure
 from solvers.orchestrator.run import BudgetSpent
 from solvers.orchestrator.space import Line
-from solvers.orchestrator.three_blocks import three_block_view
+from solvers.orchestrator.three_blocks import bounding_view
 
 
 def job_alone_bound(line: Line, job: Job, budget=None) -> float:
@@ -46,12 +45,10 @@ def job_alone_bound(line: Line, job: Job, budget=None) -> float:
     blocks = block_structure(line, m, allow_short=True)
     if blocks is None:
         return lb
-    view, options_of = blocks, tor_options
-    if not blocks.exact:
-        three = three_block_view(blocks, line.space.healthy, line.space.tor)
-        if three is None:
-            return lb
-        view, options_of = three
+    bounding = bounding_view(blocks, line.space.healthy, line.space.tor)
+    if bounding is None:
+        return lb
+    view, options_of = bounding
     try:
         pb = packed_bound(view, groups.dp, groups.count, budget=budget, options_of=options_of)
     except BudgetSpent:

@@ -31,9 +31,8 @@ from solvers.orchestrator.greedy import greedy_placement
 from solvers.orchestrator.jobs import Job
 from solvers.orchestrator.placement import PlacedInstance, Placement
 from solvers.orchestrator.result import OrchestrationResult
-from solvers.orchestrator.three_blocks import three_block_view
+from solvers.orchestrator.three_blocks import bounding_view
 from solvers.orchestrator.line_bound import packed_bound, prepare
-from solvers.orchestrator.model_blocks import tor_options
 from solvers.orchestrator.pp_bound import pp_line_bound
 from solvers.orchestrator.rings import block_structure
 from solvers.orchestrator.run import Budget, BudgetSpent
@@ -79,12 +78,10 @@ def leftover_bound(line: Line, job: Job, budget: Budget) -> float | None:
     blocks = block_structure(line, job.tp // g, allow_short=True)
     if blocks is None or D < 2 or line.closed:  # pp_line_bound's DP runs from one end of an open line
         return None
-    view, options_of = blocks, tor_options
-    if not blocks.exact:
-        three = three_block_view(blocks, line.space.healthy, line.space.tor)
-        if three is None:
-            return None
-        view, options_of = three
+    bounding = bounding_view(blocks, line.space.healthy, line.space.tor)
+    if bounding is None:
+        return None
+    view, options_of = bounding
     C = job.count * job.pp
     try:
         prep = prepare(view, D, budget, options_of)

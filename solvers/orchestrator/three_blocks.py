@@ -146,6 +146,12 @@ def _end_right(key: int, m: int) -> bool:
     return key < 2 * m
 
 
+def bounding_view(blocks: Blocks, healthy: np.ndarray, tor: np.ndarray):
+    """(view, options function) over which the line DP bounds every placement: exact blocks as they are, short
+    ones through :func:`three_block_view`; None where short blocks have no such view."""
+    return (blocks, tor_options) if blocks.exact else three_block_view(blocks, healthy, tor)
+
+
 def three_block_view(blocks: Blocks, healthy: np.ndarray, tor: np.ndarray):
     """The blocks with the extra keys of the module docstring, and the option function for the line DP.
 
