@@ -37,8 +37,9 @@ def fault_nodes(fabric: Fabric, *, faulty_nodes=None, node_fault_ratio: float | 
         More than one source, or a bad value.
     """
     given = [x is not None for x in (faulty_nodes, node_fault_ratio, trace)]
-    if sum(given) > 1:
-        raise FabricError("faulty_nodes", "give one of --faulty-nodes, --node-fault-ratio, --trace")
+    if sum(given) > 1:  # blame the second source given (--trace with --node-fault-ratio named --faulty-nodes)
+        second = [name for name, g in zip(("faulty_nodes", "node_fault_ratio", "trace"), given) if g][1]
+        raise FabricError(second, "give one of --faulty-nodes, --node-fault-ratio, --trace")
     if trace_time is not None and trace is None:  # it would be ignored: the faults would not be the day asked for
         raise FabricError("trace_time", "reads a day of --trace; give --trace stepfun|FILE with it")
     if faulty_nodes is not None:

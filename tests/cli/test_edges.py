@@ -566,3 +566,13 @@ def test_mfu_search_with_a_pinned_size_no_layout_has_names_it(run_cli):
     rc, _, err = run_cli("mfu", "dgx", "--gpus", "64", "--model", "llama3-8b", "--comm", "analytic", "--tp", "1024",
                          "--search")
     one_error(rc, err, "--tp", "tp 1024")
+
+
+@pytest.mark.parametrize("sources, named", [(["--trace", "stepfun", "--node-fault-ratio", "0.1"], "--trace"),
+                                            (["--faulty-nodes", "1", "--node-fault-ratio", "0.1"], "--node-fault-ratio"),
+                                            (["--faulty-nodes", "1", "--trace", "stepfun"], "--trace")])
+def test_orchestrate_two_fault_sources_name_one_given(run_cli, sources, named):
+    """Two fault sources named --faulty-nodes even when it was not given; now the second of those given (in the
+    order faulty nodes, ratio, trace), as `fabric faults` names --trace."""
+    rc, _, err = run_cli("orchestrate", "khop-ring", "--gpus", "256", "--tp", "8", "--dp", "2", *sources)
+    assert one_error(rc, err, "give one of").startswith(f"error: {named}: ")
