@@ -141,8 +141,6 @@ def _each_job_bounded(line: Line, jobs: list[Job], res: OrchestrationResult, opt
     res = with_bound(res, bound, unit, "sum of the jobs' own bounds",
                      f"lower bound {bound:g} units: each job's own line-DP (or slot) bound on the line alone, summed "
                      "(solvers/orchestrator/jobs_bound.py)")
-    if res.status == "optimal":
-        res.termination = "optimal"
     res.seconds["total"] = time.perf_counter() - t0
     return res
 

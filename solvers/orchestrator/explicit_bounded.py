@@ -70,8 +70,9 @@ def with_bound(res: OrchestrationResult, bound: float, unit: float, label: str, 
                          status="optimal" if optimal else rep.status)
     res.unit_bytes = unit
     res.notes = [n.replace("with the trivial bound 0", f"with the {label} {bound:g}") for n in res.notes]
-    if optimal:
-        res.status = "optimal"
+    if optimal:  # the termination is this placement's: proved by the bound, whatever stopped the search
+        res.status, res.termination = "optimal", "optimal"
+        res.report = replace(res.report, termination="optimal")
     if bound > 0:
         res.notes.append(note)
     return res
