@@ -106,7 +106,7 @@ def test_a_parameter_no_flag_sets_keeps_its_name():
     (["faults", "khop-ring", "--gpus", "64", "--tp", "6", "--node-fault-ratio", "0.1"], "--tp"),
     (["faults", "nvl-72", "--gpus", "72", "--tp", "8", "--trace", "nope.json"], "--trace"),
     (["orchestrate", "khop-ring", "--gpus", "64", "--tp", "8", "--dp", "2", "--node-fault-ratio", "0.1",
-      "--trace", "stepfun"], "--faulty-nodes"),
+      "--trace", "stepfun"], "--trace"),  # the second source given, as `fabric faults` names it
     (["orchestrate", "khop-ring", "--gpus", "64", "--tp", "8", "--dp", "2", "--node-fault-ratio", "1.5"],
      "--node-fault-ratio"),
     (["orchestrate-table", "--max-ratio", "0"], "--max-ratio"),
