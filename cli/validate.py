@@ -97,7 +97,7 @@ def _parsed_at_most(parser: str, hi: float, too_big) -> Rule:
 
 
 RULES: dict[str, Rule] = {
-    "--seed": _int_in(0, 2**32 - 1),
+    "--seed": _int_in(0, checks.MAX_SEED),
     "--gpus": _limited("gpus"),
     "--samples": _limited("samples"),
     "--tp": _limited("gpus"),

@@ -19,6 +19,8 @@ from fabric.errors import FabricError
 #: Largest whole number a count may be: numpy's int64 holds it (2**63 does not), so arrays sized or filled
 #: from it cannot overflow; every resource limit (fabric.limits) is far below it.
 MAX_WHOLE = 2**62
+#: Largest seed any --seed or seed parameter takes: seeds are in [0, 2**32), as numpy's RandomState requires.
+MAX_SEED = 2**32 - 1
 
 
 def is_number(value: Any) -> bool:

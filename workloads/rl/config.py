@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from fabric.checks import MAX_SECONDS
+from fabric.checks import MAX_SECONDS, MAX_SEED
 from fabric.errors import FabricError
 from fabric.params import Param
 
@@ -30,7 +30,7 @@ def _ge(lo: float) -> Callable[[Any], str | None]:
 
 def _seed(v) -> str | None:
     """Seeds are in [0, 2^32) like every --seed (4294967296 was taken and changed the sample)."""
-    return None if 0 <= v <= 2**32 - 1 else "must be a whole number in 0..4294967295"
+    return None if 0 <= v <= MAX_SEED else f"must be a whole number in 0..{MAX_SEED}"
 
 
 def _between(lo: float, hi: float) -> Callable[[Any], str | None]:
