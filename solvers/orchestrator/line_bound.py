@@ -574,15 +574,15 @@ def packed_bound(blocks: Blocks, D: int, C: int, *, upper: float | None = None, 
             lb, full = _price(blocks, D, C, budget, ic, prep, paths, weights, reduced_cost)
         except BudgetSpent:
             break
+        orig, new = reduced_cost(lb)
         if full:
             if lb.bound > best:
                 best, best_ic = lb.bound, tuple(ic)
             if upper is not None and np.ceil(best - 1e-6) >= upper:
                 break
-            if not reduced_cost(lb)[1]:
+            if not new:
                 converged = True
                 break
-        orig, _ = reduced_cost(lb)
         paths.append(LineBound(orig, lb.choice, lb.options, lb.slack, lb.items, lb.wrap))
         costs.append(orig)
         weights.append(0.0)
