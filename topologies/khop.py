@@ -110,7 +110,11 @@ def tor_fill(params: dict, dcn: dict, radix: int) -> tuple[int, int]:
     if dcn["rail_optimized"] and g > 1:
         nodes = params["nodes_per_tor"] or down
         return nodes, nodes
-    nodes = params["nodes_per_tor"] or max(1, down // g)
+    if not params["nodes_per_tor"] and down < g:
+        # the default fills a ToR with whole nodes; one that cannot hold one node is the radix's fault
+        raise FabricError("params[dcn_k]", f"radix {radix} leaves {down} ToR downlinks, fewer than one node's {g} NICs "
+                                           f"(gpus_per_node={g}); use a larger -p dcn_k")
+    nodes = params["nodes_per_tor"] or down // g
     return nodes, nodes * g
 
 

@@ -576,3 +576,12 @@ def test_orchestrate_two_fault_sources_name_one_given(run_cli, sources, named):
     order faulty nodes, ratio, trace), as `fabric faults` names --trace."""
     rc, _, err = run_cli("orchestrate", "khop-ring", "--gpus", "256", "--tp", "8", "--dp", "2", *sources)
     assert one_error(rc, err, "give one of").startswith(f"error: {named}: ")
+
+
+@pytest.mark.parametrize("command", ["build", "cost"])
+def test_khop_radix_too_small_for_one_node_names_dcn_k(run_cli, command):
+    """dcn_k=4 leaves 2 ToR downlinks for a node of 4 NICs; the error named -p nodes_per_tor, which was not given."""
+    rc, _, err = run_cli(command, "khop-ring", "--gpus", "64", "-p", "dcn_k=4")
+    one_error(rc, err, "-p dcn_k", "2 ToR downlinks")
+    rc, _, err = run_cli(command, "khop-ring", "--gpus", "64", "-p", "dcn_k=4", "-p", "nodes_per_tor=1")
+    one_error(rc, err, "-p nodes_per_tor", "2 downlinks")

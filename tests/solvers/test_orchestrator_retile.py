@@ -154,7 +154,9 @@ def test_orchestration_keeps_the_retiled_cut_and_says_so():
 
     fab = build("khop-ring", 160 * 4, {"k": 2, "gpus_per_node": 4, "nodes_per_tor": 16, "tor_wiring": "interleaved"})
     nodes, _ = fault_nodes(fab, node_fault_ratio=0.05, seed=0, mode="exact")
-    res = orchestrate(fab, [Job(tp=16, dp=4)], nodes, options=SolveOptions(time_limit=30))
+    # the search stops at its move count (6 s here, idle); a limit of 30 s let a loaded machine cut it short
+    # and fail the test, so the limit is only a backstop: the answer does not depend on it
+    res = orchestrate(fab, [Job(tp=16, dp=4)], nodes, options=SolveOptions(time_limit=600))
     assert any("retile.py" in n and "35 -> 4" in n for n in res.notes)
     assert res.status == "optimal" and res.report.gap == 0.0
     unit, _, _ = unit_costs(res.jobs, 4)
