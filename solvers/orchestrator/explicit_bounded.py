@@ -10,7 +10,8 @@ else the explicit model runs with what is left, told the bound
 The warm start is first improved by ring swaps between DP groups
 (:mod:`solvers.orchestrator.regroup`), then, if the bound is not met, by
 cutting the rings anew with the spare nodes elsewhere
-(:mod:`solvers.orchestrator.retile`), regrouped the same way; the cheaper
+(:mod:`solvers.orchestrator.retile`), grouped by exchanges and by the
+pattern ILP of :mod:`solvers.orchestrator.pattern_grouping`; the cheaper
 of the two is kept.
 """
 

@@ -24,9 +24,12 @@ scored by the cross-ToR cost of its signature grouping (whole groups of
 identical signatures, then the rest in signature order:
 :func:`solvers.orchestrator.greedy.group_by_signature`), computed with
 numpy, so the score is a cost some placement has.  The few cuts scored
-cheapest are then regrouped by exchanges (:mod:`solvers.orchestrator.regroup`)
-and the cheapest result returned; the caller keeps whichever of it and the
-greedy cut is cheaper.
+cheapest (one per multiset of signatures) are then grouped twice, by
+exchanges (:mod:`solvers.orchestrator.regroup`) and by the pattern ILP of
+:mod:`solvers.orchestrator.pattern_grouping` (the best grouping of a cut,
+when its patterns are few enough), and the cheapest result returned; the
+caller keeps whichever of it and the greedy cut is cheaper.  The moves get
+:data:`SEARCH_SHARE` of the budget, so the grouping always has time.
 
 Deterministic: a fixed seed and a fixed number of moves for a given line;
 the budget only stops the search early.  It proves nothing; the bound is
@@ -41,7 +44,8 @@ import numpy as np
 
 from solvers.orchestrator.greedy import group_by_signature
 from solvers.orchestrator.jobs import Job
-from solvers.orchestrator.placement import Placement
+from solvers.orchestrator.pattern_grouping import pattern_grouping
+from solvers.orchestrator.placement import PlacedInstance, Placement
 from solvers.orchestrator.regroup import group_cost, regroup
 from solvers.orchestrator.space import Line
 
@@ -55,6 +59,8 @@ RING_SHARE = 0.1  # of the moves: a whole ring moved (the only way between stret
 T_START, T_END = 3.0, 0.2  # annealing temperature, slot crossings: accept a move dearer by T with chance 1/e
 SEED = 0
 CHECK_EVERY = 1024  # moves between looks at the budget
+SEARCH_SHARE = 0.8  # of the budget: the moves; the rest groups the cheapest cuts found
+PATTERN_TIME = 5.0  # seconds per cut for the pattern ILP (measured: 0.11 s on the benchmark's cut)
 KEEP = 8  # cheapest cuts regrouped at the end: the signature grouping is not the best grouping of a cut
 
 
@@ -129,12 +135,13 @@ def retile(line: Line, job: Job, start: Placement, budget=None, moves: int | Non
         return None
     healthy = np.flatnonzero(cuts.healthy)
     cur = cuts.cost(rings)
-    kept = {rings.tobytes(): (cur, rings)}  # the KEEP cheapest cuts seen, by their slots
+    kept = {_signatures(cuts.tor[rings]): (cur, rings)}  # the KEEP cheapest cuts seen, one per signature multiset
     total = min(MAX_MOVES, MOVES_PER_SLOT * line.n) if moves is None else moves
     temp, decay = T_START, (T_END / T_START) ** (1.0 / max(total, 1))
     rng = np.random.default_rng(seed)
+    search = None if budget is None else budget.share(SEARCH_SHARE)
     for it in range(total):
-        if cur == 0 or (budget is not None and it % CHECK_EVERY == 0 and budget.spent()):
+        if cur == 0 or (search is not None and it % CHECK_EVERY == 0 and search.spent()):
             break
         temp *= decay
         if rng.random() < RING_SHARE:
@@ -149,20 +156,34 @@ def retile(line: Line, job: Job, start: Placement, budget=None, moves: int | Non
         if cost is not None and (cost <= cur or rng.random() < math.exp((cur - cost) / temp)):
             rings, cur = cand, cost
             spare_nodes = np.flatnonzero(out).tolist()
-            _keep(kept, cost, cand)
+            _keep(kept, cost, cand, _signatures(cuts.tor[cand]))
         else:
             out[use], out[leave] = True, False
     best, best_cost = None, None
     for _, cut in sorted(kept.values(), key=lambda kv: (kv[0], kv[1].tobytes())):
-        placed = regroup(group_by_signature([tuple(int(u) for u in r) for r in cut], line.space.tor, job), line.space,
-                         budget=budget)
-        cost = sum(group_cost([tuple(int(line.space.tor[u]) for u in placed.rings[r]) for r in inst.stages[0]])
-                   for inst in placed.instances)
-        if best is None or cost < best_cost:
-            best, best_cost = placed, cost
+        for placed in _groupings(cut, line, job, budget):
+            cost = sum(group_cost([tuple(int(line.space.tor[u]) for u in placed.rings[r]) for r in inst.stages[0]])
+                       for inst in placed.instances)
+            if best is None or cost < best_cost:
+                best, best_cost = placed, cost
         if budget is not None and budget.spent():
             break
     return best
+
+
+def _groupings(cut: np.ndarray, line: Line, job: Job, budget) -> list[Placement]:
+    """Two groupings of a cut: by exchanges from the signature grouping, and the pattern ILP's (when it runs)."""
+    rings = [tuple(int(u) for u in r) for r in cut]
+    out = [regroup(group_by_signature(rings, line.space.tor, job), line.space, budget=budget)]
+    left = None if budget is None else budget.remaining()
+    if out[0].instances and (left is None or left > 0):
+        sigs = [tuple(int(line.space.tor[u]) for u in r) for r in rings]
+        groups = pattern_grouping(sigs, job.dp, PATTERN_TIME if left is None else min(PATTERN_TIME, left))
+        if groups is not None:
+            index = out[0].instances[0].job
+            out.append(Placement(rings=tuple(rings), instances=tuple(
+                PlacedInstance(job=index, stages=(tuple(g),)) for g in groups)))
+    return out
 
 
 def _node_move(rng, spare_nodes: list[int], healthy: np.ndarray, ok: np.ndarray, out: np.ndarray):
@@ -198,9 +219,14 @@ def _ring_move(rng, rings: np.ndarray, out: np.ndarray):
     return (use, leave) if use else (None, None)
 
 
-def _keep(kept: dict, cost: int, cut: np.ndarray) -> None:
-    """Add ``cut`` to the ``KEEP`` cheapest cuts (by signature-grouping cost) when it is one of them."""
-    key = cut.tobytes()
+def _signatures(sig: np.ndarray) -> bytes:
+    """The multiset of a cut's ring signatures (rows of ``sig``), as a key: cuts alike in it group alike."""
+    return sig[np.lexsort(sig.T[::-1])].tobytes()
+
+
+def _keep(kept: dict, cost: int, cut: np.ndarray, key: bytes) -> None:
+    """Add ``cut`` to the ``KEEP`` cheapest cuts (by signature-grouping cost) when it is one of them: one cut per
+    signature multiset ``key`` (cuts that differ only in which equal rings they form would be grouped alike)."""
     if key in kept:
         return
     if len(kept) < KEEP:
