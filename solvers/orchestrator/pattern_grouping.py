@@ -36,6 +36,7 @@ from collections import Counter, defaultdict
 
 import pulp
 
+from solvers.orchestrator.line_bound import partitions
 from solvers.orchestrator.regroup import group_cost
 from solvers.pulp_adapter import SolveOptions, solve
 
@@ -71,7 +72,7 @@ def pattern_grouping(sigs: list[tuple[int, ...]], D: int, time_limit: float = TI
     prob = pulp.LpProblem("pattern_grouping", pulp.LpMinimize)
     x = [pulp.LpVariable(f"x{i}", 0, None, cat="Integer") for i in range(len(patterns))]
     y = [pulp.LpVariable(f"y{i}", 0, None, cat="Integer") for i in range(len(blocks))]
-    shapes = _partitions(D)
+    shapes = partitions(D)  # generic group shapes: block counts per size 1 .. D-1
     shape = [pulp.LpVariable(f"g{i}", 0, None, cat="Integer") for i in range(len(shapes))]
     prob += (pulp.lpSum(group_cost(list(p)) * v for p, v in zip(patterns, x))
              + pulp.lpSum(_open_cost(b) * v for b, v in zip(blocks, y)))
@@ -83,7 +84,7 @@ def pattern_grouping(sigs: list[tuple[int, ...]], D: int, time_limit: float = TI
         prob += pulp.lpSum(uses[t]) == count[t]
     for j in range(1, D):  # blocks of j rings chosen = parts of size j the generic groups hold
         prob += (pulp.lpSum(v for b, v in zip(blocks, y) if len(b) == j)
-                 == pulp.lpSum(sh.count(j) * v for sh, v in zip(shapes, shape)))
+                 == pulp.lpSum(sh[j] * v for sh, v in zip(shapes, shape)))
     rep = solve(prob, SolveOptions(time_limit=time_limit, objective_step=1.0))
     if not rep.has_solution:
         return None
@@ -144,18 +145,6 @@ def _compositions(n: int, parts: int):
             yield (first, *rest)
 
 
-def _partitions(n: int) -> list[tuple[int, ...]]:
-    """Partitions of ``n`` into at least two parts (every part at most ``n - 1``)."""
-    return _partitions_any(n, n - 1)
-
-
-def _partitions_any(n: int, most: int) -> list[tuple[int, ...]]:
-    """Partitions of ``n`` into parts of at most ``most`` (one part allowed)."""
-    if n == 0:
-        return [()]
-    return [(first, *p) for first in range(min(n, most), 0, -1) for p in _partitions_any(n - first, first)]
-
-
 def _groups(sigs, patterns, x, blocks, y, shapes, shape) -> list[list[int]]:
     """Ring indices per group from the ILP's counts (a generic group's blocks drawn unlike each other first)."""
     rings = defaultdict(list)
@@ -168,7 +157,7 @@ def _groups(sigs, patterns, x, blocks, y, shapes, shape) -> list[list[int]]:
     for sh, v in zip(shapes, shape):
         for _ in range(round(v.value() or 0)):
             group, seen = [], set()
-            for j in sh:
+            for j in (size for size in range(len(sh) - 1, 0, -1) for _ in range(sh[size])):
                 pick = next((b for b in pool[j] if not seen & set(b)), pool[j][0])
                 pool[j].remove(pick)
                 seen.update(pick)

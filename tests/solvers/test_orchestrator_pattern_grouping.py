@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from solvers.orchestrator.pattern_grouping import _partitions, pattern_grouping
+from solvers.orchestrator.pattern_grouping import pattern_grouping
 from solvers.orchestrator.regroup import group_cost
 
 
@@ -35,12 +35,6 @@ def brute_force(sigs, D):
 
     rec(list(range(len(sigs))), 0)
     return best
-
-
-def test_partitions_of_d_into_two_or_more_parts():
-    # p(D) - 1 partitions (OEIS A000041 less the one-part one)
-    assert [len(_partitions(d)) for d in range(2, 9)] == [1, 2, 4, 6, 10, 14, 21]
-    assert all(sum(p) == 4 and len(p) >= 2 for p in _partitions(4))
 
 
 @pytest.mark.parametrize("seed", range(40))
