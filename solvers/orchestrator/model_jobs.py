@@ -37,9 +37,11 @@ from solvers.orchestrator.rings import Blocks
 NONE = ("N",)
 
 
-def usable(blocks: Blocks | None, dps: list[int]) -> bool:
-    """Whether the model is exact for these DP sizes on ``blocks`` (module docstring)."""
-    return (blocks is not None and blocks.exact and blocks.T > 1
+def usable(blocks: Blocks | None, dps: list[int], allow_short: bool = False) -> bool:
+    """Whether the model is exact for these DP sizes on ``blocks`` (module docstring); with ``allow_short``,
+    whether it is a restriction with a three-block view to bound it (short blocks, :mod:`~solvers.orchestrator.
+    jobs_run`)."""
+    return (blocks is not None and (blocks.exact or allow_short) and blocks.T > 1
             and not (blocks.closed and blocks.T <= max(dps)))
 
 
@@ -47,14 +49,15 @@ def _tag(state, j: int):
     return state if state is None or state == NONE else tuple(state) + (j,)
 
 
-def job_options(blocks: Blocks, t: int, dps: list[int], keep: set | None = None):
+def job_options(blocks: Blocks, t: int, dps: list[int], keep: set | None = None, options_of=tor_options):
     """ToR ``t``'s options for every job, states tagged by job; "no straddle" options once. (options, job of each)
 
     ``keep`` (tagged options), when given, keeps only those and the "no straddle" ones: a restricted model.
+    ``options_of(blocks, t, D)`` lists one job's options (the three-block view's for a bound on short blocks).
     """
     out, of = [], []
     for j, D in enumerate(dps):
-        for o in tor_options(blocks, t, D):
+        for o in options_of(blocks, t, D):
             shared = (o.sin == NONE or o.sout == NONE) and o.part != "joint"
             if j and shared:
                 continue  # the shared "no straddle" side: listed with job 0 only
@@ -84,11 +87,14 @@ def path_options(paths_of_job: list[list], T: int) -> list[set]:
 
 
 def build_jobs_model(blocks: Blocks, dps: list[int], counts: list[int], weights: list[float], unit_bytes: float,
-                     budget=None, keep: list[set] | None = None) -> BuiltModel:
+                     budget=None, keep: list[set] | None = None, options_of=tor_options) -> BuiltModel:
     """The model of the module docstring: jobs of ``dps`` rings per group, ``counts`` groups, ``weights`` per crossing.
 
     ``keep``: per ToR, the tagged options to keep (:func:`used_options`, :func:`path_options`): a restricted
-    model, whose solutions are placements (its optimum and bound are not the request's).
+    model, whose solutions are placements (its optimum and bound are not the request's).  ``options_of``:
+    :func:`job_options`'s; on the three-block view of short blocks (:func:`~solvers.orchestrator.three_blocks.
+    bounding_view`) the model holds every placement, so its optimum (and its LP's) is a lower bound, but its
+    solutions are not placements (a pass-through is no ring of the block extraction).
     """
     # long: the block model's rows (model_blocks.build_blocks_model) with a job index on every group-side family
     m, T, J = blocks.m, blocks.T, len(dps)
@@ -100,7 +106,7 @@ def build_jobs_model(blocks: Blocks, dps: list[int], counts: list[int], weights:
     for t in range(T):
         if budget is not None:
             budget.check()
-        ops, of = job_options(blocks, t, dps, None if keep is None else keep[t])
+        ops, of = job_options(blocks, t, dps, None if keep is None else keep[t], options_of)
         opts.append(ops)
         jobs_of.append(of)
         ov = tor_choice_rows(prob, V, blocks, t, ops)

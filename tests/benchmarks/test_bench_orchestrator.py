@@ -156,6 +156,9 @@ def test_one_dp_group_proven_optimal(nodes, k, tp):
     pytest.param(2, 16, [(8, 10), (4, None)], id="jobs-k2-tp16-dp8x10-dp4"),
     pytest.param(3, 16, [(8, 10), (4, None)], id="jobs-k3-tp16-dp8x10-dp4"),
     pytest.param(2, 32, [(4, 5), (2, None)], id="jobs-k2-tp32-dp4x5-dp2"),
+    # short blocks (a TP 32 ring at k = 3 may span three 16-node ToRs): the three-block view bounds it
+    pytest.param(3, 32, [(4, 5), (2, None)], id="jobs-k3-tp32-dp4x5-dp2"),
+    pytest.param(3, 32, [(8, 3), (4, None)], id="jobs-k3-tp32-dp8x3-dp4"),
 ])
 def test_several_jobs_1024_nodes_within_1_percent_in_60_s(k, tp, jobs):
     d = _run(1024, k, tp, None, limit=58, gap=0.01, jobs=jobs)
