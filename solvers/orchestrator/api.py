@@ -53,6 +53,7 @@ DEFAULT_TIME_LIMIT = 60.0
 # several jobs on short blocks, of the budget: the sum of each job's own bound (measured 3-6 s of a 58 s limit at
 # 1,024 nodes, k = 3, TP 32), before the three-block view's LP (jobs_run.py)
 ALONE_SHARE = 0.15
+ALONE_MIN_LEFT = 20.0  # seconds: below, the block ILP gets the time first (40 s unbudgeted at 4,096 nodes)
 
 
 # ------------------------------------------------------------------------------------------ pipeline
@@ -269,10 +270,17 @@ def _jobs_blocks(line: Line, jobs: list[Job], options: SolveOptions, prefer: str
     greedy = _warm_start(line, jobs, greedy_placement(line, jobs))
     budget = Budget(t0, options.time_limit)
     floor = 0.0
-    if not blocks.exact:  # the higher where the view's LP is weak or out of time (a job out of time: its slot bound)
+    left = budget.remaining()
+    if not blocks.exact and (left is None or left > ALONE_MIN_LEFT):
+        # the higher where the view's LP is weak or out of time (a job out of time: its slot bound)
         floor = separate_jobs_bound(line, jobs, budget.share(ALONE_SHARE))
-    return run_jobs_blocks(line.space, jobs, greedy, options, budget, blocks, unit, dpc, bounding=bounding,
-                           floor=floor)
+    res = run_jobs_blocks(line.space, jobs, greedy, options, budget, blocks, unit, dpc, bounding=bounding,
+                          floor=floor)
+    if blocks.exact:
+        return res
+    if floor > 0 and not any("jobs_bound.py" in n for n in res.notes):  # a return before the proof (time, size)
+        return with_bound(res, floor, unit, "sum of the jobs' own bounds", ALONE_NOTE.format(floor))
+    return res if floor > 0 else _each_job_bounded(line, jobs, res, options, t0)  # if time is left
 
 
 def _fault_unaware(line: Line, jobs: list[Job], m: int, t0: float) -> OrchestrationResult:

@@ -70,7 +70,8 @@ def with_bound(res: OrchestrationResult, bound: float, unit: float, label: str, 
     res.report = replace(rep, bound=b, gap=relative_gap(rep.objective, b),
                          status="optimal" if optimal else rep.status)
     res.unit_bytes = unit
-    res.notes = [n.replace("with the trivial bound 0", f"with the {label} {bound:g}") for n in res.notes]
+    if bound > 0:  # a bound of 0 is the trivial one, whatever proved it
+        res.notes = [n.replace("with the trivial bound 0", f"with the {label} {bound:g}") for n in res.notes]
     if optimal:  # the termination is this placement's: proved by the bound, whatever stopped the search
         res.status, res.termination = "optimal", "optimal"
         res.report = replace(res.report, termination="optimal")

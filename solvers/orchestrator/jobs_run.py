@@ -198,7 +198,8 @@ def _restricted_proof(res: OrchestrationResult, bound: float, unit: float, note:
     if res.report is not None and res.report.has_solution:
         res.report = replace(res.report, bound=None, gap=None, status="feasible")
     res.status = "feasible"
-    res.notes = [n for n in res.notes if not n.startswith("optimality proved")]
+    res.notes = [n.replace("only the trivial bound 0 is proven", "its bound is not the request's (below)")
+                 for n in res.notes if not n.startswith("optimality proved")]
     if res.termination == "optimal":
         res.termination = "other_limit"  # the restriction was solved, not the request
     return with_bound(res, bound, unit, "proven bound", note)
