@@ -164,3 +164,13 @@ def test_several_jobs_1024_nodes_within_1_percent_in_60_s(k, tp, jobs):
     d = _run(1024, k, tp, None, limit=58, gap=0.01, jobs=jobs)
     assert d["gap"] is not None and d["gap"] <= 0.01
     assert d["wall"] < 60 and d["peak_rss_gib"] < 2
+
+
+# Issue 18, "--time-limit is honoured": interleaved wiring at any DP size (D = 16 once spent minutes listing the
+# pattern ILP's columns: 280 s at a 58 s limit); the answer comes within the limit plus about 1 s.
+@pytest.mark.bench
+@pytest.mark.parametrize("k, tp, dp", [(2, 32, 16), (2, 8, 16), (3, 64, 2), (2, 16, 8)])
+def test_interleaved_answers_within_its_time_limit(k, tp, dp):
+    d = _run(1024, k, tp, dp, limit=20, wiring="interleaved")
+    assert d["instances"] > 0 and d["gap"] is not None
+    assert d["wall"] < 20 + 2 and d["peak_rss_gib"] < 2

@@ -57,3 +57,24 @@ def test_identical_signatures_cost_nothing_and_bad_sizes_are_declined():
     assert sum(group_cost([sigs[i] for i in g]) for g in out) == 0
     assert pattern_grouping(sigs[:7], 4) is None  # not whole groups
     assert pattern_grouping(sigs, 1) is None
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_multiplicities_are_the_compositions_within_the_counts(seed):
+    """_multiplicities lists exactly the tuples a brute force over every product of 1..cap finds with sum <= most."""
+    from solvers.orchestrator.pattern_grouping import _multiplicities
+
+    rng = random.Random(seed)
+    caps = [rng.randint(1, 4) for _ in range(rng.randint(1, 4))]
+    most = rng.randint(len(caps), 10)
+    brute = sorted(k for k in itertools.product(*(range(1, c + 1) for c in caps)) if sum(k) <= most)
+    assert sorted(_multiplicities(caps, most)) == brute
+
+
+def test_no_time_left_declines_at_once():
+    """The listing of patterns honours the time limit too (it took minutes at D = 16 before it did): with none
+    left the grouping is declined and the caller keeps its own, whatever the cut."""
+    rng = random.Random(3)
+    sigs = [tuple(rng.randrange(40) for _ in range(4)) for _ in range(64)]
+    assert pattern_grouping(sigs, 16, time_limit=0.0) is None
+    assert pattern_grouping(sigs[:8], 4) is not None
