@@ -248,6 +248,14 @@ def _ilp(line: Line, jobs: list[Job], greedy: Placement, options: SolveOptions, 
     if kind == "explicit" and len(jobs) == 1 and job.pp == 1 and line.n > EXPLICIT_MAX_SLOTS:
         # any wiring: the slot-by-slot bound first (solvers/orchestrator/explicit_bounded.py)
         return run_explicit_bounded(line, jobs, greedy, options, budget, build, encode, extract)
+    if kind == "explicit" and line.n > EXPLICIT_MAX_SLOTS and (len(jobs) > 1 or job.pp > 1):
+        # too large to prove itself: bounded first by the DP groups alone (PP bytes >= 0, and each job's
+        # instances are a placement of that job alone: jobs_bound.py); after the search no time would be left
+        lb = separate_jobs_bound(line, jobs, budget.share(ALONE_SHARE))
+        res = run_ilp(line.space, jobs, greedy, replace(options, known_bound=max(lb, options.known_bound or 0.0)),
+                      budget, build, encode, extract)
+        return with_bound(res, lb, unit_costs(jobs, line.space.g)[0], "sum of the jobs' own bounds",
+                          ALONE_NOTE.format(lb))
     return run_ilp(line.space, jobs, greedy, options, budget, build, encode, extract)
 
 

@@ -294,3 +294,46 @@ def test_the_three_block_view_lp_never_exceeds_brute_force():
         checked += 1
         positive += lp > 0
     assert checked >= 8 and positive >= 3
+
+
+def test_the_dp_groups_own_bound_of_a_pipelined_job_never_exceeds_brute_force():
+    """jobs_bound for one job of PP > 1: its C x PP DP groups alone (PP bytes >= 0).  Against brute force, which
+    prices DP and PP bytes from the traffic definitions; not vacuous: positive on some draws."""
+    from solvers.orchestrator.jobs_bound import separate_jobs_bound
+    from solvers.orchestrator.model_explicit import unit_costs
+
+    rng = random.Random(21)
+    checked = positive = 0
+    for i in range(8):
+        n, npt, k = rng.choice([(16, 4, 2), (16, 2, 2), (18, 3, 2), (16, 4, 3)])
+        line = random_line(rng, n, npt, k, False)
+        if i % 2:  # a random map: the slot bound
+            line = line_from_arrays(line.space.healthy, np.array([rng.randrange(5) for _ in range(n)]), k, 1, False)
+        res = orchestrate_line(line, [Job(tp=2, dp=2, pp=2, dp_bytes=1.0, pp_bytes=1.0)], options=OPTS)
+        if res.status == "infeasible":
+            continue
+        unit, _, _ = unit_costs(res.jobs, 1)
+        lb = separate_jobs_bound(line, res.jobs)
+        assert lb * unit <= brute_force_jobs(line, res.jobs) + 1e-9
+        checked += 1
+        positive += lb > 0
+    assert checked >= 5 and positive >= 1
+
+
+def test_a_pipelined_job_on_a_line_too_large_to_prove_states_its_dp_groups_bound():
+    """api._ilp: PP > 1 off ToR blocks above the explicit model's exact size is bounded first by its DP groups
+    alone (the search leaves no time after it), not by the trivial 0; here an interleaved 160-node line."""
+    from solvers.orchestrator.jobs_bound import separate_jobs_bound
+    from solvers.orchestrator.model import EXPLICIT_MAX_SLOTS
+
+    n = 160
+    assert n > EXPLICIT_MAX_SLOTS
+    healthy = np.ones(n, bool)
+    healthy[[5, 40, 41, 90, 130]] = False
+    line = line_from_arrays(healthy, np.arange(n) % 64, 2, 1, False)
+    res = orchestrate_line(line, [Job(tp=4, dp=4, pp=2, dp_bytes=1.0, pp_bytes=1.0)],
+                           options=SolveOptions(time_limit=5))
+    d = res.summary()
+    lb = separate_jobs_bound(line, res.jobs)
+    assert lb > 0 and d["bound"] >= lb * res.unit_bytes - 1e-9
+    assert "jobs_bound.py" in d["notes"] and "trivial bound 0" not in d["notes"]
