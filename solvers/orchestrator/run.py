@@ -158,7 +158,7 @@ def run_ilp(space: SlotSpace, jobs: list[Job], greedy: Placement, options: Solve
         return warm_start_result(space, jobs, greedy, kind, "time limit reached after the model build",
                                  budget.t0, t_build, unit, stats)
     opts = options if left is None else replace(options, time_limit=max(left - reserve, MIN_SOLVE_S))
-    if (left is not None and built.kind == "explicit" and stats["variables"] > PRESOLVE_OFF_VARIABLES
+    if (left is not None and built.kind == "explicit" and stats.get("variables", 0) > PRESOLVE_OFF_VARIABLES
             and "presolve" not in dict(opts.highs_options)):
         opts = replace(opts, highs_options=tuple(opts.highs_options) + (("presolve", "off"),))
     report = solve_model(built, opts, start)

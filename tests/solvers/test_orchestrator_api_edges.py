@@ -5,6 +5,8 @@ a solver time limit > 0 and a relative gap in [0, 1); bytes finite and >= 0); nu
 of the same Python numbers.
 """
 
+import time
+
 import numpy as np
 import pytest
 
@@ -41,3 +43,36 @@ def test_numpy_inputs_equal_python(fab):
                                     "dp_bytes": np.float64(1e9)})
     b = orchestrate_summary(fab, **{**BASE, "faulty_nodes": [1, 5], "dp_bytes": 1e9})
     assert {k: v for k, v in a.items() if k != "total_seconds"} == {k: v for k, v in b.items() if k != "total_seconds"}
+
+
+@pytest.mark.parametrize("variables, limit, user, off", [(60_000, 10.0, (), True), (1_000, 10.0, (), False),
+                                                         (60_000, None, (), False),
+                                                         (60_000, 10.0, (("presolve", "on"),), False)])
+def test_large_explicit_models_solve_with_presolve_off_under_a_limit(monkeypatch, variables, limit, user, off):
+    """run.run_ilp: HiGHS's MIP presolve does not check the time limit everywhere, so an explicit model above
+    PRESOLVE_OFF_VARIABLES is solved without it when a limit is set (and the user did not choose)."""
+    import solvers.orchestrator.run as run
+    from solvers.pulp_adapter import SolveOptions
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    class Built:
+        kind, data = "explicit", None
+
+        def stats(self):
+            return {"variables": variables}
+
+    def solve_model(built, opts, start):
+        seen["highs"] = dict(opts.highs_options)
+        raise Stop
+
+    monkeypatch.setattr(run, "solve_model", solve_model)
+    budget = run.Budget(time.perf_counter(), limit)
+    with pytest.raises(Stop):
+        run.run_ilp(None, [], None, SolveOptions(time_limit=limit, highs_options=user), budget,
+                    lambda b: Built(), lambda built, p: {}, None)
+    assert (seen["highs"].get("presolve") == "off") == off
+    assert variables > run.PRESOLVE_OFF_VARIABLES or not off
