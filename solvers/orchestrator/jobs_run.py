@@ -171,6 +171,8 @@ def run_jobs_blocks(space: SlotSpace, jobs: list[Job], greedy: Placement, option
             restricted.termination = "optimal" if cost <= lp_bound + 1e-6 else "gap_limit"
             if restricted.report is not None:  # the restricted model's own bound does not bound the request
                 restricted.report = replace(restricted.report, bound=None)
+            if bounding is not None:
+                restricted.notes = _not_the_requests(restricted.notes)
             res = _proved(restricted, lp_bound, unit, "optimality proved by the LP relaxation of the several-job "
                           "block model (solvers/orchestrator/jobs_run.py)" if bounding is None
                           else f"optimality proved: {proof}")
@@ -198,8 +200,12 @@ def _restricted_proof(res: OrchestrationResult, bound: float, unit: float, note:
     if res.report is not None and res.report.has_solution:
         res.report = replace(res.report, bound=None, gap=None, status="feasible")
     res.status = "feasible"
-    res.notes = [n.replace("only the trivial bound 0 is proven", "its bound is not the request's (below)")
-                 for n in res.notes if not n.startswith("optimality proved")]
+    res.notes = _not_the_requests([n for n in res.notes if not n.startswith("optimality proved")])
     if res.termination == "optimal":
         res.termination = "other_limit"  # the restriction was solved, not the request
     return with_bound(res, bound, unit, "proven bound", note)
+
+
+def _not_the_requests(notes: list[str]) -> list[str]:
+    """The restricted model's notes, its own bound said to be a restriction's (the proof follows in a later note)."""
+    return [n.replace("only the trivial bound 0 is proven", "its bound is not the request's (below)") for n in notes]
