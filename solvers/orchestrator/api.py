@@ -128,8 +128,6 @@ def orchestrate_line(line: Line, jobs: list[Job], *, solver: str = "ilp", option
         res = _several(line, resolved, greedy, options, model, t0)
         if res is not None:
             return res
-        return _each_job_bounded(line, resolved, _ilp(line, resolved, _warm_start(line, resolved, greedy), options,
-                                                      model, t0), options, t0)
     return _ilp(line, resolved, _warm_start(line, resolved, greedy), options, model, t0)
 
 
@@ -256,7 +254,9 @@ def _ilp(line: Line, jobs: list[Job], greedy: Placement, options: SolveOptions, 
                       budget, build, encode, extract)
         return with_bound(res, lb, unit_costs(jobs, line.space.g)[0], "sum of the jobs' own bounds",
                           ALONE_NOTE.format(lb))
-    return run_ilp(line.space, jobs, greedy, options, budget, build, encode, extract)
+    res = run_ilp(line.space, jobs, greedy, options, budget, build, encode, extract)
+    # several jobs on a line the explicit model proves itself on: if it did not, their own bounds (time left)
+    return _each_job_bounded(line, jobs, res, options, t0) if len(jobs) > 1 else res
 
 
 def _jobs_blocks(line: Line, jobs: list[Job], options: SolveOptions, prefer: str,
@@ -284,11 +284,8 @@ def _jobs_blocks(line: Line, jobs: list[Job], options: SolveOptions, prefer: str
         floor = separate_jobs_bound(line, jobs, budget.share(ALONE_SHARE))
     res = run_jobs_blocks(line.space, jobs, greedy, options, budget, blocks, unit, dpc, bounding=bounding,
                           floor=floor)
-    if blocks.exact:
-        return res
-    if floor > 0 and not any("jobs_bound.py" in n for n in res.notes):  # a return before the proof (time, size)
-        return with_bound(res, floor, unit, "sum of the jobs' own bounds", ALONE_NOTE.format(floor))
-    return res if floor > 0 else _each_job_bounded(line, jobs, res, options, t0)  # if time is left
+    # short blocks without the jobs' own bounds first (too little time then): after the ILP, if time is left
+    return res if blocks.exact or floor > 0 else _each_job_bounded(line, jobs, res, options, t0)
 
 
 def _fault_unaware(line: Line, jobs: list[Job], m: int, t0: float) -> OrchestrationResult:

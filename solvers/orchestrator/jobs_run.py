@@ -126,27 +126,29 @@ def run_jobs_blocks(space: SlotSpace, jobs: list[Job], greedy: Placement, option
     dps, counts = [j.dp for j in jobs], [j.count for j in jobs]
     kind = "blocks-jobs" if bounding is None else "blocks-jobs-restricted"
     warm = placement_traffic(greedy, space, jobs).cross_bytes / unit
+
+    def warm_start(why: str, t_build: float, **kw) -> OrchestrationResult:
+        # the warm start as the answer, with ``floor`` (0 on exact blocks) as its proven bound
+        res = warm_start_result(space, jobs, greedy, kind, why, budget.t0, t_build, **kw)
+        return res if floor <= 0 else with_bound(res, floor, unit, "sum of the jobs' own bounds",
+                                                  ALONE_NOTE.format(floor))
+
     if bounding is not None and floor > 0 and _close_enough(warm, floor, options.gap_rel):
-        res = warm_start_result(space, jobs, greedy, kind, "no solver needed, the warm start meets the sum of the "
-                                "jobs' own bounds (or the requested gap)", budget.t0, 0.0,
-                                termination="optimal" if warm <= floor + 1e-6 else "gap_limit")
-        return with_bound(res, floor, unit, "sum of the jobs' own bounds", ALONE_NOTE.format(floor))
+        return warm_start("no solver needed, the warm start meets the sum of the jobs' own bounds (or the requested "
+                          "gap)", 0.0, termination="optimal" if warm <= floor + 1e-6 else "gap_limit")
     t1 = time.perf_counter()
     try:
         n_options = _count_options(blocks, dps, budget)
     except BudgetSpent:
-        return warm_start_result(space, jobs, greedy, kind, "time limit reached during the model build",
-                                 budget.t0, time.perf_counter() - t1)
+        return warm_start("time limit reached during the model build", time.perf_counter() - t1)
     if n_options > JOBS_FULL_MAX_OPTIONS:
-        return warm_start_result(space, jobs, greedy, kind,
-                                 f"the several-job block ILP (more than {JOBS_FULL_MAX_OPTIONS} option columns) is "
-                                 "too large to search within the time and memory limits", budget.t0,
-                                 time.perf_counter() - t1, termination="other_limit")
+        return warm_start(f"the several-job block ILP (more than {JOBS_FULL_MAX_OPTIONS} option columns) is too "
+                          "large to search within the time and memory limits", time.perf_counter() - t1,
+                          termination="other_limit")
     try:
         full = build_jobs_model(blocks, dps, counts, weights, unit, budget)
     except BudgetSpent:
-        return warm_start_result(space, jobs, greedy, kind, "time limit reached during the model build",
-                                 budget.t0, time.perf_counter() - t1)
+        return warm_start("time limit reached during the model build", time.perf_counter() - t1)
     t_build = time.perf_counter() - t1
     keep = used_options(full, encode_blocks(full, greedy))
     if bounding is None:
