@@ -5,7 +5,9 @@ Every ILP of the project is solved through :func:`solve`.  It
 * picks the solver: HiGHS (``pulp.HiGHS``, the highspy API) by default, CBC
   (``pulp.PULP_CBC_CMD``) as the fallback when highspy is missing, or
   whichever the caller names;
-* applies a time limit, a relative gap at which to stop, and a thread count;
+* applies a time limit, a relative gap at which to stop, and a thread count
+  (with ``hard_limit``, HiGHS runs in a child process stopped at the limit:
+  :mod:`solvers.highs_process`);
 * passes a warm start (a possibly *partial* assignment of variables: HiGHS
   and CBC both try to complete it);
 * reports what the solver really proved.  PuLP 3.x maps "time limit reached
@@ -102,6 +104,11 @@ class SolveOptions:
         A bound on the optimum that the caller knows from the model's meaning (a lower bound when
         minimising), e.g. 0 for bytes that cannot be negative when the variables' own bounds do not
         show it.  The reported bound is never weaker than this nor than :func:`trivial_bound`.
+    hard_limit : bool
+        With HiGHS and a ``time_limit``: solve in a child process that is stopped at the limit (plus
+        :data:`solvers.highs_process.GRACE_S`), its last incumbent kept, because HiGHS runs some steps
+        for seconds past its limit (:mod:`solvers.highs_process`).  Costs a process start and a copy of
+        the model (~0.1-0.3 s): for large models only.
     """
 
     solver: str = "auto"
@@ -113,6 +120,7 @@ class SolveOptions:
     msg: bool = False
     highs_options: tuple[tuple[str, object], ...] = ()
     known_bound: float | None = None
+    hard_limit: bool = False
 
     def __post_init__(self):
         # checked here, not only when a solver is called: many requests are settled without one (a line DP
@@ -383,61 +391,38 @@ def _compare_with_start(report: SolveReport, problem: pulp.LpProblem, options: S
 class _HiGHS(pulp.HiGHS):
     """``pulp.HiGHS`` plus a (partial) warm start set between building the model and running it."""
 
-    def __init__(self, start: Mapping[pulp.LpVariable, float] | None = None, **kw):
+    def __init__(self, start: Mapping[pulp.LpVariable, float] | None = None, isolate: bool = False, **kw):
         super().__init__(**kw)
         self._start = start
+        self._isolate = isolate  # solve in a child process stopped at the time limit (solvers.highs_process)
         self.seconds = 0.0
+
+    def createAndConfigureSolver(self, lp):
+        if not self._isolate:
+            super().createAndConfigureSolver(lp)
+            return
+        from solvers.highs_process import ChildHighs
+
+        # PuLP's own configuration (pulp.HiGHS.createAndConfigureSolver), on the stand-in
+        lp.solverModel = h = ChildHighs()
+        if not self.msg:
+            h.setOptionValue("output_flag", False)
+        for name, value in (("mip_rel_gap", self.gapRel), ("mip_abs_gap", self.gapAbs), ("threads", self.threads),
+                            ("time_limit", None if self.timeLimit is None else float(self.timeLimit))):
+            if value is not None:
+                h.setOptionValue(name, value)
+        for name, value in self.optionsDict.items():
+            h.setOptionValue(name, value)
 
     def buildSolverModel(self, lp):
         """Pass the whole model to HiGHS at once (PuLP adds it column by column and row by row: slow at 50k columns)."""
-        import highspy
-        import numpy as np
+        arrays = _model_arrays(lp, self.mip)
+        if self._isolate:
+            lp.solverModel.pass_arrays(arrays)
+        else:
+            from solvers.highs_process import highs_lp
 
-        inf = highspy.kHighsInf
-        sense = -1.0 if lp.sense == pulp.LpMaximize else 1.0
-        variables = lp.variables()
-        n = len(variables)
-        cost = np.zeros(n)
-        lower = np.full(n, -inf)
-        upper = np.full(n, inf)
-        integer = np.zeros(n, dtype=bool)
-        for i, v in enumerate(variables):
-            v.index = i
-            if v.lowBound is not None:
-                lower[i] = v.lowBound
-            if v.upBound is not None:
-                upper[i] = v.upBound
-            integer[i] = v.cat == pulp.LpInteger and self.mip
-        for v, c in lp.objective.items():
-            cost[v.index] = sense * c
-        starts, index, value, rlo, rhi = [0], [], [], [], []
-        for i, con in enumerate(lp.constraints.values()):
-            con.index = i
-            for v, c in con.items():
-                if c != 0:
-                    index.append(v.index)
-                    value.append(c)
-            starts.append(len(index))
-            lo, hi = con.getLb(), con.getUb()
-            rlo.append(-inf if lo is None else lo)
-            rhi.append(inf if hi is None else hi)
-        model = highspy.HighsLp()
-        model.num_col_ = n
-        model.num_row_ = len(rlo)
-        model.col_cost_ = cost
-        model.col_lower_ = lower
-        model.col_upper_ = upper
-        model.row_lower_ = np.array(rlo, dtype=float)
-        model.row_upper_ = np.array(rhi, dtype=float)
-        model.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-        model.a_matrix_.start_ = np.array(starts, dtype=np.int32)
-        model.a_matrix_.index_ = np.array(index, dtype=np.int32)
-        model.a_matrix_.value_ = np.array(value, dtype=float)
-        model.offset_ = sense * float(lp.objective.constant or 0.0)
-        if integer.any():
-            model.integrality_ = [highspy.HighsVarType.kInteger if x else highspy.HighsVarType.kContinuous
-                                  for x in integer]
-        lp.solverModel.passModel(model)
+            lp.solverModel.passModel(highs_lp(arrays))
 
     def callSolver(self, lp):
         if self._start:
@@ -451,6 +436,45 @@ class _HiGHS(pulp.HiGHS):
         t0 = time.perf_counter()
         lp.solverModel.run()
         self.seconds = time.perf_counter() - t0
+
+
+def _model_arrays(lp: pulp.LpProblem, mip: bool) -> dict:
+    """The model as the arrays of a row-wise ``HighsLp``, the objective in HiGHS's sense (minimise)."""
+    import highspy
+    import numpy as np
+
+    inf = highspy.kHighsInf
+    sense = -1.0 if lp.sense == pulp.LpMaximize else 1.0
+    variables = lp.variables()
+    n = len(variables)
+    cost = np.zeros(n)
+    lower = np.full(n, -inf)
+    upper = np.full(n, inf)
+    integer = np.zeros(n, dtype=bool)
+    for i, v in enumerate(variables):
+        v.index = i
+        if v.lowBound is not None:
+            lower[i] = v.lowBound
+        if v.upBound is not None:
+            upper[i] = v.upBound
+        integer[i] = v.cat == pulp.LpInteger and mip
+    for v, c in lp.objective.items():
+        cost[v.index] = sense * c
+    starts, index, value, rlo, rhi = [0], [], [], [], []
+    for i, con in enumerate(lp.constraints.values()):
+        con.index = i
+        for v, c in con.items():
+            if c != 0:
+                index.append(v.index)
+                value.append(c)
+        starts.append(len(index))
+        lo, hi = con.getLb(), con.getUb()
+        rlo.append(-inf if lo is None else lo)
+        rhi.append(inf if hi is None else hi)
+    return {"cost": cost, "col_lower": lower, "col_upper": upper, "integer": integer,
+            "row_lower": np.array(rlo, dtype=float), "row_upper": np.array(rhi, dtype=float),
+            "starts": np.array(starts, dtype=np.int32), "index": np.array(index, dtype=np.int32),
+            "value": np.array(value, dtype=float), "offset": sense * float(lp.objective.constant or 0.0)}
 
 
 _highs_threads: list = []  # the thread count HiGHS's process-wide scheduler was last started with
@@ -497,8 +521,10 @@ def _solve_highs(problem: pulp.LpProblem, options: SolveOptions,
     if options.threads:
         kw["threads"] = options.threads
     kw.update(dict(options.highs_options))
-    _use_highs_threads(options.threads)
-    solver = _HiGHS(start=start, **kw)
+    isolate = options.hard_limit and options.time_limit is not None
+    if not isolate:
+        _use_highs_threads(options.threads)  # the child process starts its own scheduler
+    solver = _HiGHS(start=start, isolate=isolate, **kw)
     problem.solve(solver)
     h = problem.solverModel
     ms = h.getModelStatus()

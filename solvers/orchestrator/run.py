@@ -47,6 +47,13 @@ TEARDOWN_SHARE = 0.06
 # the answer coming 18 s late; with presolve off the same run ends within its limit at the same gap.  Explicit
 # models that large never prove anything in the time (the bound is the slot bound's), so the MIP only polishes.
 PRESOLVE_OFF_VARIABLES = 50_000
+# Even with presolve off, HiGHS's root cut rounds on explicit models overran the limit: 1,024 interleaved nodes,
+# TP 8 x DP 16 x PP 4 (22k columns), one round from 12.0 s to 20.7 s at a 20 s limit, 1.5-4.8 s late.  Explicit
+# models this large run in a child process stopped at the limit (solvers.highs_process; ~0.25 s to start), and so
+# do the other models beyond 50k columns (16,384-node block models, up to 430k), whose presolve passes took
+# seconds past the limit.
+HARD_LIMIT_VARIABLES = 10_000
+HARD_LIMIT_ANY_VARIABLES = 50_000
 MIN_SOLVE_S = 0.01  # below this the solver is not started: it could not even read the model
 STATED_OVERHEAD_S = 1.0  # what a run may exceed its limit by (module docstring; measured in the benchmarks)
 
@@ -161,6 +168,9 @@ def run_ilp(space: SlotSpace, jobs: list[Job], greedy: Placement, options: Solve
     if (left is not None and built.kind == "explicit" and stats.get("variables", 0) > PRESOLVE_OFF_VARIABLES
             and "presolve" not in dict(opts.highs_options)):
         opts = replace(opts, highs_options=tuple(opts.highs_options) + (("presolve", "off"),))
+    if left is not None and stats.get("variables", 0) > (HARD_LIMIT_VARIABLES if built.kind == "explicit"
+                                                         else HARD_LIMIT_ANY_VARIABLES):
+        opts = replace(opts, hard_limit=True)
     report = solve_model(built, opts, start)
     if not report.has_solution and report.status == "time_limit":
         res = warm_start_result(space, jobs, greedy, kind, f"{report.raw_status} (no incumbent)", budget.t0,

@@ -4,7 +4,8 @@ Instances: a k-hop line (k = 2 or 3, 4 GPUs per node, 16 nodes = 64 GPUs per
 ToR, contiguous wiring unless said), exactly 5 % of the nodes faulty (a
 uniform random subset, seeded), one job of TP x DP with as many instances as
 fit.  Each case runs in a fresh interpreter so that its peak memory (RSS,
-solver included) is its own; the time is the whole orchestration inside it
+solver included; the larger of it and of a solver child's) is its own, and its CPU time
+counts a solver child's too; the time is the whole orchestration inside it
 (reading the line, model build, warm start, solve, extraction, accounting),
 not the fabric build or the fault draw.
 
@@ -42,15 +43,18 @@ nodes, _ = fault_nodes(fab, node_fault_ratio=0.05, seed=a["seed"], mode="exact")
 jobs = [Job(tp=a["tp"], dp=a["dp"], pp=a["pp"])]
 if a.get("jobs"):  # several jobs: [dp, count or None] each, one TP
     jobs = [Job(tp=a["tp"], dp=dp, count=c, name=f"job{i}") for i, (dp, c) in enumerate(a["jobs"])]
+def cpu_seconds():  # this process and its solver children (HiGHS may run in one: solvers.highs_process)
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 t0 = time.perf_counter()
-c0 = time.process_time()
+c0 = cpu_seconds()
 res = orchestrate(fab, jobs, nodes, options=SolveOptions(time_limit=a["limit"], gap_rel=a["gap"]))
 wall = time.perf_counter() - t0
-cpu = time.process_time() - c0
+cpu = cpu_seconds() - c0
 greedy = orchestrate(fab, jobs, nodes, solver="greedy").summary()
 d = res.summary()
-d.update(wall=wall, cpu=cpu, greedy_cross_tor_bytes=greedy["cross_tor_bytes"],
-         peak_rss_gib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
+peak = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+d.update(wall=wall, cpu=cpu, greedy_cross_tor_bytes=greedy["cross_tor_bytes"], peak_rss_gib=peak / 2**20)
 d.pop("model_size", None)
 print(json.dumps(d))
 """
@@ -167,10 +171,13 @@ def test_several_jobs_1024_nodes_within_1_percent_in_60_s(k, tp, jobs):
 
 
 # Issue 18, "--time-limit is honoured": interleaved wiring at any DP size (D = 16 once spent minutes listing the
-# pattern ILP's columns: 280 s at a 58 s limit); the answer comes within the limit plus about 1 s.
+# pattern ILP's columns: 280 s at a 58 s limit) and with PP 4 (HiGHS's root cut rounds on the 22k-column explicit
+# model ran 1.5-4.8 s past the limit in process; it now runs in a child stopped at the limit); the answer comes
+# within the limit plus about 1 s.
 @pytest.mark.bench
-@pytest.mark.parametrize("k, tp, dp", [(2, 32, 16), (2, 8, 16), (3, 64, 2), (2, 16, 8)])
-def test_interleaved_answers_within_its_time_limit(k, tp, dp):
-    d = _run(1024, k, tp, dp, limit=20, wiring="interleaved")
+@pytest.mark.parametrize("k, tp, dp, pp", [(2, 32, 16, 1), (2, 8, 16, 1), (3, 64, 2, 1), (2, 16, 8, 1),
+                                           (2, 8, 16, 4), (2, 16, 4, 2)])
+def test_interleaved_answers_within_its_time_limit(k, tp, dp, pp):
+    d = _run(1024, k, tp, dp, pp=pp, limit=20, wiring="interleaved")
     assert d["instances"] > 0 and d["gap"] is not None
     assert d["wall"] < 20 + 2 and d["peak_rss_gib"] < 2

@@ -45,10 +45,11 @@ def test_numpy_inputs_equal_python(fab):
     assert {k: v for k, v in a.items() if k != "total_seconds"} == {k: v for k, v in b.items() if k != "total_seconds"}
 
 
+@pytest.mark.parametrize("kind", ["explicit", "blocks"])
 @pytest.mark.parametrize("variables, limit, user, off", [(60_000, 10.0, (), True), (1_000, 10.0, (), False),
-                                                         (60_000, None, (), False),
+                                                         (60_000, None, (), False), (20_000, 10.0, (), False),
                                                          (60_000, 10.0, (("presolve", "on"),), False)])
-def test_large_explicit_models_solve_with_presolve_off_under_a_limit(monkeypatch, variables, limit, user, off):
+def test_large_explicit_models_solve_with_presolve_off_under_a_limit(monkeypatch, kind, variables, limit, user, off):
     """run.run_ilp: HiGHS's MIP presolve does not check the time limit everywhere, so an explicit model above
     PRESOLVE_OFF_VARIABLES is solved without it when a limit is set (and the user did not choose)."""
     import solvers.orchestrator.run as run
@@ -60,13 +61,17 @@ def test_large_explicit_models_solve_with_presolve_off_under_a_limit(monkeypatch
         pass
 
     class Built:
-        kind, data = "explicit", None
+        data = None
+
+        def __init__(self):
+            self.kind = kind
 
         def stats(self):
             return {"variables": variables}
 
     def solve_model(built, opts, start):
         seen["highs"] = dict(opts.highs_options)
+        seen["hard"] = opts.hard_limit
         raise Stop
 
     monkeypatch.setattr(run, "solve_model", solve_model)
@@ -74,5 +79,9 @@ def test_large_explicit_models_solve_with_presolve_off_under_a_limit(monkeypatch
     with pytest.raises(Stop):
         run.run_ilp(None, [], None, SolveOptions(time_limit=limit, highs_options=user), budget,
                     lambda b: Built(), lambda built, p: {}, None)
-    assert (seen["highs"].get("presolve") == "off") == off
+    assert (seen["highs"].get("presolve") == "off") == (off and kind == "explicit")
     assert variables > run.PRESOLVE_OFF_VARIABLES or not off
+    # and, beyond HARD_LIMIT_VARIABLES (any model: HARD_LIMIT_ANY_VARIABLES), in a child process stopped at the
+    # limit (HiGHS's cut rounds and presolve passes overran it)
+    most = run.HARD_LIMIT_VARIABLES if kind == "explicit" else run.HARD_LIMIT_ANY_VARIABLES
+    assert seen["hard"] == (limit is not None and variables > most)
