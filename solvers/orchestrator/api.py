@@ -28,7 +28,7 @@ from solvers.orchestrator.extract import extract_blocks, extract_explicit
 from solvers.orchestrator.greedy import fault_unaware_placement, greedy_placement, tor_aware_placement
 from solvers.orchestrator.jobs import Job
 from solvers.orchestrator.jobs_bound import separate_jobs_bound
-from solvers.orchestrator.model import EXPLICIT_MAX_SLOTS, build_chosen, choose_model
+from solvers.orchestrator.model import EXPLICIT_MAX_SLOTS, build_chosen, choose_model, explicit_model_fits
 from solvers.orchestrator.model_explicit import unit_costs
 from solvers.orchestrator.jobs_run import ALONE_NOTE, run_jobs_blocks
 from solvers.orchestrator.model_jobs import usable
@@ -245,7 +245,8 @@ def _ilp(line: Line, jobs: list[Job], greedy: Placement, options: SolveOptions, 
         return run_bounded(line.space, jobs, greedy, options, budget, blocks, unit, build)
     if kind == "explicit" and len(jobs) == 1 and job.pp == 1 and line.n > EXPLICIT_MAX_SLOTS:
         # any wiring: the slot-by-slot bound first (solvers/orchestrator/explicit_bounded.py)
-        return run_explicit_bounded(line, jobs, greedy, options, budget, build, encode, extract)
+        return run_explicit_bounded(line, jobs, greedy, options, budget, build, encode, extract,
+                                    fits=lambda: explicit_model_fits(line, jobs, budget))
     if kind == "explicit" and line.n > EXPLICIT_MAX_SLOTS and (len(jobs) > 1 or job.pp > 1):
         # too large to prove itself: bounded first by the DP groups alone (PP bytes >= 0, and each job's
         # instances are a placement of that job alone: jobs_bound.py); after the search no time would be left

@@ -36,6 +36,7 @@ from solvers.pulp_adapter import SolveOptions, SolveReport, relative_gap
 
 REGROUP_SHARE = 0.5  # of the time left: the exchange search (the explicit model rarely improves on it)
 RETILE_SHARE = 0.5  # of the time left: the search over spare nodes (measured: 14 s CPU at 1,024 slots)
+RETILE_ALONE_SHARE = 0.9  # the same when the explicit model is too large to build: the search is all there is
 TOL = 1e-6
 
 
@@ -81,8 +82,13 @@ def with_bound(res: OrchestrationResult, bound: float, unit: float, label: str, 
 
 
 def run_explicit_bounded(line: Line, jobs: list[Job], greedy: Placement, options: SolveOptions, budget: Budget,
-                         build, encode, extract) -> OrchestrationResult:
-    """The explicit orchestration of one PP = 1 job with the slot bound first (module docstring)."""
+                         build, encode, extract, fits=lambda: True) -> OrchestrationResult:
+    """The explicit orchestration of one PP = 1 job with the slot bound first (module docstring).
+
+    ``fits()`` says whether the explicit model is small enough to build
+    (:func:`solvers.orchestrator.model.explicit_model_fits`); when not, the
+    search over spare nodes has nearly all the time and the model is skipped.
+    """
     job = jobs[0]
     unit, _, _ = unit_costs(jobs, line.space.g)
     t1 = time.perf_counter()
@@ -92,8 +98,9 @@ def run_explicit_bounded(line: Line, jobs: list[Job], greedy: Placement, options
     greedy = regroup(greedy, line.space, budget=budget.share(REGROUP_SHARE))
     warm = placement_traffic(greedy, line.space, jobs).cross_bytes / unit
     retiled = None
+    solvable = warm <= lb + TOL or fits()
     if warm > lb + TOL:  # then other spare nodes, rings cut anew (solvers/orchestrator/retile.py)
-        cut = retile(line, job, greedy, budget=budget.share(RETILE_SHARE))
+        cut = retile(line, job, greedy, budget=budget.share(RETILE_SHARE if solvable else RETILE_ALONE_SHARE))
         if cut is not None:
             cost = placement_traffic(cut, line.space, jobs).cross_bytes / unit
             if cost < warm:
@@ -104,6 +111,10 @@ def run_explicit_bounded(line: Line, jobs: list[Job], greedy: Placement, options
         res = warm_start_result(line.space, jobs, greedy, "explicit",
                                 "no solver needed, the warm start meets the slot bound (or the requested gap)",
                                 budget.t0, 0.0, termination="optimal" if warm <= lb + TOL else "gap_limit")
+    elif not solvable:
+        res = warm_start_result(line.space, jobs, greedy, "-", "no exact model fits this request (the explicit "
+                                "model would be too large to build in the time)", budget.t0, 0.0,
+                                termination="other_limit")
     else:
         opts = replace(options, known_bound=max(lb, options.known_bound or 0.0))
         res = run_ilp(line.space, jobs, greedy, opts, budget, build, encode, extract)

@@ -33,18 +33,23 @@ so such lines go to the explicit model (small) or the restricted block model (la
 
 from __future__ import annotations
 
-
 from fabric.errors import FabricError
 from solvers.orchestrator.built import BuiltModel
 from solvers.orchestrator.jobs import Job
 from solvers.orchestrator.model_blocks import build_blocks_model
 from solvers.orchestrator.model_explicit import build_explicit_model, position_conflicts, unit_costs
-from solvers.orchestrator.rings import Blocks, block_structure, candidate_rings
-from solvers.orchestrator.run import UNLIMITED, Budget
+from solvers.orchestrator.rings import Blocks, Candidate, TooManyCandidates, block_structure, candidate_rings
+from solvers.orchestrator.run import UNLIMITED, Budget, BudgetSpent
 from solvers.orchestrator.space import Line
 
 MODELS = ("auto", "blocks", "explicit")
 EXPLICIT_MAX_SLOTS = 128  # above this the explicit model ends near a 100 % gap (issue 18): blocks restricted instead
+# Columns of the explicit model, estimated as candidate rings + instances x stages x signatures (its integer
+# counts; the binaries per slot and ToR come on top).  Measured on interleaved lines, TP 16 x DP 4 at 60 s: 2,048
+# nodes, 137k estimated (201k real) built in 7 s; 4,096 nodes, 496k (773k) took 28 s and 16,384 nodes ran out of
+# the 280 s budget at 3 GiB, and neither solve ever improved on the warm start.  Beyond this the model is not
+# built: the warm start (and the search that makes it) has the time.
+EXPLICIT_MAX_COLUMNS = 300_000
 
 
 def choose_model(line: Line, jobs: list[Job], prefer: str = "auto") -> tuple[str, Blocks | None]:
@@ -96,6 +101,30 @@ def build_chosen(line: Line, jobs: list[Job], kind: str, blocks: Blocks | None,
     m = jobs[0].tp // g
     cands = candidate_rings(line, m, budget=budget)
     budget.check()
+    columns = _explicit_columns(cands, jobs)
+    if columns > EXPLICIT_MAX_COLUMNS:
+        raise TooManyCandidates("tp", f"the explicit model would have about {columns:,} columns (more than "
+                                      f"{EXPLICIT_MAX_COLUMNS:,}: its build alone would take most of a minute)")
     model = build_explicit_model(cands, position_conflicts(cands, line.n), jobs, g, budget=budget)
     model.meta["tor"] = line.space.tor
     return model
+
+
+def explicit_model_fits(line: Line, jobs: list[Job], budget: Budget = UNLIMITED) -> bool:
+    """The explicit model of this request is within :data:`EXPLICIT_MAX_COLUMNS` (and its candidate limit).
+
+    True when ``budget`` runs out first: the build then reports the spent budget itself.
+    """
+    try:
+        cands = candidate_rings(line, jobs[0].tp // line.space.g, budget=budget)
+    except TooManyCandidates:
+        return False
+    except BudgetSpent:
+        return True
+    return _explicit_columns(cands, jobs) <= EXPLICIT_MAX_COLUMNS
+
+
+def _explicit_columns(cands: list[Candidate], jobs: list[Job]) -> int:
+    """Candidate rings + instances x stages x ring signatures: the bulk of the explicit model's columns."""
+    signatures = len({c.sig for c in cands})
+    return len(cands) + sum(j.count * j.pp for j in jobs) * signatures

@@ -102,3 +102,36 @@ def test_tor_count_bound_closed_form_on_a_hand_case():
     assert tor_count_bound([3, 3], 2, 3, 1) == 0
     # ToRs of 2 and 2 and 2, m = 2, D = 3, C = 1: W_t = 0 everywhere, 2 (m C - 0) = 4; split sum_t ceil(2/2) = 3
     assert tor_count_bound([2, 2, 2], 2, 3, 1) == 4
+
+
+def test_an_explicit_model_too_large_to_build_is_skipped_and_the_bound_still_stated(monkeypatch):
+    """Above EXPLICIT_MAX_COLUMNS (lowered here to fit a 160-node line) the explicit model is not built: the
+    searched warm start is the answer, with the same slot bound and a note saying why no model ran (a line whose
+    warm start does not meet the bound: every healthy node is used, no spare to move)."""
+    import solvers.orchestrator.model as model
+    from solvers.orchestrator.model import build_chosen, explicit_model_fits
+    from solvers.orchestrator.rings import TooManyCandidates
+    from solvers.orchestrator.run import UNLIMITED
+
+    rng = random.Random(0)
+    n, T = 160, 16
+    healthy = np.ones(n, bool)
+    healthy[rng.sample(range(n), 8)] = False
+    line = line_from_arrays(healthy, np.arange(n) % T, 2, g=4)
+    job = Job(tp=8, dp=4)
+    fj = resolved(line, job)
+    built = build_chosen(line, [fj], "explicit", None)
+    # the estimate (candidates + instances x signatures) is the bulk of the model, never more than it
+    assert model._explicit_columns(model.candidate_rings(line, 2), [fj]) <= built.stats()["variables"]
+    assert explicit_model_fits(line, [fj])
+    monkeypatch.setattr(model, "EXPLICIT_MAX_COLUMNS", 10)
+    assert not explicit_model_fits(line, [fj])
+    with pytest.raises(TooManyCandidates, match="columns"):
+        build_chosen(line, [fj], "explicit", None, UNLIMITED)
+    res = orchestrate_line(line, [job], options=SolveOptions(time_limit=6))
+    assert res.model == "-" and res.termination == "other_limit" and res.status == "feasible"
+    assert any("too large to build" in note for note in res.notes)
+    unit, _, _ = unit_costs([fj], 4)
+    assert res.report.bound == pytest.approx(bound_of(line, fj))
+    res.placement.check(line.space)
+    assert res.traffic.cross_bytes / unit >= bound_of(line, fj) - 1e-6
