@@ -81,9 +81,9 @@ def orchestrate_command(
         None, "--time-limit",
         help="seconds for the whole ILP orchestration after the fabric is built and the faults drawn: reading the "
              "line, model build (reported as build_seconds), hand-over and solve (solve_seconds); the answer comes "
-             "within the limit plus about 1 s (extraction, accounting, the solver's reaction time; a few seconds "
-             "more on the largest models, whose presolve checks the limit between passes); a budget spent before "
-             "the solver finds anything returns the greedy warm start with the trivial bound 0 (default: 60)"),
+             "within the limit plus about 1 s (extraction, accounting; large models are solved by HiGHS in a child "
+             "process stopped at the limit, which keeps its last incumbent); a budget spent before the solver "
+             "finds anything returns the warm start with the best bound proven by then (default: 60)"),
     gap: Optional[float] = typer.Option(None, "--gap",
                                         help="stop the ILP at this relative gap (0, the default: prove optimality)"),
     mip_solver: str = typer.Option("auto", "--mip-solver", help="auto (HiGHS, else CBC), highs or cbc"),
