@@ -285,8 +285,11 @@ def _jobs_blocks(line: Line, jobs: list[Job], options: SolveOptions, prefer: str
         floor = separate_jobs_bound(line, jobs, budget.share(ALONE_SHARE))
     res = run_jobs_blocks(line.space, jobs, greedy, options, budget, blocks, unit, dpc, bounding=bounding,
                           floor=floor)
-    # short blocks without the jobs' own bounds first (too little time then): after the ILP, if time is left
-    return res if blocks.exact or floor > 0 else _each_job_bounded(line, jobs, res, options, t0)
+    # short blocks without the jobs' own bounds first (too little time then): after the ILP, if time is left; and
+    # exact blocks where the ILP proved nothing (16,384 nodes, TP 16 x (DP 4 x 100 + DP 8 x 50): its model too
+    # large, the warm start came back in 3 s of 280 with the trivial bound 0)
+    trivial = res.report is None or not res.report.bound
+    return res if floor > 0 or (blocks.exact and not trivial) else _each_job_bounded(line, jobs, res, options, t0)
 
 
 def _fault_unaware(line: Line, jobs: list[Job], m: int, t0: float) -> OrchestrationResult:

@@ -29,7 +29,7 @@ from solvers.orchestrator.regroup import regroup
 from solvers.orchestrator.result import OrchestrationResult
 from solvers.orchestrator.retile import retile
 from solvers.orchestrator.run import Budget, run_ilp, warm_start_result
-from solvers.orchestrator.slot_bound import tor_count_bound
+from solvers.orchestrator.slot_bound import ring_capacity_bound, tor_count_bound
 from solvers.orchestrator.space import Line, SlotSpace
 from solvers.orchestrator.traffic import placement_traffic
 from solvers.pulp_adapter import SolveOptions, SolveReport, relative_gap
@@ -41,19 +41,23 @@ TOL = 1e-6
 
 
 def slot_bound(space: SlotSpace, job: Job) -> float:
-    """The slot bound (slot crossings) of one job from each ToR's healthy nodes, for any wiring, open or closed.
+    """The slot bound (slot crossings) of one job on a line, for any wiring, open or closed.
 
-    Milliseconds (:func:`~solvers.orchestrator.slot_bound.tor_count_bound`); valid for any placement of the
-    job's rings, so it also floors the bound where a stronger one (the line DP) is not had in time.
+    The higher of :func:`~solvers.orchestrator.slot_bound.tor_count_bound` (each ToR's healthy node count)
+    and :func:`~solvers.orchestrator.slot_bound.ring_capacity_bound` (how many rings can meet a ToR at one
+    slot; ``space``'s slots in line order); milliseconds, valid for any placement of the job's rings, so it
+    also floors the bound where a stronger one (the line DP) is not had in time.
     """
+    m = job.tp // space.g
     per_tor = np.bincount(space.tor[space.healthy], minlength=space.n_tors)
-    return tor_count_bound(per_tor, job.tp // space.g, job.dp, job.count)
+    return max(tor_count_bound(per_tor, m, job.dp, job.count),
+               ring_capacity_bound(space.tor, space.healthy, m, job.dp, job.count))
 
 
 def with_slot_bound(res: OrchestrationResult, bound: float, unit: float) -> OrchestrationResult:
     """``res`` with ``bound`` (slot crossings) as a proven bound; ``optimal`` when its cost reaches it."""
     return with_bound(res, bound, unit, "slot bound", f"lower bound {bound:g} slot crossings from each ToR's "
-                      "healthy nodes, slot by slot (solvers/orchestrator/slot_bound.py)")
+                      "healthy nodes and ring capacity, slot by slot (solvers/orchestrator/slot_bound.py)")
 
 
 def with_bound(res: OrchestrationResult, bound: float, unit: float, label: str, note: str) -> OrchestrationResult:

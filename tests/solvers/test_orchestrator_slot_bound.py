@@ -135,3 +135,66 @@ def test_an_explicit_model_too_large_to_build_is_skipped_and_the_bound_still_sta
     assert res.report.bound == pytest.approx(bound_of(line, fj))
     res.placement.check(line.space)
     assert res.traffic.cross_bytes / unit >= bound_of(line, fj) - 1e-6
+
+
+@pytest.mark.parametrize("closed", [False, True])
+@pytest.mark.parametrize("n,T,k,m,D", [(16, 4, 2, 4, 2), (16, 4, 2, 3, 3), (15, 5, 2, 3, 2), (18, 6, 2, 3, 3),
+                                       (16, 4, 3, 4, 2), (14, 7, 2, 2, 3), (16, 2, 2, 4, 2)])
+def test_ring_capacity_bound_never_exceeds_brute_force(n, T, k, m, D, closed):
+    """Contiguous ToRs about as long as a ring (where the bound is positive), open and closed, k = 2 and 3, up
+    to 3 faults: brute force (every ring set, every grouping) never costs less; where every ToR holds at most
+    one ring's node per slot, every placement costs m C D and the bound is that exactly."""
+    from solvers.orchestrator.slot_bound import ring_capacity_bound
+
+    rng = random.Random(11 * n + 3 * T + m + D + k)
+    positive = exact = 0
+    for _ in range(8):
+        tor = np.arange(n) * T // n
+        healthy = np.ones(n, bool)
+        healthy[rng.sample(range(n), rng.randint(0, 3))] = False
+        line = line_from_arrays(healthy, tor, k, closed=closed)
+        job = resolved(line, Job(tp=m, dp=D, dp_bytes=1.0))
+        if job is None or job.count < 1:
+            continue
+        best = brute_force(line, job)
+        unit, _, _ = unit_costs([job], 1)
+        lb = ring_capacity_bound(tor, healthy, m, D, job.count)
+        assert lb * unit <= best + 1e-9
+        positive += lb > 0
+        exact += lb > 0 and abs(lb * unit - best) <= 1e-9
+    assert positive >= 1 or T == 2  # two ToRs of 8 nodes hold two rings of 4 per slot: a group may be mono
+    if n // T <= m:
+        assert exact == positive  # c_t = 1 everywhere: the bound is every placement's cost
+
+
+def test_ring_capacity_bound_on_hand_cases():
+    from solvers.orchestrator.slot_bound import ring_capacity_bound
+
+    # 4 ToRs of 4 healthy nodes, m = 4: one ring's node per ToR per slot (c = 1); C = 1 group of D = 2
+    # -> per slot both rings in different ToRs: 2 crossings x 4 slots = 8
+    assert ring_capacity_bound(np.arange(16) // 4, np.ones(16, bool), 4, 2, 1) == 8
+    # the same with 8-node ToRs (c = floor(7/4) + 1 = 2 >= D): a group can sit in one ToR: no bound
+    assert ring_capacity_bound(np.arange(16) // 8, np.ones(16, bool), 4, 2, 1) == 0
+    # 4 ToRs of 8 nodes, m = 4 (c = 2), D = 4, C = 2: each group spans >= ceil(4/2) = 2 ToRs; k* = 4 ToRs
+    # -> per slot max(2 x 2, 4) = 4, x 4 slots = 16
+    assert ring_capacity_bound(np.arange(32) // 8, np.ones(32, bool), 4, 4, 2) == 16
+    # interleaved wiring: every run is one node, c_t = healthy nodes of t >= D: no bound
+    assert ring_capacity_bound(np.arange(16) % 4, np.ones(16, bool), 2, 2, 2) == 0
+
+
+def test_tor_count_bound_is_zero_at_once_when_every_tor_can_give_whole_groups():
+    """The shortcut (sum of D floor(h_t / D) >= m C D: the knapsack's minimum is 0) agrees with the knapsack
+    itself, which it skips: 300 random small cases, the knapsack run on each."""
+    from solvers.orchestrator.slot_bound import _knapsack
+
+    rng = random.Random(3)
+    shortcut = 0
+    for _ in range(300):
+        T, m, D = rng.randint(1, 6), rng.randint(1, 3), rng.randint(2, 5)
+        h = np.array([rng.randint(0, 9) for _ in range(T)])
+        C = rng.randint(1, max(1, int(h.sum()) // (m * D)))
+        if h.sum() < m * C * D:
+            continue
+        assert tor_count_bound(h, m, D, C) == _knapsack(h, m, D, C), (h.tolist(), m, D, C)
+        shortcut += int((D * (h // D)).sum()) >= m * C * D
+    assert shortcut >= 50
