@@ -134,7 +134,8 @@ def run_pipelined(line: Line, job: Job, run_flat, t0: float, time_limit: float |
         termination = "other_limit"
     rep = SolveReport(status, rep0.solver if rep0 else "-", True, cost, bound, gap, rep0.seconds if rep0 else 0.0,
                       rep0.raw_status if rep0 else "-", termination=termination)
-    res = OrchestrationResult(status, "ilp", flat.model + "-pp", line.space, [job], placement, traffic, rep, 1.0,
+    model = "pp" if flat.model == "-" else flat.model + "-pp"  # "-": the surrogate needed no model (its warm start)
+    res = OrchestrationResult(status, "ilp", model, line.space, [job], placement, traffic, rep, 1.0,
                               flat.model_stats, termination=rep.termination)
     # the surrogate's "optimality proved" is the PP = 1 run's: it proves this placement only when it meets the
     # bound (as api._several drops the merged job's)

@@ -321,8 +321,9 @@ def test_the_dp_groups_own_bound_of_a_pipelined_job_never_exceeds_brute_force():
 
 
 def test_a_pipelined_job_on_a_line_too_large_to_prove_states_its_dp_groups_bound():
-    """api._ilp: PP > 1 off ToR blocks above the explicit model's exact size is bounded first by its DP groups
-    alone (the search leaves no time after it), not by the trivial 0; here an interleaved 160-node line."""
+    """api._ilp: PP > 1 off ToR blocks above the explicit model's exact size is bounded by its DP groups alone
+    (their slot bound, as the pipelined path states it; the PP bytes are >= 0), not by the trivial 0, and placed by
+    chaining them; here an interleaved 160-node line."""
     from solvers.orchestrator.jobs_bound import separate_jobs_bound
     from solvers.orchestrator.model import EXPLICIT_MAX_SLOTS
 
@@ -336,4 +337,6 @@ def test_a_pipelined_job_on_a_line_too_large_to_prove_states_its_dp_groups_bound
     d = res.summary()
     lb = separate_jobs_bound(line, res.jobs)
     assert lb > 0 and d["bound"] >= lb * res.unit_bytes - 1e-9
-    assert "jobs_bound.py" in d["notes"] and "trivial bound 0" not in d["notes"]
+    assert "chained into pipelines" in d["notes"] and "trivial bound 0" not in d["notes"]
+    res.placement.check(line.space)
+    assert d["bound"] <= d["cross_tor_bytes"] + 1e-9
