@@ -70,16 +70,20 @@ class ChildHighs:
         os.close(write)
         messages = _Messages(read)
         try:
-            child.stdin.write(pickle.dumps({"model": self.model, "options": self.options, "start": self.start,
-                                            "deadline": deadline}, protocol=pickle.HIGHEST_PROTOCOL))
-            child.stdin.close()
-        except BrokenPipeError:
-            pass  # the child died at start-up: its exit is reported below
-        wait = None if deadline is None else max(deadline + GRACE_S - time.time(), 0.0)
-        if not messages.done.wait(wait):
-            child.kill()
-            self.killed = True
-        child.wait()
+            try:
+                pickle.dump({"model": self.model, "options": self.options, "start": self.start,
+                             "deadline": deadline}, child.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+                child.stdin.close()
+            except BrokenPipeError:
+                pass  # the child died at start-up: its exit is reported below
+            wait = None if deadline is None else max(deadline + GRACE_S - time.time(), 0.0)
+            if not messages.done.wait(wait):
+                child.kill()
+                self.killed = True
+        finally:  # an interrupt (Ctrl-C) while waiting must not leave the solver running
+            if child.poll() is None and not messages.done.is_set():
+                child.kill()
+            child.wait()
         messages.thread.join()
         self._answer = messages.answer(self.model, child.returncode, self.killed)
 
