@@ -45,13 +45,17 @@ CASES = [(13, 3, 2, 2, 2, "interleaved"), (14, 4, 2, 2, 2, "interleaved"), (14, 
          (12, 3, 3, 2, 2, "map"), (12, 4, 2, 2, 2, "map"), (14, 4, 2, 2, 3, "map")]
 
 
+def interleaved_160(seed: int, faults: int):
+    """A 160-node interleaved line (16 ToRs, k = 2, 4 GPUs a node) with ``faults`` seeded node faults."""
+    rng = random.Random(seed)
+    healthy = np.ones(160, bool)
+    healthy[rng.sample(range(160), faults)] = False
+    return line_from_arrays(healthy, np.arange(160) % 16, 2, g=4)
+
+
 def test_explicit_orchestration_states_the_bound_and_never_crosses_it():
     """On a 160-node interleaved line (above EXPLICIT_MAX_SLOTS) the explicit model runs told the bound."""
-    rng = random.Random(5)
-    n, T = 160, 16
-    healthy = np.ones(n, bool)
-    healthy[rng.sample(range(n), 5)] = False
-    line = line_from_arrays(healthy, np.arange(n) % T, 2, g=4)
+    line = interleaved_160(seed=5, faults=5)
     job = Job(tp=8, dp=4)
     res = orchestrate_line(line, [job], options=SolveOptions(time_limit=6))
     rep = res.report
@@ -68,9 +72,21 @@ def test_explicit_orchestration_states_the_bound_and_never_crosses_it():
 def test_tor_count_bound_never_exceeds_brute_force(n, T, k, m, D, wiring, closed):
     """The closed form from healthy nodes per ToR alone, on interleaved, random and contiguous wiring, open lines
     and closed ones (the argument never looks at the ring shapes)."""
-    rng = random.Random(7 * n + T + D)
     positive = 0
-    for _ in range(8):
+    for line, job, best, unit in _brute_forced_lines(random.Random(7 * n + T + D), n, T, k, m, D, wiring, closed):
+        lb = tor_count_bound(per_tor(line), m, D, job.count)
+        assert lb * unit <= best + 1e-9
+        assert lb == int(lb)
+        if best == 0:
+            assert lb == 0
+        positive += lb > 0
+    assert positive >= 1
+
+
+def _brute_forced_lines(rng, n, T, k, m, D, wiring, closed, count=8):
+    """(line, resolved job, brute-force optimum, bytes per slot crossing) for ``count`` seeded lines of up to 3
+    faults (those with no complete group are skipped)."""
+    for _ in range(count):
         if wiring == "interleaved":
             tor = np.arange(n) % T
         elif wiring == "contiguous":
@@ -83,15 +99,8 @@ def test_tor_count_bound_never_exceeds_brute_force(n, T, k, m, D, wiring, closed
         job = resolved(line, Job(tp=m, dp=D, dp_bytes=1.0))
         if job is None or job.count < 1:
             continue
-        best = brute_force(line, job)
         unit, _, _ = unit_costs([job], 1)
-        lb = tor_count_bound(per_tor(line), m, D, job.count)
-        assert lb * unit <= best + 1e-9
-        assert lb == int(lb)
-        if best == 0:
-            assert lb == 0
-        positive += lb > 0
-    assert positive >= 1
+        yield line, job, brute_force(line, job), unit
 
 
 def test_tor_count_bound_closed_form_on_a_hand_case():
@@ -113,11 +122,7 @@ def test_an_explicit_model_too_large_to_build_is_skipped_and_the_bound_still_sta
     from solvers.orchestrator.rings import TooManyCandidates
     from solvers.orchestrator.run import UNLIMITED
 
-    rng = random.Random(0)
-    n, T = 160, 16
-    healthy = np.ones(n, bool)
-    healthy[rng.sample(range(n), 8)] = False
-    line = line_from_arrays(healthy, np.arange(n) % T, 2, g=4)
+    line = interleaved_160(seed=0, faults=8)
     job = Job(tp=8, dp=4)
     fj = resolved(line, job)
     built = build_chosen(line, [fj], "explicit", None)
@@ -146,19 +151,10 @@ def test_ring_capacity_bound_never_exceeds_brute_force(n, T, k, m, D, closed):
     one ring's node per slot, every placement costs m C D and the bound is that exactly."""
     from solvers.orchestrator.slot_bound import ring_capacity_bound
 
-    rng = random.Random(11 * n + 3 * T + m + D + k)
     positive = exact = 0
-    for _ in range(8):
-        tor = np.arange(n) * T // n
-        healthy = np.ones(n, bool)
-        healthy[rng.sample(range(n), rng.randint(0, 3))] = False
-        line = line_from_arrays(healthy, tor, k, closed=closed)
-        job = resolved(line, Job(tp=m, dp=D, dp_bytes=1.0))
-        if job is None or job.count < 1:
-            continue
-        best = brute_force(line, job)
-        unit, _, _ = unit_costs([job], 1)
-        lb = ring_capacity_bound(tor, healthy, m, D, job.count)
+    rng = random.Random(11 * n + 3 * T + m + D + k)
+    for line, job, best, unit in _brute_forced_lines(rng, n, T, k, m, D, "contiguous", closed):
+        lb = ring_capacity_bound(line.space.tor, line.space.healthy, m, D, job.count)
         assert lb * unit <= best + 1e-9
         positive += lb > 0
         exact += lb > 0 and abs(lb * unit - best) <= 1e-9
