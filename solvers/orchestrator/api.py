@@ -256,8 +256,10 @@ def _ilp(line: Line, jobs: list[Job], greedy: Placement, options: SolveOptions, 
         return run_bounded(line.space, jobs, greedy, options, budget, blocks, unit, build)
     if kind == "explicit" and len(jobs) == 1 and job.pp == 1 and line.n > EXPLICIT_MAX_SLOTS:
         # any wiring: the slot-by-slot bound first (solvers/orchestrator/explicit_bounded.py)
-        return run_explicit_bounded(line, jobs, greedy, options, budget, build, encode, extract,
-                                    fits=lambda: explicit_model_fits(line, jobs, budget))
+        listed: dict = {}  # the candidate rings, listed once for the size check and the build
+        return run_explicit_bounded(line, jobs, greedy, options, budget,
+                                    lambda b: build_chosen(line, jobs, kind, blocks, b, listed.get("cands")),
+                                    encode, extract, fits=lambda: explicit_model_fits(line, jobs, budget, listed))
     if kind == "explicit" and line.n > EXPLICIT_MAX_SLOTS and (len(jobs) > 1 or job.pp > 1):
         # too large to prove itself: bounded first by the DP groups alone (PP bytes >= 0, and each job's
         # instances are a placement of that job alone: jobs_bound.py); after the search no time would be left

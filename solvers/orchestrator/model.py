@@ -83,8 +83,10 @@ def build_model(line: Line, jobs: list[Job], prefer: str = "auto", budget: Budge
 
 
 def build_chosen(line: Line, jobs: list[Job], kind: str, blocks: Blocks | None,
-                 budget: Budget = UNLIMITED) -> BuiltModel:
+                 budget: Budget = UNLIMITED, cands: list[Candidate] | None = None) -> BuiltModel:
     """Build the formulation :func:`choose_model` picked, checking ``budget`` as it goes.
+
+    ``cands``: the explicit model's candidate rings when already listed (:func:`explicit_model_fits`).
 
     Raises
     ------
@@ -99,7 +101,8 @@ def build_chosen(line: Line, jobs: list[Job], kind: str, blocks: Blocks | None,
         job = jobs[0]
         return build_blocks_model(blocks, job.dp, job.count, unit, budget=budget)
     m = jobs[0].tp // g
-    cands = candidate_rings(line, m, budget=budget)
+    if cands is None:
+        cands = candidate_rings(line, m, budget=budget)
     budget.check()
     columns = _explicit_columns(cands, jobs)
     if columns > EXPLICIT_MAX_COLUMNS:
@@ -110,10 +113,12 @@ def build_chosen(line: Line, jobs: list[Job], kind: str, blocks: Blocks | None,
     return model
 
 
-def explicit_model_fits(line: Line, jobs: list[Job], budget: Budget = UNLIMITED) -> bool:
+def explicit_model_fits(line: Line, jobs: list[Job], budget: Budget = UNLIMITED,
+                        listed: dict | None = None) -> bool:
     """The explicit model of this request is within :data:`EXPLICIT_MAX_COLUMNS` (and its candidate limit).
 
-    True when ``budget`` runs out first: the build then reports the spent budget itself.
+    True when ``budget`` runs out first: the build then reports the spent budget itself.  ``listed`` (a dict)
+    receives the candidate rings under ``"cands"``, for :func:`build_chosen` not to list them again.
     """
     try:
         cands = candidate_rings(line, jobs[0].tp // line.space.g, budget=budget)
@@ -121,6 +126,8 @@ def explicit_model_fits(line: Line, jobs: list[Job], budget: Budget = UNLIMITED)
         return False
     except BudgetSpent:
         return True
+    if listed is not None:
+        listed["cands"] = cands
     return _explicit_columns(cands, jobs) <= EXPLICIT_MAX_COLUMNS
 
 
