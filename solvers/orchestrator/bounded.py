@@ -148,14 +148,14 @@ def run_bounded(space: SlotSpace, jobs: list[Job], greedy: Placement, options: S
     def full(start, opts):
         return run_ilp(space, jobs, start, opts, budget, build_full, encode_blocks, extract_blocks)
 
+    lb0 = slot_bound(space, job)  # milliseconds; where rings are as long as a ToR it is every placement's cost
+
     def without_line_bound():
         # no line-DP bound (no view of the longer rings, or its first pass overran its share): the slot bound
-        # (milliseconds, any ring shape, open or closed) is still proven, so the gap stated is never the trivial 1
-        lb = slot_bound(space, job)
-        res = full(greedy, replace(options, known_bound=max(lb, options.known_bound or 0.0)))
-        return with_slot_bound(res, lb, unit_bytes)
+        # (any ring shape, open or closed) is still proven, so the gap stated is never the trivial 1
+        res = full(greedy, replace(options, known_bound=max(lb0, options.known_bound or 0.0)))
+        return with_slot_bound(res, lb0, unit_bytes)
 
-    lb0 = slot_bound(space, job)  # milliseconds; where rings are as long as a ToR it is every placement's cost
     if _close_enough(warm, lb0, options.gap_rel):
         res = warm_start_result(space, jobs, greedy, "blocks" if blocks.exact else "blocks-restricted",
                                 "no solver needed, the warm start meets the slot bound (or the requested gap)",
