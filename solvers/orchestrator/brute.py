@@ -139,10 +139,11 @@ def brute_force(line: Line, job: Job) -> float:
     return best
 
 
-def brute_force_jobs(line: Line, jobs: list[Job]) -> float:
+def brute_force_jobs(line: Line, jobs: list[Job], keep=None) -> float:
     """Least cross-ToR bytes over every placement of several jobs (``dp`` and ``count`` resolved), or inf.
 
-    Every ring set of ``sum D_j P_j C_j`` rings, and every way to deal its rings into the jobs' instances.
+    Every ring set of ``sum D_j P_j C_j`` rings, and every way to deal its rings into the jobs' instances;
+    with ``keep`` (a predicate on a ring set, a list of slot tuples), only the ring sets it accepts.
     """
     g = line.space.g
     m = jobs[0].tp // g
@@ -166,6 +167,8 @@ def brute_force_jobs(line: Line, jobs: list[Job]) -> float:
     best = float("inf")
     seen = set()
     for rs in ring_sets(line, m, need):
+        if keep is not None and not keep(rs):
+            continue
         key = tuple(sorted(tuple(int(tor[u]) for u in r) for r in rs))
         if key not in seen:
             seen.add(key)

@@ -43,6 +43,7 @@ from solvers.orchestrator.rings import Blocks
 from solvers.orchestrator.run import HANDOVER_SHARE, Budget, BudgetSpent, run_ilp, warm_start_result
 from solvers.orchestrator.solve import solve_model
 from solvers.orchestrator.space import SlotSpace
+from solvers.orchestrator.three_blocks import covers_block
 from solvers.orchestrator.traffic import placement_traffic
 from solvers.pulp_adapter import SolveOptions
 
@@ -52,7 +53,14 @@ ALONE_NOTE = ("lower bound {:g} units: each job's own line-DP (or slot) bound on
 VIEW_NOTE = ("lower bound {:g} units: the LP relaxation of the several-job block model on the three-block view, "
              "which holds rings spanning three ToRs (solvers/orchestrator/jobs_run.py)")
 VIEW_SHARE = 0.5  # short blocks, of the time left after the full build: the view's LP (the proof and the support)
+# of the time left after the view's LP: the same LP with a ring over three ToRs forced, run only when the first LP
+# took no longer (1,024 nodes, k = 3, TP 32, DP 4 x 5 + DP 2: LP 5.5 s, 46 s left, run; DP 8 x 3 + DP 4: 20 s,
+# 29 s left, skipped: it did not finish in 7 s and the ILP lost them)
+SPANNING_SHARE = 0.2
 RESTRICTED_SHARE = 0.3  # of the time left then: the restricted ILP
+SPLIT_NOTE = ("lower bound {:g} units: placements with a ring spanning three ToRs cost at least {:g} (the LP of the "
+              "three-block view with such a ring forced), the others at least {:g} (the block ILP's bound: its model "
+              "holds every placement whose rings lie within two ToRs) (solvers/orchestrator/jobs_run.py)")
 # Above this many option columns the full several-job ILP is not built (as bounded.FULL_SEARCH_MAX_OPTIONS for
 # one job).  Measured (5 % exact faults, k = 2, TP 16, jobs DP 8 x C/8, DP 4 x C/4 and DP 8 filling the rest, 60 s
 # limit): 4,096 nodes, 187k columns, ended in time at 1.33 GiB and improved on the warm start; 8,192 nodes, 377k
@@ -61,22 +69,27 @@ RESTRICTED_SHARE = 0.3  # of the time left then: the restricted ILP
 JOBS_FULL_MAX_OPTIONS = 200_000
 
 
-def _lp_support(full, options: SolveOptions, budget: Budget):
-    """(LP optimum or None, per ToR the tagged options of positive LP value) of ``full``'s relaxation.
+def _relaxed(model, options: SolveOptions, budget: Budget):
+    """The solve report of ``model``'s LP relaxation.
 
     The model is relaxed in place (its integer variables made continuous for this solve, then restored):
     building a copy would cost as much as the LP.
     """
-    ints = [v for v in full.problem.variables() if v.cat == pulp.LpInteger]
+    ints = [v for v in model.problem.variables() if v.cat == pulp.LpInteger]
     left = budget.remaining()
     try:
         for v in ints:
             v.cat = pulp.LpContinuous
-        rep = solve_model(full, replace(options, gap_rel=0.0, known_bound=None,
-                                        time_limit=None if left is None else max(left, 0.01)))
+        return solve_model(model, replace(options, gap_rel=0.0, known_bound=None,
+                                          time_limit=None if left is None else max(left, 0.01)))
     finally:
         for v in ints:
             v.cat = pulp.LpInteger
+
+
+def _lp_support(full, options: SolveOptions, budget: Budget):
+    """(LP optimum or None, per ToR the tagged options of positive LP value) of ``full``'s relaxation."""
+    rep = _relaxed(full, options, budget)
     if rep.status != "optimal" or rep.objective is None:
         return None, None
     opts = full.meta["options"]
@@ -101,17 +114,54 @@ def _count_options(blocks: Blocks, dps: list[int], budget: Budget) -> int:
 
 
 def _view_lp(bounding, dps: list[int], counts: list[int], weights: list[float], unit: float,
-             options: SolveOptions, budget: Budget):
-    """(LP optimum, LP support) of the several-job model on the three-block view ``bounding`` = (view, options
-    function): the optimum a lower bound over every placement on short blocks (module docstring), the support
-    (its options that are the restricted model's too) where the restricted ILP looks; (None, None) when it does
-    not finish."""
+             options: SolveOptions, budget: Budget, spanning: tuple[Budget, float] | None = None):
+    """(LP optimum, LP support, spanning LP) of the several-job model on the three-block view ``bounding`` =
+    (view, options function).
+
+    The optimum is a lower bound over every placement on short blocks (module docstring), the support (its
+    options that are the restricted model's too) is where the restricted ILP looks; (None, None, None) when
+    the LP does not finish.  With ``spanning`` = (a budget, a fraction), the same LP with a ring over a whole
+    block forced (:func:`_spanning_lp`) follows, given that fraction of what the budget has left after the
+    first LP, when the first took no more than that; else, or when it does not finish, the third value is None.
+    """
     view, options_of = bounding
     try:
         model = build_jobs_model(view, dps, counts, weights, unit, budget, options_of=options_of)
     except BudgetSpent:
-        return None, None
-    return _lp_support(model, options, budget)
+        return None, None, None
+    t_lp = time.perf_counter()
+    lp, sup = _lp_support(model, options, budget)
+    if lp is None or spanning is None:
+        return lp, sup, None
+    outer, fraction = spanning
+    t_lp = time.perf_counter() - t_lp
+    left = outer.remaining()
+    if left is not None and t_lp > fraction * left:
+        return lp, sup, None  # the second LP costs about as much as the first: it would starve the ILP
+    return lp, sup, _spanning_lp(model, view.m, options, outer.share(fraction))
+
+
+def _spanning_lp(model, m: int, options: SolveOptions, budget: Budget) -> float | None:
+    """A lower bound (objective units) over the placements with a ring spanning three ToRs; None: not found.
+
+    Such a placement is a solution of the view's model (it holds every placement) that uses a pass-through
+    option (:func:`~solvers.orchestrator.three_blocks.covers_block`) at some ToR, so the LP optimum of the
+    model with at least one of them forced bounds it; ``inf`` when the LP is infeasible (no such placement
+    fits).  Those rings cross two ToR boundaries and cost much: on the benchmark's short blocks this LP is
+    10 % above the best placement, so that the restricted ILP, which holds every other placement, proves the
+    rest.  The model gets the row for good (it is not used after).
+    """
+    opts = model.meta["options"]
+    forced = [model.var["opt"][(t, i)] for t in range(len(opts)) for i, o in enumerate(opts[t]) if covers_block(o, m)]
+    if not forced:
+        return float("inf")
+    model.problem += pulp.lpSum(forced) >= 1, "a_ring_spans_three_tors"
+    rep = _relaxed(model, options, budget)
+    if rep.status == "infeasible":
+        return float("inf")
+    if rep.status != "optimal" or rep.objective is None:
+        return None
+    return rep.objective - 1e-6 * max(1.0, abs(rep.objective))  # (less the LP solver's tolerance)
 
 
 def run_jobs_blocks(space: SlotSpace, jobs: list[Job], greedy: Placement, options: SolveOptions, budget: Budget,
@@ -154,7 +204,8 @@ def run_jobs_blocks(space: SlotSpace, jobs: list[Job], greedy: Placement, option
     if bounding is None:
         lp_bound, sup = _lp_support(full, options, budget.share(LP_SHARE))
     else:  # the restricted model's LP bounds a restriction only: the view's is the proof (and its support)
-        view_lp, sup = _view_lp(bounding, dps, counts, weights, unit, options, budget.share(VIEW_SHARE))
+        view_lp, sup, spanning = _view_lp(bounding, dps, counts, weights, unit, options, budget.share(VIEW_SHARE),
+                                          spanning=(budget, SPANNING_SHARE))
         lp_bound = max(view_lp or 0.0, floor)
         proof = ALONE_NOTE.format(floor) if view_lp is None or view_lp < floor else VIEW_NOTE.format(view_lp)
     if sup is not None:
@@ -186,6 +237,10 @@ def run_jobs_blocks(space: SlotSpace, jobs: list[Job], greedy: Placement, option
         options = replace(options, known_bound=max(lp_bound, options.known_bound or 0.0))
     res = run_ilp(space, jobs, best, options, final, lambda b: full, encode_blocks, extract_jobs)
     if bounding is not None:
+        two = res.restriction_bound  # over the placements with every ring within two ToRs (the restricted ILP's)
+        if spanning is not None and two is not None and min(spanning, two) > lp_bound:
+            lp_bound = min(spanning, two)
+            proof = SPLIT_NOTE.format(lp_bound, spanning, two)
         res = _restricted_proof(res, lp_bound, unit, proof)
     res.warm_start_unimproved = bool(res.traffic is not None and res.traffic.cross_bytes
                                      >= warm * unit * (1 - 1e-12))

@@ -48,6 +48,9 @@ class OrchestrationResult:
         ILP formulation used (``blocks``, ``blocks-single``, ``explicit``, ``none``) or ``-``.
     jobs : list of Job
         With DP size and instance count resolved (stage 1).
+    restriction_bound : float or None
+        A restricted model's own proven bound (objective units), which holds only for the placements its
+        model holds (short blocks: rings within two ToRs), not for the request; None otherwise.
     """
 
     status: str
@@ -65,6 +68,7 @@ class OrchestrationResult:
     unit: str = "node"
     termination: str | None = None
     warm_start_unimproved: bool | None = None
+    restriction_bound: float | None = None
 
     @property
     def healthy_gpus(self) -> int:

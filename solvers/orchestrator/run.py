@@ -182,9 +182,12 @@ def run_ilp(space: SlotSpace, jobs: list[Job], greedy: Placement, options: Solve
             return warm_start_result(space, jobs, greedy, kind,
                                      f"{report.raw_status} (model restricted to rings within two ToRs)", budget.t0,
                                      t_build, unit, stats, termination=report.termination)
+        restriction_bound = report.bound
         report = _restricted_report(report)
     res = OrchestrationResult(report.status, "ilp", kind, space, jobs, None, None, report, built.unit_bytes,
                               stats, unit=unit, termination=report.termination)
+    if not exact:
+        res.restriction_bound = restriction_bound
     if not exact:
         res.notes.append("rings that could span three ToR blocks were left out of the model: its optimum is a "
                          "feasible placement and only the trivial bound 0 is proven")

@@ -146,6 +146,11 @@ def _end_right(key: int, m: int) -> bool:
     return key < 2 * m
 
 
+def covers_block(option: Option, m: int) -> bool:
+    """The option passes a ring over its whole block (the ring spans three ToRs or more): a pass-through."""
+    return option.part == "joint" and option.xl is not None and not _end_left(option.xl, m)
+
+
 def bounding_view(blocks: Blocks, healthy: np.ndarray, tor: np.ndarray):
     """(view, options function) over which the line DP bounds every placement: exact blocks as they are, short
     ones through :func:`three_block_view`; None where short blocks have no such view."""
