@@ -148,8 +148,8 @@ def _spanning_lp(model, m: int, options: SolveOptions, budget: Budget) -> float 
     option (:func:`~solvers.orchestrator.three_blocks.covers_block`) at some ToR, so the LP optimum of the
     model with at least one of them forced bounds it; ``inf`` when the LP is infeasible (no such placement
     fits).  Those rings cross two ToR boundaries and cost much: on the benchmark's short blocks this LP is
-    9.5 % above the best placement (322.6 against 294.5 units), so that the restricted ILP, which holds every other placement, proves the
-    rest.  The model gets the row for good (it is not used after).
+    9.5 % above the best placement (322.6 against 294.5 units), so that the restricted ILP, which holds every
+    other placement, proves the rest.  The model gets the row for good (it is not used after).
     """
     opts = model.meta["options"]
     forced = [model.var["opt"][(t, i)] for t in range(len(opts)) for i, o in enumerate(opts[t]) if covers_block(o, m)]
