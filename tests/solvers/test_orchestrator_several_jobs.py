@@ -348,41 +348,40 @@ def _covers_a_block(line):
     return lambda rs: any(run[max(r)] - run[min(r)] >= 2 for r in rs)
 
 
-def _short_block_request(rng, i):
-    """(line, resolved jobs, blocks, view) of an open short-block line and a request on it, or None."""
+def _short_block_requests(seed, draws=30):
+    """Yield (line, resolved jobs, blocks, view, unit, weights) for the open short-block lines and requests of
+    ``draws`` seeded draws that have a three-block view and an instance of every job."""
+    from solvers.orchestrator.model_explicit import unit_costs
     from solvers.orchestrator.rings import block_structure, max_rings
     from solvers.orchestrator.stage1 import resolve_jobs
     from solvers.orchestrator.three_blocks import bounding_view
 
-    n, npt, k = rng.choice([(16, 2, 2), (18, 3, 2), (15, 3, 2), (18, 3, 3), (20, 4, 3), (16, 2, 3)])
-    line = random_line(rng, n, npt, k, False)
-    jobs = SHORT[i % len(SHORT)]
-    m = jobs[0].tp
-    blocks = block_structure(line, m, allow_short=True)
-    resolved = resolve_jobs(jobs, len(max_rings(line, m)), int(line.space.healthy.sum()))
-    if blocks is None or blocks.exact or resolved is None or any(j.count == 0 for j in resolved):
-        return None
-    view = bounding_view(blocks, line.space.healthy, line.space.tor)
-    return None if view is None else (line, resolved, blocks, view)
+    rng = random.Random(seed)
+    for i in range(draws):
+        n, npt, k = rng.choice([(16, 2, 2), (18, 3, 2), (15, 3, 2), (18, 3, 3), (20, 4, 3), (16, 2, 3)])
+        line = random_line(rng, n, npt, k, False)
+        jobs = SHORT[i % len(SHORT)]
+        m = jobs[0].tp
+        blocks = block_structure(line, m, allow_short=True)
+        resolved = resolve_jobs(jobs, len(max_rings(line, m)), int(line.space.healthy.sum()))
+        if blocks is None or blocks.exact or resolved is None or any(j.count == 0 for j in resolved):
+            continue
+        view = bounding_view(blocks, line.space.healthy, line.space.tor)
+        if view is not None:
+            unit, weights, _ = unit_costs(resolved, 1)
+            yield line, resolved, blocks, view, unit, weights
 
 
 def test_the_spanning_lp_never_exceeds_brute_force_over_placements_with_a_ring_over_three_tors():
     """jobs_run._spanning_lp: the three-block view's LP with a pass-through forced bounds every placement that has
     a ring covering a whole block.  Against brute force over exactly those ring sets (inf when there is none: then
     the LP must be infeasible or say inf too); not vacuous: finite on some draws, above the view's plain LP on others
-    (inf where no such placement fits, which is what the benchmark's 10 % margin looks like at this size)."""
+    (inf where no such placement fits, which is what the benchmark's 9.5 % margin looks like at this size)."""
     from solvers.orchestrator.jobs_run import _view_lp
-    from solvers.orchestrator.model_explicit import unit_costs
     from solvers.orchestrator.run import Budget
 
-    rng = random.Random(17)
     checked = above = finite = 0
-    for i in range(30):
-        got = _short_block_request(rng, i)
-        if got is None:
-            continue
-        line, resolved, _, view = got
-        unit, weights, _ = unit_costs(resolved, 1)
+    for line, resolved, _, view, unit, weights in _short_block_requests(17):
         lp, _, spanning = _view_lp(view, [j.dp for j in resolved], [j.count for j in resolved], weights, unit, OPTS,
                                    Budget(0.0, None), spanning=(Budget(0.0, None), 0.5))
         best = brute_force_jobs(line, resolved, keep=_covers_a_block(line))
@@ -399,18 +398,11 @@ def test_the_restricted_block_ilp_is_exact_over_placements_with_rings_within_two
     optimum equals brute force over exactly those ring sets (run.py keeps its own bound as restriction_bound)."""
     from solvers.orchestrator.encode import encode_blocks
     from solvers.orchestrator.greedy import greedy_placement
-    from solvers.orchestrator.model_explicit import unit_costs
     from solvers.orchestrator.model_jobs import build_jobs_model, extract_jobs
     from solvers.orchestrator.run import Budget, run_ilp
 
-    rng = random.Random(29)
     checked = 0
-    for i in range(30):
-        got = _short_block_request(rng, i)
-        if got is None:
-            continue
-        line, resolved, blocks, _ = got
-        unit, weights, _ = unit_costs(resolved, 1)
+    for line, resolved, blocks, _, unit, weights in _short_block_requests(29):
         res = run_ilp(line.space, resolved, greedy_placement(line, resolved), OPTS, Budget(0.0, None),
                       lambda b: build_jobs_model(blocks, [j.dp for j in resolved], [j.count for j in resolved],
                                                  weights, unit, b),
