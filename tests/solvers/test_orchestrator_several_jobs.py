@@ -264,31 +264,12 @@ def test_the_three_block_view_lp_never_exceeds_brute_force():
     """The view's LP alone (jobs_run._view_lp) is a valid bound: it holds every placement, rings spanning three
     ToRs included (three_blocks.py); not vacuous: positive on some draws."""
     from solvers.orchestrator.jobs_run import _view_lp
-    from solvers.orchestrator.model_explicit import unit_costs
-    from solvers.orchestrator.rings import block_structure
     from solvers.orchestrator.run import Budget
-    from solvers.orchestrator.stage1 import resolve_jobs
-    from solvers.orchestrator.rings import max_rings
-    from solvers.orchestrator.three_blocks import bounding_view
 
-    rng = random.Random(7)
     checked = positive = 0
-    for i in range(24):
-        line = short_block_line(rng)
-        jobs = SHORT[i % len(SHORT)]
-        m = jobs[0].tp
-        blocks = block_structure(line, m, allow_short=True)
-        resolved = resolve_jobs(jobs, len(max_rings(line, m)), int(line.space.healthy.sum()))
-        if blocks is None or blocks.exact or resolved is None or any(j.count == 0 for j in resolved):
-            continue
-        if blocks.closed and blocks.T <= max(j.dp for j in resolved):
-            continue
-        view = bounding_view(blocks, line.space.healthy, line.space.tor)
-        if view is None:
-            continue
-        unit, weights, _ = unit_costs(resolved, 1)
+    for line, resolved, _, view, unit, weights in _short_block_requests(7, 24, closed=True):
         lp, _, _ = _view_lp(view, [j.dp for j in resolved], [j.count for j in resolved], weights, unit, OPTS,
-                         Budget(0.0, None))
+                            Budget(0.0, None))
         best = brute_force_jobs(line, resolved)
         assert lp is not None and lp * unit <= best + 1e-9
         checked += 1
@@ -348,9 +329,10 @@ def _covers_a_block(line):
     return lambda rs: any(run[max(r)] - run[min(r)] >= 2 for r in rs)
 
 
-def _short_block_requests(seed, draws=30):
-    """Yield (line, resolved jobs, blocks, view, unit, weights) for the open short-block lines and requests of
-    ``draws`` seeded draws that have a three-block view and an instance of every job."""
+def _short_block_requests(seed, draws=30, closed=False):
+    """Yield (line, resolved jobs, blocks, view, unit, weights) for the short-block lines (open, or also closed
+    ones: :func:`short_block_line`) and requests of ``draws`` seeded draws that have a three-block view and an
+    instance of every job."""
     from solvers.orchestrator.model_explicit import unit_costs
     from solvers.orchestrator.rings import block_structure, max_rings
     from solvers.orchestrator.stage1 import resolve_jobs
@@ -358,13 +340,18 @@ def _short_block_requests(seed, draws=30):
 
     rng = random.Random(seed)
     for i in range(draws):
-        n, npt, k = rng.choice([(16, 2, 2), (18, 3, 2), (15, 3, 2), (18, 3, 3), (20, 4, 3), (16, 2, 3)])
-        line = random_line(rng, n, npt, k, False)
+        if closed:
+            line = short_block_line(rng)
+        else:
+            n, npt, k = rng.choice([(16, 2, 2), (18, 3, 2), (15, 3, 2), (18, 3, 3), (20, 4, 3), (16, 2, 3)])
+            line = random_line(rng, n, npt, k, False)
         jobs = SHORT[i % len(SHORT)]
         m = jobs[0].tp
         blocks = block_structure(line, m, allow_short=True)
         resolved = resolve_jobs(jobs, len(max_rings(line, m)), int(line.space.healthy.sum()))
         if blocks is None or blocks.exact or resolved is None or any(j.count == 0 for j in resolved):
+            continue
+        if blocks.closed and blocks.T <= max(j.dp for j in resolved):
             continue
         view = bounding_view(blocks, line.space.healthy, line.space.tor)
         if view is not None:
