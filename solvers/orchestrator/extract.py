@@ -79,8 +79,16 @@ def walk_groups(blocks, choices, straddle_idx, pop, dps: list[int], job_of, pure
     by_size: dict[tuple[int, int], list[list[int]]] = defaultdict(list)
     open_item: dict[int, list[int]] = {}  # boundary -> rings of the straddle item crossing it
     order = list(range(T))
+    pre = None  # a ToR whose outgoing item is opened before the walk (closed lines with an item at every boundary)
     if blocks.closed:  # start after a ToR whose right state is not an open item: chains never wrap fully
-        first = next((t for t, a in enumerate(choices) if a.sout[0] != "G"), 0)
+        first = next((t for t, a in enumerate(choices) if a.sout[0] != "G"), None)
+        if first is None:
+            # every boundary carries a group item (each ToR closes one and opens the next: found by brute force on
+            # a 5-ToR circle): open one that is not a chain first; its rings are its own ToR's, so nothing it
+            # needs comes from the walk (an item never chains round all T > D boundaries)
+            first = pre = next(t for t, a in enumerate(choices) if not a.chain)
+            rb = blocks.right[pre]
+            open_item[rb] = [straddle_idx[rb]] + pop(pre, choices[pre].att_out)
         order = [(first + 1 + i) % T for i in range(T)]
     for t in order:
         a = choices[t]
@@ -100,7 +108,7 @@ def walk_groups(blocks, choices, straddle_idx, pop, dps: list[int], job_of, pure
                 groups.append((ji, item))
             else:
                 by_size[ji, len(item)].append(item)
-        if a.sout[0] == "G" and not a.chain:
+        if a.sout[0] == "G" and not a.chain and t != pre:
             open_item[rb] = [straddle_idx[rb]] + pop(t, a.att_out)
         for j, D in enumerate(dps):
             for _ in range(pure(t, j)):

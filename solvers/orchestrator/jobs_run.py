@@ -4,9 +4,10 @@ The several-job block ILP (:mod:`~solvers.orchestrator.model_jobs`) has a
 tight LP, but on 1,024 nodes HiGHS may spend the whole limit before it
 improves on the greedy warm start.  So, as :mod:`~solvers.orchestrator.bounded`
 does for one job, a small ILP restricted to a few options per ToR runs
-first: those of the warm start (so that it is feasible) and those the LP
-relaxation of the full model uses (its support, where the optimum usually
-lies).  Its solution is a placement; the full ILP then starts from the
+first: those of the warm start (so that it is feasible) and those on the
+optimal face of the full model's LP relaxation (of positive value or zero
+reduced cost: where the optimum usually lies).  Its solution is a
+placement; the full ILP then starts from the
 better of it and the warm start, told the LP's optimum as a bound (a valid
 lower bound: the relaxation of an exact model), and its own bound gives the
 status and gap.  Above :data:`JOBS_FULL_MAX_OPTIONS` option columns nothing is built: the warm
@@ -22,7 +23,14 @@ does for one job's line DP): its LP optimum is a **valid lower bound**, and
 the placement found is stated against it (model ``blocks-jobs-restricted``).
 Measured at 1,024 nodes, k = 3, TP 32, jobs DP 4 x 5 and DP 2 filling the
 rest: view LP 281.5 units against the best placement's 294.5 (the sum of each
-job's own bound, used before, stated a 65 % gap).
+job's own bound, used before, stated a 65 % gap).  Stronger, when time
+allows: split the placements by whether a ring spans three ToRs.  Those that
+have one cost at least the view's LP with such a ring forced (there 322.6:
+they are dear), the others at least the restricted model's LP, then its
+ILP's bound (its model holds exactly them), so the lower of the two bounds
+every placement (there 281.5 -> 291.6 at the ILP's root, within 1 %).  The
+restricted model's LP (smaller than the view's) gives the options for the
+small ILP.
 """
 
 from __future__ import annotations
@@ -52,15 +60,25 @@ ALONE_NOTE = ("lower bound {:g} units: each job's own line-DP (or slot) bound on
               "(solvers/orchestrator/jobs_bound.py)")
 VIEW_NOTE = ("lower bound {:g} units: the LP relaxation of the several-job block model on the three-block view, "
              "which holds rings spanning three ToRs (solvers/orchestrator/jobs_run.py)")
-VIEW_SHARE = 0.5  # short blocks, of the time left after the full build: the view's LP (the proof and the support)
-# of the time left after the view's LP: the same LP with a ring over three ToRs forced, run only when the first LP
-# took no longer (1,024 nodes, k = 3, TP 32, DP 4 x 5 + DP 2: LP 5.5 s, 46 s left, run; DP 8 x 3 + DP 4: 20 s,
-# 29 s left, skipped: it did not finish in 7 s and the ILP lost them)
-SPANNING_SHARE = 0.2
+VIEW_SHARE = 0.5  # short blocks without the split bound, of the time left: the view's LP (the proof, the support)
+# Short blocks: the split bound (the restricted model's LP, then the view's LP with a ring over three ToRs forced,
+# this share of the time left) is tried only when SPANNING_COST times the restricted model's build time fits in that
+# share; else the view's plain LP is the bound.  Measured at 1,024 nodes, k = 3, TP 32: DP 4 x 5 + DP 2, build 1.7 s,
+# LP 2.6 s, the view 3.4 s to build + 5.5 s for the LP with the row; DP 8 x 3 + DP 4, build 4.7 s, LP 6.0 s, the view
+# 8.2 + 22.8 s (too dear at 58 s: its plain LP, 8.2 + 12.3 s, is the bound there)
+SPANNING_SHARE = 0.4
+SPANNING_COST = 7.0
+# The split bound needs the block ILP's own bound.  Started from a good placement, HiGHS restarts on the columns its
+# reduced costs fix and begins its cut rounds anew each time: 1,024 nodes, k = 3, TP 32, DP 4 x 5 + DP 2, from the
+# optimum 294.5, its bound stood at 284.3 after 38 s; without restarts 291.6 (within 1 %) in 28.7 s.
+NO_RESTART = (("mip_allow_restart", False),)
 RESTRICTED_SHARE = 0.3  # of the time left then: the restricted ILP
+NONE_SPAN_NOTE = ("lower bound {:g} units: no placement has a ring spanning three ToRs (the LP of the three-block view "
+                  "with one forced is infeasible), and the others cost at least {:g} (the block model's LP or ILP "
+                  "bound: it holds every placement whose rings lie within two ToRs) (solvers/orchestrator/jobs_run.py)")
 SPLIT_NOTE = ("lower bound {:g} units: placements with a ring spanning three ToRs cost at least {:g} (the LP of the "
-              "three-block view with such a ring forced), the others at least {:g} (the block ILP's bound: its model "
-              "holds every placement whose rings lie within two ToRs) (solvers/orchestrator/jobs_run.py)")
+              "three-block view with such a ring forced), the others at least {:g} (the block model's LP or ILP bound: "
+              "it holds every placement whose rings lie within two ToRs) (solvers/orchestrator/jobs_run.py)")
 # Above this many option columns the full several-job ILP is not built (as bounded.FULL_SEARCH_MAX_OPTIONS for
 # one job).  Measured (5 % exact faults, k = 2, TP 16, jobs DP 8 x C/8, DP 4 x C/4 and DP 8 filling the rest, 60 s
 # limit): 4,096 nodes, 187k columns, ended in time at 1.33 GiB and improved on the warm start; 8,192 nodes, 377k
@@ -88,14 +106,26 @@ def _relaxed(model, options: SolveOptions, budget: Budget):
 
 
 def _lp_support(full, options: SolveOptions, budget: Budget):
-    """(LP optimum or None, per ToR the tagged options of positive LP value) of ``full``'s relaxation."""
+    """(LP optimum or None, per ToR its tagged options on the LP's optimal face) of ``full``'s relaxation.
+
+    The options on the face are those of positive LP value and those of zero reduced cost (the ones some
+    other optimal LP solution may use): the restricted ILP over them (and the warm start's) is where the
+    optimum usually lies.  Measured at 1,024 nodes, k = 3, TP 32 (short blocks): jobs DP 4 x 5 + DP 2, the
+    positive ones alone led that ILP to 309.5 units, with the zero-cost ones it reached the optimum 294.5 in
+    3.6 s (5.9k of 32k options); DP 8 x 3 + DP 4, 562.2 in 15 s (9.4k of 80k), where the full ILP had ended
+    at 576 in the whole limit.
+    """
     rep = _relaxed(full, options, budget)
     if rep.status != "optimal" or rep.objective is None:
         return None, None
     opts = full.meta["options"]
-    sup = [{opts[t][i] for i in range(len(opts[t])) if (full.var["opt"][(t, i)].varValue or 0.0) > 1e-6}
-           for t in range(len(opts))]
-    return rep.objective - 1e-6 * max(1.0, abs(rep.objective)), sup  # (less the LP solver's tolerance)
+    tol = 1e-6 * max(1.0, abs(rep.objective))
+
+    def on_face(v) -> bool:
+        return (v.varValue or 0.0) > 1e-6 or (v.dj is not None and v.dj <= tol)
+
+    sup = [{opts[t][i] for i in range(len(opts[t])) if on_face(full.var["opt"][(t, i)])} for t in range(len(opts))]
+    return rep.objective - tol, sup  # (less the LP solver's tolerance)
 
 
 def _count_options(blocks: Blocks, dps: list[int], budget: Budget) -> int:
@@ -113,32 +143,30 @@ def _count_options(blocks: Blocks, dps: list[int], budget: Budget) -> int:
     return n
 
 
-def _view_lp(bounding, dps: list[int], counts: list[int], weights: list[float], unit: float,
-             options: SolveOptions, budget: Budget, spanning: tuple[Budget, float] | None = None):
-    """(LP optimum, LP support, spanning LP) of the several-job model on the three-block view ``bounding`` =
-    (view, options function).
-
-    The optimum is a lower bound over every placement on short blocks (module docstring), the support (its
-    options that are the restricted model's too) is where the restricted ILP looks; (None, None, None) when
-    the LP does not finish.  With ``spanning`` = (a budget, a fraction), the same LP with a ring over a whole
-    block forced (:func:`_spanning_lp`) follows, given that fraction of what the budget has left after the
-    first LP, when the first took no more than that; else, or when it does not finish, the third value is None.
-    """
+def _view_model(bounding, dps: list[int], counts: list[int], weights: list[float], unit: float, budget: Budget):
+    """The several-job model on the three-block view ``bounding`` = (view, options function); None when the
+    budget runs out while it is built."""
     view, options_of = bounding
     try:
-        model = build_jobs_model(view, dps, counts, weights, unit, budget, options_of=options_of)
+        return build_jobs_model(view, dps, counts, weights, unit, budget, options_of=options_of)
     except BudgetSpent:
-        return None, None, None
-    t_lp = time.perf_counter()
-    lp, sup = _lp_support(model, options, budget)
-    if lp is None or spanning is None:
-        return lp, sup, None
-    outer, fraction = spanning
-    t_lp = time.perf_counter() - t_lp
-    left = outer.remaining()
-    if left is not None and t_lp > fraction * left:
-        return lp, sup, None  # the second LP costs about as much as the first: it would starve the ILP
-    return lp, sup, _spanning_lp(model, view.m, options, outer.share(fraction))
+        return None
+
+
+def _view_lp(bounding, dps: list[int], counts: list[int], weights: list[float], unit: float,
+             options: SolveOptions, budget: Budget):
+    """(LP optimum, LP support) of the several-job model on the three-block view: the optimum a lower bound over
+    every placement on short blocks (module docstring), the support (its options that are the restricted
+    model's too) where the restricted ILP looks; (None, None) when it does not finish."""
+    model = _view_model(bounding, dps, counts, weights, unit, budget)
+    return (None, None) if model is None else _lp_support(model, options, budget)
+
+
+def _view_spanning_lp(bounding, dps: list[int], counts: list[int], weights: list[float], unit: float,
+                      options: SolveOptions, budget: Budget) -> float | None:
+    """:func:`_spanning_lp` of the several-job model on the three-block view (None when it does not finish)."""
+    model = _view_model(bounding, dps, counts, weights, unit, budget)
+    return None if model is None else _spanning_lp(model, bounding[0].m, options, budget)
 
 
 def _spanning_lp(model, m: int, options: SolveOptions, budget: Budget) -> float | None:
@@ -201,13 +229,12 @@ def run_jobs_blocks(space: SlotSpace, jobs: list[Job], greedy: Placement, option
         return warm_start("time limit reached during the model build", time.perf_counter() - t1)
     t_build = time.perf_counter() - t1
     keep = used_options(full, encode_blocks(full, greedy))
+    spanning = None
     if bounding is None:
         lp_bound, sup = _lp_support(full, options, budget.share(LP_SHARE))
-    else:  # the restricted model's LP bounds a restriction only: the view's is the proof (and its support)
-        view_lp, sup, spanning = _view_lp(bounding, dps, counts, weights, unit, options, budget.share(VIEW_SHARE),
-                                          spanning=(budget, SPANNING_SHARE))
-        lp_bound = max(view_lp or 0.0, floor)
-        proof = ALONE_NOTE.format(floor) if view_lp is None or view_lp < floor else VIEW_NOTE.format(view_lp)
+    else:  # the restricted model's LP bounds a restriction only: the proof is the view's
+        lp_bound, sup, proof, spanning = _short_block_bound(full, bounding, dps, counts, weights, unit, options,
+                                                            budget, t_build, floor)
     if sup is not None:
         keep = [a | b for a, b in zip(keep, sup)]
     best = greedy
@@ -235,17 +262,51 @@ def run_jobs_blocks(space: SlotSpace, jobs: list[Job], greedy: Placement, option
     final = budget if budget.limit is None else Budget(budget.t0, budget.limit - HANDOVER_SHARE * t_build)
     if lp_bound is not None:  # the LP relaxation of the exact model bounds it from below
         options = replace(options, known_bound=max(lp_bound, options.known_bound or 0.0))
+    if spanning is not None and "mip_allow_restart" not in dict(options.highs_options):
+        options = replace(options, highs_options=tuple(options.highs_options) + NO_RESTART)
     res = run_ilp(space, jobs, best, options, final, lambda b: full, encode_blocks, extract_jobs)
     if bounding is not None:
         two = res.restriction_bound  # over the placements with every ring within two ToRs (the restricted ILP's)
         if spanning is not None and two is not None and min(spanning, two) > lp_bound:
             lp_bound = min(spanning, two)
-            proof = SPLIT_NOTE.format(lp_bound, spanning, two)
+            proof = _split_note(lp_bound, spanning, two)
         res = _restricted_proof(res, lp_bound, unit, proof)
     res.warm_start_unimproved = bool(res.traffic is not None and res.traffic.cross_bytes
                                      >= warm * unit * (1 - 1e-12))
     res.seconds["build"] = res.seconds.get("build", 0.0) + t_build
     return res
+
+
+def _split_note(bound: float, spanning: float, two: float) -> str:
+    """The note of the split bound ``bound`` = min(``spanning``, ``two``)."""
+    if spanning == float("inf"):
+        return NONE_SPAN_NOTE.format(bound, two)
+    return SPLIT_NOTE.format(bound, spanning, two)
+
+
+def _short_block_bound(full, bounding, dps, counts, weights, unit, options: SolveOptions, budget: Budget,
+                       t_build: float, floor: float):
+    """(lower bound over every placement, support for the restricted ILP, the bound's note, the spanning LP or
+    None) on short blocks: the split bound when it looks affordable (:data:`SPANNING_COST`), else the view's plain
+    LP; ``floor`` (the jobs' own bounds) where higher.  ``full`` is the restricted model, built in ``t_build`` s."""
+    spanning = sup = two_lp = None
+    left = budget.remaining()
+    if left is None or SPANNING_COST * t_build <= SPANNING_SHARE * left:
+        # split by a ring over three ToRs: the restricted model's LP bounds the placements without one (and gives
+        # the support), the view's LP with one forced those with one
+        two_lp, sup = _lp_support(full, options, budget.share(LP_SHARE))
+        if two_lp is not None:
+            spanning = _view_spanning_lp(bounding, dps, counts, weights, unit, options, budget.share(SPANNING_SHARE))
+    if spanning is not None:
+        view_lp = min(spanning, two_lp)
+    else:
+        view_lp, view_sup = _view_lp(bounding, dps, counts, weights, unit, options, budget.share(VIEW_SHARE))
+        sup = sup or view_sup
+    if view_lp is None or view_lp < floor:
+        proof = ALONE_NOTE.format(floor)
+    else:
+        proof = VIEW_NOTE.format(view_lp) if spanning is None else _split_note(view_lp, spanning, two_lp)
+    return max(view_lp or 0.0, floor), sup, proof, spanning
 
 
 def _restricted_proof(res: OrchestrationResult, bound: float, unit: float, note: str) -> OrchestrationResult:
