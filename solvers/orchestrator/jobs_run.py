@@ -4,9 +4,9 @@ The several-job block ILP (:mod:`~solvers.orchestrator.model_jobs`) has a
 tight LP, but on 1,024 nodes HiGHS may spend the whole limit before it
 improves on the greedy warm start.  So, as :mod:`~solvers.orchestrator.bounded`
 does for one job, a small ILP restricted to a few options per ToR runs
-first: those of the warm start (so that it is feasible) and those on the
-optimal face of the full model's LP relaxation (of positive value or zero
-reduced cost: where the optimum usually lies).  Its solution is a
+first: those of the warm start (so that it is feasible) and those the LP
+relaxation of the full model uses (its support, where the optimum usually
+lies; on short blocks its whole optimal face).  Its solution is a
 placement; the full ILP then starts from the
 better of it and the warm start, told the LP's optimum as a bound (a valid
 lower bound: the relaxation of an exact model), and its own bound gives the
@@ -68,10 +68,11 @@ VIEW_SHARE = 0.5  # short blocks without the split bound, of the time left: the 
 # 8.2 + 22.8 s (too dear at 58 s: its plain LP, 8.2 + 12.3 s, is the bound there)
 SPANNING_SHARE = 0.4
 SPANNING_COST = 7.0
-# The split bound needs the block ILP's own bound.  Started from a good placement, HiGHS restarts on the columns its
-# reduced costs fix and begins its cut rounds anew each time: 1,024 nodes, k = 3, TP 32, DP 4 x 5 + DP 2, from the
-# optimum 294.5, its bound stood at 284.3 after 38 s; without restarts 291.6 (within 1 %) in 28.7 s.
-NO_RESTART = (("mip_allow_restart", False),)
+# SPLIT_START: the split bound needs the block ILP's own bound.  Started from a good placement, HiGHS restarts at once
+# on the columns its reduced costs fix and begins its cut rounds anew each time; from the greedy it finishes them
+# first.  1,024 nodes, k = 3, TP 32, DP 4 x 5 + DP 2, 58 s: seed 0 from the small ILP's 294.5 (the optimum), bound
+# 284.3 after 38 s (3.5 %), without restarts 291.6 (0.98 %), from the greedy 291.7 (0.96 %); seed 1 from 302, with
+# restarts 2.6 %, without 284.5 (5.2 %), from the greedy 296.9 (1.7 %, the small ILP's 302 kept).
 RESTRICTED_SHARE = 0.3  # of the time left then: the restricted ILP
 NONE_SPAN_NOTE = ("lower bound {:g} units: no placement has a ring spanning three ToRs (the LP of the three-block view "
                   "with one forced is infeasible), and the others cost at least {:g} (the block model's LP or ILP "
@@ -105,15 +106,16 @@ def _relaxed(model, options: SolveOptions, budget: Budget):
             v.cat = pulp.LpInteger
 
 
-def _lp_support(full, options: SolveOptions, budget: Budget):
-    """(LP optimum or None, per ToR its tagged options on the LP's optimal face) of ``full``'s relaxation.
+def _lp_support(full, options: SolveOptions, budget: Budget, face: bool = False):
+    """(LP optimum or None, per ToR its tagged options of positive LP value) of ``full``'s relaxation.
 
-    The options on the face are those of positive LP value and those of zero reduced cost (the ones some
-    other optimal LP solution may use): the restricted ILP over them (and the warm start's) is where the
-    optimum usually lies.  Measured at 1,024 nodes, k = 3, TP 32 (short blocks): jobs DP 4 x 5 + DP 2, the
-    positive ones alone led that ILP to 309.5 units, with the zero-cost ones it reached the optimum 294.5 in
-    3.6 s (5.9k of 32k options); DP 8 x 3 + DP 4, 562.2 in 15 s (9.4k of 80k), where the full ILP had ended
-    at 576 in the whole limit.
+    With ``face``, the options on the LP's optimal face: those of positive value and those of zero reduced
+    cost (the ones some other optimal LP solution may use), where the restricted ILP over them (and the warm
+    start's) finds more.  Measured at 1,024 nodes, k = 3, TP 32 (short blocks): jobs DP 4 x 5 + DP 2, the
+    positive ones alone led that ILP to 309.5 units, with the face it reached the optimum 294.5 in 3.6 s (5.9k
+    of 32k options); DP 8 x 3 + DP 4, 562.2 in 15 s (9.4k of 80k), where the full ILP had ended at 576 in the
+    whole limit.  On exact blocks the support alone does better (k = 3, TP 16 x (DP 8 x 10 + DP 4), seed 1:
+    optimal in 18 s; with the face 1.5 % at 58 s): there it is not asked for.
     """
     rep = _relaxed(full, options, budget)
     if rep.status != "optimal" or rep.objective is None:
@@ -122,7 +124,7 @@ def _lp_support(full, options: SolveOptions, budget: Budget):
     tol = 1e-6 * max(1.0, abs(rep.objective))
 
     def on_face(v) -> bool:
-        return (v.varValue or 0.0) > 1e-6 or (v.dj is not None and v.dj <= tol)
+        return (v.varValue or 0.0) > 1e-6 or (face and v.dj is not None and v.dj <= tol)
 
     sup = [{opts[t][i] for i in range(len(opts[t])) if on_face(full.var["opt"][(t, i)])} for t in range(len(opts))]
     return rep.objective - tol, sup  # (less the LP solver's tolerance)
@@ -159,7 +161,7 @@ def _view_lp(bounding, dps: list[int], counts: list[int], weights: list[float], 
     every placement on short blocks (module docstring), the support (its options that are the restricted
     model's too) where the restricted ILP looks; (None, None) when it does not finish."""
     model = _view_model(bounding, dps, counts, weights, unit, budget)
-    return (None, None) if model is None else _lp_support(model, options, budget)
+    return (None, None) if model is None else _lp_support(model, options, budget, face=True)
 
 
 def _view_spanning_lp(bounding, dps: list[int], counts: list[int], weights: list[float], unit: float,
@@ -262,9 +264,12 @@ def run_jobs_blocks(space: SlotSpace, jobs: list[Job], greedy: Placement, option
     final = budget if budget.limit is None else Budget(budget.t0, budget.limit - HANDOVER_SHARE * t_build)
     if lp_bound is not None:  # the LP relaxation of the exact model bounds it from below
         options = replace(options, known_bound=max(lp_bound, options.known_bound or 0.0))
-    if spanning is not None and "mip_allow_restart" not in dict(options.highs_options):
-        options = replace(options, highs_options=tuple(options.highs_options) + NO_RESTART)
-    res = run_ilp(space, jobs, best, options, final, lambda b: full, encode_blocks, extract_jobs)
+    # the split bound needs the block ILP's own bound: started from the greedy, not the small ILP's placement
+    # (SPLIT_START), the cheaper of the two placements kept
+    res = run_ilp(space, jobs, greedy if spanning is not None else best, options, final, lambda b: full,
+                  encode_blocks, extract_jobs)
+    if spanning is not None:
+        res = _cheaper_of(res, best, space, jobs, unit)
     if bounding is not None:
         two = res.restriction_bound  # over the placements with every ring within two ToRs (the restricted ILP's)
         if spanning is not None and two is not None and min(spanning, two) > lp_bound:
@@ -274,6 +279,21 @@ def run_jobs_blocks(space: SlotSpace, jobs: list[Job], greedy: Placement, option
     res.warm_start_unimproved = bool(res.traffic is not None and res.traffic.cross_bytes
                                      >= warm * unit * (1 - 1e-12))
     res.seconds["build"] = res.seconds.get("build", 0.0) + t_build
+    return res
+
+
+def _cheaper_of(res: OrchestrationResult, placement: Placement, space: SlotSpace, jobs: list[Job],
+                unit: float) -> OrchestrationResult:
+    """``res`` with ``placement`` as its answer when that costs less than its own (the ILP ran from another
+    start); its bound is untouched."""
+    traffic = placement_traffic(placement, space, jobs)
+    if res.traffic is not None and traffic.cross_bytes >= res.traffic.cross_bytes:
+        return res
+    res.placement, res.traffic = placement, traffic
+    if res.report is not None:
+        res.report = replace(res.report, objective=traffic.cross_bytes / unit, has_solution=True)
+    res.notes.append("the small ILP's placement is kept: cheaper than the block ILP's, which started from the "
+                     "greedy so that its bound grows (solvers/orchestrator/jobs_run.py)")
     return res
 
 
@@ -294,7 +314,7 @@ def _short_block_bound(full, bounding, dps, counts, weights, unit, options: Solv
     if left is None or SPANNING_COST * t_build <= SPANNING_SHARE * left:
         # split by a ring over three ToRs: the restricted model's LP bounds the placements without one (and gives
         # the support), the view's LP with one forced those with one
-        two_lp, sup = _lp_support(full, options, budget.share(LP_SHARE))
+        two_lp, sup = _lp_support(full, options, budget.share(LP_SHARE), face=True)
         if two_lp is not None:
             spanning = _view_spanning_lp(bounding, dps, counts, weights, unit, options, budget.share(SPANNING_SHARE))
     if spanning is not None:

@@ -420,3 +420,36 @@ def test_the_split_bound_on_short_blocks_against_brute_force(monkeypatch):
         res = check(short_block_line(rng), SHORT[i % len(SHORT)])
         split += res is not None and any("cost at least" in n and "ring spanning three ToRs" in n for n in res.notes)
     assert split >= 2
+
+
+def test_the_cheaper_placement_is_kept_with_its_own_objective():
+    """jobs_run._cheaper_of: the block ILP on short blocks starts from the greedy (its bound grows faster), so
+    the small ILP's placement replaces its answer when cheaper, the objective the one of the placement kept
+    (brute force prices both), and a dearer one changes nothing."""
+    from solvers.orchestrator.encode import encode_blocks
+    from solvers.orchestrator.greedy import greedy_placement
+    from solvers.orchestrator.jobs_run import _cheaper_of
+    from solvers.orchestrator.model_jobs import build_jobs_model, extract_jobs
+    from solvers.orchestrator.run import Budget, run_ilp, warm_start_result
+    from solvers.orchestrator.traffic import placement_traffic
+
+    swapped = 0
+    for line, resolved, blocks, _, unit, weights in _short_block_requests(29):
+        greedy = greedy_placement(line, resolved)
+        best = run_ilp(line.space, resolved, greedy, OPTS, Budget(0.0, None),
+                       lambda b: build_jobs_model(blocks, [j.dp for j in resolved], [j.count for j in resolved],
+                                                  weights, unit, b),
+                       encode_blocks, extract_jobs)
+        if best.traffic is None:
+            continue
+        worse = warm_start_result(line.space, resolved, greedy, "blocks-jobs", "test", 0.0, 0.0)
+        dear = placement_traffic(greedy, line.space, resolved).cross_bytes
+        kept = _cheaper_of(worse, best.placement, line.space, resolved, unit)
+        assert kept.traffic.cross_bytes == pytest.approx(min(dear, best.traffic.cross_bytes))
+        if best.traffic.cross_bytes < dear:
+            swapped += 1
+            assert kept.placement is best.placement and "is kept" in kept.notes[-1]
+            assert kept.report is None or kept.report.objective == pytest.approx(best.traffic.cross_bytes / unit)
+        same = _cheaper_of(best, greedy, line.space, resolved, unit)
+        assert same.placement is best.placement
+    assert swapped >= 2
