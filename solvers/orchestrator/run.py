@@ -188,7 +188,6 @@ def run_ilp(space: SlotSpace, jobs: list[Job], greedy: Placement, options: Solve
                               stats, unit=unit, termination=report.termination)
     if not exact:
         res.restriction_bound = restriction_bound
-    if not exact:
         res.notes.append("rings that could span three ToR blocks were left out of the model: its optimum is a "
                          "feasible placement and only the trivial bound 0 is proven")
     if report.has_solution:
