@@ -194,3 +194,27 @@ def test_tor_count_bound_is_zero_at_once_when_every_tor_can_give_whole_groups():
         assert tor_count_bound(h, m, D, C) == _knapsack(h, m, D, C), (h.tolist(), m, D, C)
         shortcut += int((D * (h // D)).sum()) >= m * C * D
     assert shortcut >= 50
+
+
+def test_small_lines_state_the_slot_bound_and_settle_when_every_placement_costs_the_same():
+    """api._ilp: on lines small enough for the explicit model alone, one PP = 1 job gets the slot bound as its
+    floor.  With ToRs shorter than a ring (2-node ToRs, rings of 4: every ToR holds at most one ring per slot) every
+    placement costs m C D, the ring-capacity bound says so, and the answer is optimal without HiGHS having to
+    close the gap; against brute force (the bound never above it, equal where optimal)."""
+    rng = random.Random(5)
+    settled = 0
+    for _ in range(6):
+        n = 16
+        healthy = np.ones(n, bool)
+        healthy[rng.sample(range(n), rng.randint(0, 2))] = False
+        line = line_from_arrays(healthy, np.arange(n) // 2, 2, 1, False)
+        job = resolved(line, Job(tp=4, dp=2, dp_bytes=1.0))
+        if job is None or not job.count:
+            continue
+        res = orchestrate_line(line, [job], options=SolveOptions(time_limit=30))
+        d = res.summary()
+        best = brute_force(line, job)
+        assert d["bound"] <= best + 1e-9 and res.traffic.cross_bytes >= best - 1e-9
+        assert any("slot_bound.py" in n for n in res.notes)
+        settled += d["status"] == "optimal" and res.traffic.cross_bytes == pytest.approx(best)
+    assert settled >= 3
