@@ -118,16 +118,24 @@ def _lp_support(full, options: SolveOptions, budget: Budget, face: bool = False)
     optimal in 18 s; with the face 1.5 % at 58 s): there it is not asked for.
     """
     rep = _relaxed(full, options, budget)
-    if rep.status != "optimal" or rep.objective is None:
+    lp = _lp_optimum(rep)
+    if lp is None:
         return None, None
     opts = full.meta["options"]
-    tol = 1e-6 * max(1.0, abs(rep.objective))
+    tol = rep.objective - lp
 
     def on_face(v) -> bool:
         return (v.varValue or 0.0) > 1e-6 or (face and v.dj is not None and v.dj <= tol)
 
     sup = [{opts[t][i] for i in range(len(opts[t])) if on_face(full.var["opt"][(t, i)])} for t in range(len(opts))]
-    return rep.objective - tol, sup  # (less the LP solver's tolerance)
+    return lp, sup
+
+
+def _lp_optimum(rep) -> float | None:
+    """An LP solve's optimum less the LP solver's tolerance (a safe lower bound), or None when not optimal."""
+    if rep.status != "optimal" or rep.objective is None:
+        return None
+    return rep.objective - 1e-6 * max(1.0, abs(rep.objective))
 
 
 def _count_options(blocks: Blocks, dps: list[int], budget: Budget) -> int:
@@ -155,22 +163,6 @@ def _view_model(bounding, dps: list[int], counts: list[int], weights: list[float
         return None
 
 
-def _view_lp(bounding, dps: list[int], counts: list[int], weights: list[float], unit: float,
-             options: SolveOptions, budget: Budget):
-    """(LP optimum, LP support) of the several-job model on the three-block view: the optimum a lower bound over
-    every placement on short blocks (module docstring), the support (its options that are the restricted
-    model's too) where the restricted ILP looks; (None, None) when it does not finish."""
-    model = _view_model(bounding, dps, counts, weights, unit, budget)
-    return (None, None) if model is None else _lp_support(model, options, budget, face=True)
-
-
-def _view_spanning_lp(bounding, dps: list[int], counts: list[int], weights: list[float], unit: float,
-                      options: SolveOptions, budget: Budget) -> float | None:
-    """:func:`_spanning_lp` of the several-job model on the three-block view (None when it does not finish)."""
-    model = _view_model(bounding, dps, counts, weights, unit, budget)
-    return None if model is None else _spanning_lp(model, bounding[0].m, options, budget)
-
-
 def _spanning_lp(model, m: int, options: SolveOptions, budget: Budget) -> float | None:
     """A lower bound (objective units) over the placements with a ring spanning three ToRs; None: not found.
 
@@ -179,19 +171,19 @@ def _spanning_lp(model, m: int, options: SolveOptions, budget: Budget) -> float 
     model with at least one of them forced bounds it; ``inf`` when the LP is infeasible (no such placement
     fits).  Those rings cross two ToR boundaries and cost much: on the benchmark's short blocks this LP is
     9.5 % above the best placement (322.6 against 294.5 units), so that the restricted ILP, which holds every
-    other placement, proves the rest.  The model gets the row for good (it is not used after).
+    other placement, proves the rest.  The row is removed again after the solve.
     """
     opts = model.meta["options"]
     forced = [model.var["opt"][(t, i)] for t in range(len(opts)) for i, o in enumerate(opts[t]) if covers_block(o, m)]
     if not forced:
         return float("inf")
-    model.problem += pulp.lpSum(forced) >= 1, "a_ring_spans_three_tors"
-    rep = _relaxed(model, options, budget)
-    if rep.status == "infeasible":
-        return float("inf")
-    if rep.status != "optimal" or rep.objective is None:
-        return None
-    return rep.objective - 1e-6 * max(1.0, abs(rep.objective))  # (less the LP solver's tolerance)
+    row = "a_ring_spans_three_tors"
+    model.problem += pulp.lpSum(forced) >= 1, row
+    try:
+        rep = _relaxed(model, options, budget)
+    finally:
+        del model.problem.constraints[row]
+    return float("inf") if rep.status == "infeasible" else _lp_optimum(rep)
 
 
 def run_jobs_blocks(space: SlotSpace, jobs: list[Job], greedy: Placement, options: SolveOptions, budget: Budget,
@@ -309,18 +301,22 @@ def _short_block_bound(full, bounding, dps, counts, weights, unit, options: Solv
     """(lower bound over every placement, support for the restricted ILP, the bound's note, the spanning LP or
     None) on short blocks: the split bound when it looks affordable (:data:`SPANNING_COST`), else the view's plain
     LP; ``floor`` (the jobs' own bounds) where higher.  ``full`` is the restricted model, built in ``t_build`` s."""
-    spanning = sup = two_lp = None
+    spanning = sup = two_lp = view = None
     left = budget.remaining()
     if left is None or SPANNING_COST * t_build <= SPANNING_SHARE * left:
         # split by a ring over three ToRs: the restricted model's LP bounds the placements without one (and gives
         # the support), the view's LP with one forced those with one
         two_lp, sup = _lp_support(full, options, budget.share(LP_SHARE), face=True)
         if two_lp is not None:
-            spanning = _view_spanning_lp(bounding, dps, counts, weights, unit, options, budget.share(SPANNING_SHARE))
+            share = budget.share(SPANNING_SHARE)
+            view = _view_model(bounding, dps, counts, weights, unit, share)
+            spanning = None if view is None else _spanning_lp(view, bounding[0].m, options, share)
     if spanning is not None:
         view_lp = min(spanning, two_lp)
-    else:
-        view_lp, view_sup = _view_lp(bounding, dps, counts, weights, unit, options, budget.share(VIEW_SHARE))
+    else:  # the view's plain LP: the proof (and the support), on the view built above if it was
+        share = budget.share(VIEW_SHARE)
+        view = view or _view_model(bounding, dps, counts, weights, unit, share)
+        view_lp, view_sup = (None, None) if view is None else _lp_support(view, options, share, face=True)
         sup = sup or view_sup
     if view_lp is None or view_lp < floor:
         proof = ALONE_NOTE.format(floor)

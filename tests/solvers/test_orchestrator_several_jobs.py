@@ -261,15 +261,16 @@ def test_jobs_of_different_dp_sizes_on_short_blocks_against_brute_force(r):
 
 
 def test_the_three_block_view_lp_never_exceeds_brute_force():
-    """The view's LP alone (jobs_run._view_lp) is a valid bound: it holds every placement, rings spanning three
-    ToRs included (three_blocks.py); not vacuous: positive on some draws."""
-    from solvers.orchestrator.jobs_run import _view_lp
+    """The view's LP alone (jobs_run._lp_support of jobs_run._view_model) is a valid bound: it holds every
+    placement, rings spanning three ToRs included (three_blocks.py); not vacuous: positive on some draws."""
+    from solvers.orchestrator.jobs_run import _lp_support, _view_model
     from solvers.orchestrator.run import Budget
 
     checked = positive = 0
     for line, resolved, _, view, unit, weights in _short_block_requests(7, 24, closed=True):
-        lp, _ = _view_lp(view, [j.dp for j in resolved], [j.count for j in resolved], weights, unit, OPTS,
-                         Budget(0.0, None))
+        model = _view_model(view, [j.dp for j in resolved], [j.count for j in resolved], weights, unit,
+                            Budget(0.0, None))
+        lp, _ = _lp_support(model, OPTS, Budget(0.0, None), face=True)
         best = brute_force_jobs(line, resolved)
         assert lp is not None and lp * unit <= best + 1e-9
         checked += 1
@@ -360,17 +361,20 @@ def _short_block_requests(seed, draws=30, closed=False):
 
 
 def test_the_spanning_lp_never_exceeds_brute_force_over_placements_with_a_ring_over_three_tors():
-    """jobs_run._view_spanning_lp: the three-block view's LP with a pass-through forced bounds every placement that has
+    """jobs_run._spanning_lp: the three-block view's LP with a pass-through forced bounds every placement that has
     a ring covering a whole block.  Against brute force over exactly those ring sets (inf when there is none: then
     the LP must be infeasible or say inf too); not vacuous: finite on some draws, above the view's plain LP on others
     (inf where no such placement fits, which is what the benchmark's 9.5 % margin looks like at this size)."""
-    from solvers.orchestrator.jobs_run import _view_lp, _view_spanning_lp
+    from solvers.orchestrator.jobs_run import _lp_support, _spanning_lp, _view_model
     from solvers.orchestrator.run import Budget
 
     checked = above = finite = 0
     for line, resolved, _, view, unit, weights in _short_block_requests(17):
-        args = (view, [j.dp for j in resolved], [j.count for j in resolved], weights, unit, OPTS, Budget(0.0, None))
-        (lp, _), spanning = _view_lp(*args), _view_spanning_lp(*args)
+        model = _view_model(view, [j.dp for j in resolved], [j.count for j in resolved], weights, unit,
+                            Budget(0.0, None))
+        # the spanning LP first: it removes its row again, so the plain LP after it is the view's own
+        spanning = _spanning_lp(model, view[0].m, OPTS, Budget(0.0, None))
+        lp, _ = _lp_support(model, OPTS, Budget(0.0, None))
         best = brute_force_jobs(line, resolved, keep=_covers_a_block(line))
         assert spanning is not None and spanning * unit <= best + 1e-9
         checked += 1
