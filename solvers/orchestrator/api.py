@@ -260,22 +260,22 @@ def _ilp(line: Line, jobs: list[Job], greedy: Placement, options: SolveOptions, 
         return run_explicit_bounded(line, jobs, greedy, options, budget,
                                     lambda b: build_chosen(line, jobs, kind, blocks, b, listed.get("cands")),
                                     encode, extract, fits=lambda: explicit_model_fits(line, jobs, budget, listed))
+    def floored(lb: float) -> OrchestrationResult:  # the ILP told a proven lower bound (objective units)
+        return run_ilp(line.space, jobs, greedy, replace(options, known_bound=max(lb, options.known_bound or 0.0)),
+                       budget, build, encode, extract)
+
     if kind == "explicit" and line.n > EXPLICIT_MAX_SLOTS and (len(jobs) > 1 or job.pp > 1):
         # too large to prove itself: bounded first by the DP groups alone (PP bytes >= 0, and each job's
         # instances are a placement of that job alone: jobs_bound.py); after the search no time would be left
         lb = separate_jobs_bound(line, jobs, budget.share(ALONE_SHARE))
-        res = run_ilp(line.space, jobs, greedy, replace(options, known_bound=max(lb, options.known_bound or 0.0)),
-                      budget, build, encode, extract)
-        return with_bound(res, lb, unit_costs(jobs, line.space.g)[0], "sum of the jobs' own bounds",
+        return with_bound(floored(lb), lb, unit_costs(jobs, line.space.g)[0], "sum of the jobs' own bounds",
                           ALONE_NOTE.format(lb))
     if kind == "explicit" and len(jobs) == 1 and job.pp == 1 and (job.dp or 0) > 1:
         # small lines: the explicit model is exact, but HiGHS may not close its gap in time (128 nodes, 4-node
         # ToRs, k = 3, TP 32 x DP 2: every placement costs the same, and it stood at a 100 % gap after 10 s); the
         # slot bound (milliseconds, any wiring) is its floor and settles such lines at once
         lb = slot_bound(line.space, job)
-        res = run_ilp(line.space, jobs, greedy, replace(options, known_bound=max(lb, options.known_bound or 0.0)),
-                      budget, build, encode, extract)
-        return with_slot_bound(res, lb, unit_costs(jobs, line.space.g)[0])
+        return with_slot_bound(floored(lb), lb, unit_costs(jobs, line.space.g)[0])
     res = run_ilp(line.space, jobs, greedy, options, budget, build, encode, extract)
     # several jobs on a line the explicit model proves itself on: if it did not, their own bounds (time left)
     return _each_job_bounded(line, jobs, res, options, t0) if len(jobs) > 1 else res
