@@ -8,12 +8,12 @@ from typing import Optional
 import typer
 
 from cli.common import CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json
-from fabric.catalog import load_catalog
-from topologies import ALIASES, ARCHITECTURES, build_summary
 
 
 def list_architectures(as_json: bool = JSON_OPT) -> None:
     """Architectures with their parameters, defaults and meaning."""
+    from topologies import ALIASES, ARCHITECTURES
+
     data = {
         "architectures": [
             {"name": a.name, "summary": a.summary, "params": [p.to_dict() for p in a.params]}
@@ -48,6 +48,9 @@ def build_command(
     as_json: bool = JSON_OPT,
 ) -> None:
     """Build an architecture and report what was built (counts and inventory)."""
+    from fabric.catalog import load_catalog
+    from topologies import build_summary
+
     fab = build_fabric(arch, gpus, param, load_catalog(catalog), topology)
     data = build_summary(fab)
     if as_json:

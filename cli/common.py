@@ -7,18 +7,16 @@ import math
 import re
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-import numpy as np
 import typer
 
-from fabric.catalog import Catalog
 from fabric.checks import shown
 from fabric.errors import FabricError
-from fabric.model import Fabric
-from topologies import build
-from topologies.custom import load_topology
-from topologies.params import parse_assignments
+
+if TYPE_CHECKING:  # the fabric layers import numpy and yaml: imported where a command runs (issue 18, start-up)
+    from fabric.catalog import Catalog
+    from fabric.model import Fabric
 
 GPUS_OPT = typer.Option(None, "--gpus", help="GPU count (rounded up to whole units of the architecture)")
 PARAM_OPT = typer.Option([], "-p", "--param", help="architecture parameter name=value (repeatable); see `fabric list`")
@@ -30,6 +28,10 @@ JSON_OPT = typer.Option(False, "--json", help="print one JSON object on stdout")
 def build_fabric(arch: Optional[str], gpus: Optional[int], params: list[str], catalog: Catalog,
                  topology: Optional[Path] = None) -> Fabric:
     """Build the Fabric a command names: ``ARCH`` with ``-p`` parameters, or ``--topology FILE``."""
+    from topologies import build
+    from topologies.custom import load_topology
+    from topologies.params import parse_assignments
+
     if topology is not None:
         if arch is not None:
             raise FabricError("--topology", "give either ARCH or --topology, not both")
@@ -194,6 +196,8 @@ def parse_versus(text: str) -> tuple[str, dict[str, str]]:
     A colon promises parameters: ``nvl:`` (nothing after it) and empty items
     (``nvl:size=72,,gpu=x``) are refused rather than read as "no parameters".
     """
+    from topologies.params import parse_assignments
+
     name, colon, rest = text.partition(":")
     if not colon:
         return name.strip(), {}
@@ -206,6 +210,8 @@ def parse_versus(text: str) -> tuple[str, dict[str, str]]:
 
 def build_versus(text: str, gpus: int, catalog: Catalog) -> tuple[Fabric, dict[str, str]]:
     """The second fabric of ``--versus ARCH:p=v,...`` at ``gpus``, and its parameters; errors name ``--versus``."""
+    from topologies import build
+
     try:
         name, params = parse_versus(text)
         if not name:
@@ -218,19 +224,25 @@ def build_versus(text: str, gpus: int, catalog: Catalog) -> tuple[Fabric, dict[s
 
 
 def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating):
-        obj = float(obj)
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, np.ndarray):
-        return _jsonable(obj.tolist())
-    return obj
+    """``obj`` with numpy scalars and arrays as Python numbers and lists, non-finite floats as None."""
+    import numpy as np  # once a call, not once an item: the walk below recurses into every value
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {str(k): walk(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [walk(x) for x in v]
+        if isinstance(v, np.integer):
+            return int(v)
+        if isinstance(v, np.floating):
+            v = float(v)
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        if isinstance(v, np.ndarray):
+            return walk(v.tolist())
+        return v
+
+    return walk(obj)
 
 
 def emit_json(obj: Any) -> None:

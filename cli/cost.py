@@ -9,10 +9,7 @@ import typer
 
 from cli.common import (CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, build_versus,
                         console, emit_json, given)
-from fabric.catalog import load_catalog
-from fabric.cost import cost_of, cost_summary, cost_table, price_sensitivity
 from fabric.errors import FabricError
-from topologies import REFERENCE_ARCHITECTURES, build
 
 
 def cost_command(
@@ -31,6 +28,9 @@ def cost_command(
         raise FabricError("--swing", f"{swing} must be in (0, 1)")
     if given("swing") and not sensitivity:  # it sizes the tornado: without one it was ignored
         raise FabricError("--swing", "sets the price swing of --sensitivity; add --sensitivity")
+    from fabric.catalog import load_catalog
+    from fabric.cost import cost_of, cost_summary, price_sensitivity
+
     cat = load_catalog(catalog)
     fab = build_fabric(arch, gpus, param, cat, topology)
     vfab, vparams = build_versus(versus, fab.n_gpus, cat) if versus is not None else (None, {})
@@ -103,6 +103,10 @@ def compare_command(
     """Cost and power per GPU of every reference architecture at one GPU count."""
     if gpus <= 0:
         raise FabricError("--gpus", f"{gpus} must be a whole number > 0")
+    from fabric.catalog import load_catalog
+    from fabric.cost import cost_table
+    from topologies import REFERENCE_ARCHITECTURES, build
+
     cat = load_catalog(catalog)
     rows = cost_table([(label, build(arch, gpus, params, cat)) for label, arch, params in REFERENCE_ARCHITECTURES], cat)
     if as_json:

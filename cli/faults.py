@@ -17,11 +17,9 @@ import typer
 
 from cli.common import (CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json,
                         given)
-from fabric.catalog import load_catalog
 from fabric.errors import FabricError
-from fabric.faults import COMPONENTS, DEFAULT_SAMPLES, MODES
-from fabric.trace import MAPPINGS
-from topologies import REFERENCE_ARCHITECTURES, build
+from fabric.fault_names import COMPONENTS, DEFAULT_SAMPLES, MODES
+from fabric.fault_names import TRACE_MAPPINGS as MAPPINGS
 
 TABLE_TPS = (8, 16, 32, 64)
 TABLE_RATIOS = tuple(round(0.01 * i, 2) for i in range(11))
@@ -34,7 +32,6 @@ TABLE_ENTRIES: list[tuple[str, str, dict, tuple[int, ...]]] = [
     ("khop-ring k=2", "khop-ring", {"k": 2}, TABLE_TPS),
     ("khop-ring k=3", "khop-ring", {"k": 3}, TABLE_TPS),
 ]
-BLAST_ENTRIES: list[tuple[str, str, dict]] = REFERENCE_ARCHITECTURES
 
 
 def parse_ratios(text: str, field: str = "--node-fault-ratio") -> list[float]:
@@ -94,6 +91,7 @@ def _table_fabrics(gpus: int, catalog=None, samples: int | None = None, seed: in
     that a run past the limits is refused before the next fabric is allocated.
     """
     from solvers.allocation.summary import check_table_sampling
+    from topologies import REFERENCE_ARCHITECTURES, build
 
     waste = []
     for label, arch, params, tps in TABLE_ENTRIES:
@@ -101,7 +99,7 @@ def _table_fabrics(gpus: int, catalog=None, samples: int | None = None, seed: in
         if samples is not None:
             check_table_sampling(fab, TABLE_RATIOS, samples, seed)
         waste.append((label, fab, tps))
-    blast = [(label, build(arch, gpus, params, catalog)) for label, arch, params in BLAST_ENTRIES]
+    blast = [(label, build(arch, gpus, params, catalog)) for label, arch, params in REFERENCE_ARCHITECTURES]
     return waste, blast
 
 
@@ -182,6 +180,7 @@ def faults_command(
     if node_fault_ratio is not None:
         values = parse_ratios(node_fault_ratio)  # reject bad input before building anything
         ratio_arg = values if ":" in node_fault_ratio else values[0]
+    from fabric.catalog import load_catalog
     from solvers.allocation.summary import faults_summary  # lazily: start-up (issue 18)
 
     cat = load_catalog(catalog)

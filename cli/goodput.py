@@ -17,8 +17,8 @@ from typing import Optional
 import typer
 
 from cli.common import CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json
-from fabric.catalog import load_catalog
 from fabric.errors import FabricError
+
 
 def parse_recovery(items: list[str]) -> dict[str, str]:
     """``["restart=5min", ...]`` -> ``{"restart": "5min"}`` (validated later by the Recovery)."""
@@ -100,9 +100,11 @@ def goodput_command(
         raise FabricError("--placement-timing", f"{placement_timing!r} not allowed; use one of "
                                                 f"{', '.join(PLACEMENT_TIMINGS)}")
     rec = parse_recovery(recovery)
-    cat = load_catalog(catalog)
+    from fabric.catalog import load_catalog
     from workloads.goodput import Recovery, with_overrides
     from workloads.goodput.summary import goodput_summary  # lazily: start-up (issue 18)
+
+    cat = load_catalog(catalog)
 
     with_overrides(Recovery(), rec)  # reject a bad --recovery before building anything
     fab = build_fabric(arch, gpus, param, cat, topology)

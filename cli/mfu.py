@@ -19,9 +19,8 @@ import typer
 
 from cli.common import (CATALOG_OPT, check_writable_file, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json,
                         build_versus, given)
-from fabric.catalog import load_catalog
 from fabric.errors import FabricError
-from workloads.mfu import mfu_summary
+
 
 def mfu_command(
     arch: Optional[str] = typer.Argument(None, help="architecture (see `fabric list`)"),
@@ -86,13 +85,12 @@ def mfu_command(
     workloads/presets/kernels/gpu-efficiency.yaml, with sources, shown under
     "kernel_efficiency" and "gemm_model_on_gpu" in the JSON.
     """
+    from fabric.catalog import load_catalog
     from workloads import comm as comm_mod
+    from workloads.mfu import mfu_summary
 
     cat = load_catalog(catalog)
-    if confirm < 1:
-        raise FabricError("--confirm", f"{confirm} must be >= 1")
-    if given("confirm") and not do_search:  # it re-times the search's candidates: without a search it was ignored
-        raise FabricError("--confirm", "re-times the candidates of --search; add --search")
+    _check_confirm_and_recompute(confirm, do_search, recompute)
     # the cache is read and rewritten; a model, catalog or topology file named as the cache would be replaced
     _load_comm_cache(comm_cache, {"--model": model, "--catalog": catalog, "--topology": topology})
     fixed = {"tp": tp, "pp": pp, "dp": dp, "ep": ep, "cp": cp, "micro_batch": micro_batch, "interleave": interleave,
@@ -100,8 +98,6 @@ def mfu_command(
              "first_stage_layers": first_stage_layers, "last_stage_layers": last_stage_layers,
              "account_for_embedding": account_for_embedding or None, "account_for_loss": account_for_loss or None}
     _stage_switches_need_a_pipeline(do_search, pp, account_for_embedding, account_for_loss)
-    if recompute is not None and recompute not in ("none", "selective", "full"):
-        raise FabricError("--recompute", f"{recompute!r} not allowed; use none, selective or full")
     opts = dict(catalog=cat, search=do_search, global_batch=global_batch, seq_len=seq_len, runtime=runtime,
                 comm=comm, confirm=confirm, fp8=fp8, flops_convention=flops_convention,
                 memory_efficient_norm=memory_efficient_norm, **fixed)
@@ -119,6 +115,17 @@ def mfu_command(
         emit_json(data)
         return
     _print(data)
+
+
+def _check_confirm_and_recompute(confirm: int, do_search: bool, recompute: Optional[str]) -> None:
+    """``--confirm`` is a count of the search's candidates re-timed (without a search it was ignored, in silence);
+    ``--recompute`` one of the three strategies."""
+    if confirm < 1:
+        raise FabricError("--confirm", f"{confirm} must be >= 1")
+    if given("confirm") and not do_search:
+        raise FabricError("--confirm", "re-times the candidates of --search; add --search")
+    if recompute is not None and recompute not in ("none", "selective", "full"):
+        raise FabricError("--recompute", f"{recompute!r} not allowed; use none, selective or full")
 
 
 def _stage_switches_need_a_pipeline(do_search: bool, pp: Optional[int], embedding: bool, loss: bool) -> None:

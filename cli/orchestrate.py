@@ -22,10 +22,8 @@ import typer
 
 from cli.common import (CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json,
                         given, parse_dp, parse_int_list)
-from fabric.catalog import load_catalog
 from fabric.errors import FabricError
 from fabric.units import parse_bytes
-from topologies import build
 
 EXIT_INFEASIBLE = 1
 
@@ -95,6 +93,7 @@ def orchestrate_command(
     as_json: bool = JSON_OPT,
 ) -> None:
     """Place TP rings and DP groups on a faulty fabric: most GPUs in complete groups, least cross-ToR traffic."""
+    from fabric.catalog import load_catalog
     from solvers.orchestrator import orchestrate_summary  # lazily: it imports PuLP
     from solvers.orchestrator.api import DEFAULT_TIME_LIMIT
 
@@ -224,6 +223,7 @@ def table_command(
                                 + (f" + {trace_points:,} trace points" if trace else "")
                                 + f" = {solves:,} placements per architecture; at most {MAX_TABLE_SOLVES:,}")
     from solvers.orchestrator.table import cross_tor_table, table_markdown  # lazily: the solvers import PuLP
+    from topologies import build
 
     fabrics = [(label, build(arch, gpus, dict(params))) for label, arch, params in DEFAULT_ARCHS]
     rows = cross_tor_table(fabrics, ratios=ratios, samples=samples, seed=seed, tp=tp, dp=dp, load=load,

@@ -37,9 +37,7 @@ from typing import Optional
 
 import typer
 
-import topologies
 from cli.common import CATALOG_OPT, JSON_OPT, console, emit_json
-from fabric.catalog import load_catalog
 from fabric.errors import FabricError
 
 
@@ -62,6 +60,8 @@ def rl_command(
     as_json: bool = JSON_OPT,
 ) -> None:
     """Disaggregated RL (generation, weight sync, training) on a static fat-tree vs an OCS-reconfigured rfabric."""
+    import topologies
+    from fabric.catalog import load_catalog
     from fabric.units import parse_time
     from topologies.params import parse_assignments
     from workloads.rl.compare import rl_summary, rl_table  # lazily: 0.1 s of start-up (issue 18)

@@ -19,7 +19,6 @@ import typer
 from cli.common import (CATALOG_OPT, GPUS_OPT, JSON_OPT, PARAM_OPT, TOPOLOGY_OPT, build_fabric, console, emit_json,
                         given, parse_int_list, print_rows)
 from cli.validate import MAX_BYTES
-from fabric.catalog import load_catalog
 from fabric.checks import MAX_SECONDS, shown
 from fabric.errors import FabricError
 from fabric.units import format_bandwidth, format_bytes, format_time, parse_bytes, parse_time
@@ -256,6 +255,7 @@ def simulate_command(
     indices (integers), bytes a number or a size like 1GiB, after the ids of
     flows that must finish first.
     """
+    from fabric.catalog import load_catalog
     from fabric.sim import simulator
 
     if (collective is None) == (flows is None):

@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
@@ -58,37 +57,9 @@ import numpy as np
 from fabric.checks import is_number, whole
 from fabric.checks import ratio as check_ratio
 from fabric.errors import FabricError
+# what can fail, how ratios are drawn, the default sample count: names the CLI shows without importing numpy
+from fabric.fault_names import COMPONENTS, DEFAULT_SAMPLES, MODES, FaultComponent  # noqa: F401
 from fabric.model import DeviceKind, Fabric, HBDKind, Layer, Medium
-
-class FaultComponent(str, Enum):
-    """A component type that can fail (a ``str``: ``FaultComponent.NODE == "node"``).
-
-    The declaration order is the order of the random streams (module docstring):
-    changing it changes every fault sample.
-    """
-
-    GPU = "gpu"
-    NODE = "node"
-    SWITCH = "switch"
-    RACK = "rack"
-    TOR = "tor"
-    OCS = "ocs"
-    LINK = "link"
-    TRANSCEIVER = "transceiver"
-
-    __str__ = str.__str__
-    __format__ = str.__format__
-
-
-COMPONENTS = tuple(c.value for c in FaultComponent)
-"""Component types that can fail, in the order their random streams are spawned."""
-
-MODES = ("bernoulli", "exact")
-
-DEFAULT_SAMPLES = 1000
-"""Monte Carlo samples of ``fabric faults`` and of the sweep's ``faults`` metric (here, not beside the evaluation in
-:mod:`solvers.allocation.summary`, so that the CLI shows the default without importing the solvers)."""
-
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import numpy as np
-
-from fabric.checks import MAX_WHOLE, is_number, is_whole
+from fabric.checks import MAX_WHOLE, is_number, is_whole, numpy_scalar_types
 from fabric.errors import FabricError
 
 
@@ -72,13 +70,13 @@ class Param:
                     value = text
             except ValueError:
                 raise FabricError(field, f"{raw!r} is not a {_KIND[self.type]}{where}") from None
-        elif self.type is bool and isinstance(raw, np.bool_):
+        elif self.type is bool and isinstance(raw, numpy_scalar_types()[0]):
             value = bool(raw)
         elif self.type is int and is_whole(raw):  # a value taken from an array, or an int given as a float (2.0)
             value = int(raw)
         elif self.type is float and is_number(raw):
             value = float(raw)
-        elif self.type is str and isinstance(raw, (int, np.integer)) and not isinstance(raw, (bool, np.bool_)):
+        elif self.type is str and is_whole(raw) and isinstance(raw, (int, *numpy_scalar_types()[1])):
             # a whole number for a text parameter (``tiers: 3`` in a YAML spec or the API) is the text the
             # command line's ``-p tiers=3`` gives: the same design point, however it is spelt
             value = str(int(raw))

@@ -65,11 +65,12 @@ import numpy as np
 from fabric import limits
 from fabric.checks import is_number, is_whole, shown
 from fabric.errors import FabricError
+from fabric.fault_names import TRACE_MAPPINGS
 from fabric.faults import FaultSamples
 
 EVENT_TYPES = ("fault_start", "fault_end")
 CAUSE_KEYS = ("Level", "Class", "Desc")
-MAPPINGS = ("tile", "sample")
+MAPPINGS = TRACE_MAPPINGS
 #: Latest event time read (days): beyond any real trace, and far from float overflow in time-weighted sums.
 MAX_DAYS = 1e6
 #: Shortest observation window (days): one second.  Rates divide by it; a window of 5e-324 days (one event at

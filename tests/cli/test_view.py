@@ -84,7 +84,7 @@ def test_link_loads_from_the_simulator(run_cli, tmp_path):
 def test_circuit_loads_and_records_without_ends_reach_the_links(run_cli, tmp_path):
     """Since the src/dst check (74e596d) the loads were stored only under it: a circuit's record (`link: null`,
     TPUv4's OCS) and a record without src/dst were dropped, so `--color-links-by load` drew every OCS fibre idle."""
-    from cli.view import read_link_loads
+    from cli.link_loads import read_link_loads
     from topologies import build
 
     rc, stdout, err = run_cli("simulate", "tpuv4", "--gpus", "64", "--collective", "all-reduce", "--size", "1MiB",
