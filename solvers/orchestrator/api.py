@@ -30,7 +30,9 @@ from solvers.orchestrator.jobs import Job
 from solvers.orchestrator.jobs_bound import separate_jobs_bound
 from solvers.orchestrator.model import EXPLICIT_MAX_SLOTS, build_chosen, choose_model, explicit_model_fits
 from solvers.orchestrator.model_explicit import unit_costs
-from solvers.orchestrator.jobs_run import ALONE_NOTE, run_jobs_blocks
+from solvers.orchestrator.jobs_line_bound import JointBound, two_job_line_bound
+from solvers.orchestrator.jobs_run import ALONE_NOTE, JOINT_NOTE, run_jobs_blocks
+from solvers.orchestrator.model_blocks import tor_options
 from solvers.orchestrator.model_jobs import usable
 from solvers.orchestrator.pipelined import run_pipelined
 from solvers.orchestrator.placement import Placement
@@ -53,6 +55,9 @@ DEFAULT_TIME_LIMIT = 60.0
 # several jobs on short blocks, of the budget: the sum of each job's own bound (measured 3-6 s of a 58 s limit at
 # 1,024 nodes, k = 3, TP 32), before the three-block view's LP (jobs_run.py)
 ALONE_SHARE = 0.15
+# Two jobs: the two-job line DP's share of the time left (1,024 nodes, TP 32 at k = 3, DP 8 x 3 + DP 4: 12 s to
+# converge, at the best placement's cost; TP 16 at k = 2, DP 8 x 10 + DP 4: 16 s)
+JOINT_SHARE = 0.4
 ALONE_MIN_LEFT = 20.0  # seconds: below, the block ILP gets the time first (40 s unbudgeted at 4,096 nodes)
 
 
@@ -299,18 +304,42 @@ def _jobs_blocks(line: Line, jobs: list[Job], options: SolveOptions, prefer: str
     unit, dpc, _ = unit_costs(jobs, line.space.g)
     greedy = _warm_start(line, jobs, greedy_placement(line, jobs))
     budget = Budget(t0, options.time_limit)
-    floor = 0.0
+    floor, joint = 0.0, None
     left = budget.remaining()
-    if not blocks.exact and (left is None or left > ALONE_MIN_LEFT):
+    if left is None or left > ALONE_MIN_LEFT:
+        joint = _joint_bound(line, jobs, greedy, bounding or (blocks, tor_options), unit, dpc, budget)
+        floor = joint.bound if joint is not None else 0.0
+    if not blocks.exact and (left is None or left > ALONE_MIN_LEFT) and not (joint is not None and joint.converged):
         # the higher where the view's LP is weak or out of time (a job out of time: its slot bound)
-        floor = separate_jobs_bound(line, jobs, budget.share(ALONE_SHARE))
+        floor = max(floor, separate_jobs_bound(line, jobs, budget.share(ALONE_SHARE)))
     res = run_jobs_blocks(line.space, jobs, greedy, options, budget, blocks, unit, dpc, bounding=bounding,
-                          floor=floor)
+                          floor=floor, floor_note=_floor_note(joint, floor),
+                          dual_support=list(joint.options) if joint is not None and joint.converged else None)
     # short blocks without the jobs' own bounds first (too little time then): after the ILP, if time is left; and
     # exact blocks where the ILP proved nothing (16,384 nodes, TP 16 x (DP 4 x 100 + DP 8 x 50): its model too
     # large, the warm start came back in 3 s of 280 with the trivial bound 0)
     trivial = res.report is None or not res.report.bound
     return res if floor > 0 or (blocks.exact and not trivial) else _each_job_bounded(line, jobs, res, options, t0)
+
+
+def _joint_bound(line: Line, jobs: list[Job], greedy: Placement, bounding, unit: float, dpc: list[float],
+                 budget: Budget) -> JointBound | None:
+    """Two jobs: the two-job line DP (jobs_line_bound.py) on ``bounding`` = (blocks or their three-block view,
+    options function), priced until it reaches the warm start's cost or converges, in :data:`JOINT_SHARE` of the
+    time left; None: no bound."""
+    if len(jobs) != 2:
+        return None
+    view, options_of = bounding
+    warm = placement_traffic(greedy, line.space, jobs).cross_bytes / unit
+    return two_job_line_bound(view, [j.dp for j in jobs], [j.count for j in jobs], dpc, budget=budget.share(
+        JOINT_SHARE), options_of=options_of, upper=warm)
+
+
+def _floor_note(joint: JointBound | None, floor: float) -> str:
+    """The note of the floor handed to the several-job block run: the two-job DP's or the jobs' own bounds."""
+    if joint is not None and joint.bound >= floor - 1e-9 and floor > 0:
+        return JOINT_NOTE.format(floor)
+    return ALONE_NOTE.format(floor)
 
 
 def _fault_unaware(line: Line, jobs: list[Job], m: int, t0: float) -> OrchestrationResult:

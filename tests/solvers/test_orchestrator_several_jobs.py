@@ -410,7 +410,8 @@ def test_the_restricted_block_ilp_is_exact_over_placements_with_rings_within_two
 
 
 def test_the_split_bound_on_short_blocks_against_brute_force(monkeypatch):
-    """jobs_run: with the jobs' own bounds out of the way (they settle these tiny lines at once), short blocks are
+    """jobs_run: with the jobs' own bounds and the two-job line DP out of the way (they settle these tiny lines at
+    once), short blocks are
     bounded by the lower of the spanning LP and the block model's bound; through the whole orchestration, against
     brute force (check: the bound never above it, the placement never below, optimal means equal); not vacuous:
     the split bound is stated on some draws.  Draw 8 (a 5-ToR circle where every boundary carries a group item)
@@ -418,6 +419,7 @@ def test_the_split_bound_on_short_blocks_against_brute_force(monkeypatch):
     import solvers.orchestrator.api as api
 
     monkeypatch.setattr(api, "separate_jobs_bound", lambda *a, **kw: 0.0)
+    monkeypatch.setattr(api, "_joint_bound", lambda *a, **kw: None)
     rng = random.Random(41)
     split = 0
     for i in range(12):

@@ -1,0 +1,454 @@
+"""A lower bound for two jobs of different DP sizes on ToR blocks: the line DP with a count of the first job's rings.
+
+:mod:`~solvers.orchestrator.line_bound` relaxes one job's block ILP to a
+shortest path along the line: the mixed-group pool is kept to its ring
+total only.  With several jobs (:mod:`~solvers.orchestrator.model_jobs`:
+states and items tagged by job, one capacity row per ToR, one pool per
+job) the same relaxation keeps each job's pool to its own ring total
+``N_j = D_j C_j``.  With two jobs the path then needs one more number at
+each boundary, ``r``, the first job's rings put in groups so far (``0 ..
+N_0``), beside the boundary state and ``d``, the rings the rest of the
+line may still leave unused (as in the one-job DP, whose ``d`` covers the
+ring total of both jobs).  The path must end with ``r = N_0`` and ``d =
+0``, so the second job has ``N_1`` exactly.
+
+At each ToR a choice (one option per side, or a joint option) closes the
+rings of its options' jobs (alone groups, emitted items; a "no straddle"
+option closes none) and leaves ``f`` pure rings its capacity allows; they
+are split into ``u_0`` for the first job, ``u_1`` for the second and
+``delta`` unused, each job's ``u_j`` into whole groups (free) and pieces
+(``m`` slot crossings each, weighted; without prices one piece is always
+cheapest).  Costs are the block model's, weighted per job (objective units).
+
+Every placement of the several-job block ILP is such a path at the same
+cost, so the least cost is a **valid lower bound** on its optimum; on the
+three-block view of short blocks (:mod:`~solvers.orchestrator.three_blocks`,
+whose options hold every ring) on every placement.  Each job's pool is then
+priced back as :func:`~solvers.orchestrator.line_bound.packed_bound` prices
+one job's (:func:`two_job_line_bound`).  Tests: never above brute force over
+every ring set and dealing, above the sum of the jobs' own bounds (which
+lets the jobs share their best ToRs) on some lines, raised by the pricing
+on some.  Measured at 1,024 nodes (README, "Two jobs"): the six several-job
+benchmarks proved optimal, e.g. k = 3, TP 32, DP 8 x 3 + DP 4: 555.7 units
+unpriced, 562.2 priced, the optimum.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from solvers.orchestrator.line_bound import (MAX_PARTITIONS, _min_fill, _piece_costs, _suffix, partition_count,
+                                             partitions)
+from solvers.orchestrator.model_blocks import tor_options
+from solvers.orchestrator.model_jobs import NONE, job_options
+from solvers.orchestrator.rings import Blocks
+from solvers.orchestrator.run import BudgetSpent
+
+# The forward pass keeps (states x (slack + 1) x (N_0 + 1)) costs at every boundary for the trace back; above this
+# many over all boundaries (8 bytes each: 200 MB) it is not run
+MAX_CELLS = 25_000_000
+# Pricing starts only when the budget left holds this many more paths at the first path's time: measured at 1,024
+# nodes, the two-job benchmarks converged in 4-22 rounds (0.5-1 s a path); at 4,096 nodes (1.7 s a path) they would
+# not in the share of the time they get, and a floor that does not converge leaves the block ILP less time for
+# nothing (TP 16 x (DP 8 x 20 + DP 4), 58 s: 5.3 % -> 47 % before this rule)
+PRICING_ROUNDS = 20
+
+
+@dataclass
+class _Rows:
+    """The choices of one ToR (one in/out pair or joint option each), as arrays.
+
+    ``si``/``so``: left / right state ids; ``free``: pure rings its capacity still allows; ``rings``: rings its
+    options close in groups (alone groups, emitted items); ``rings0``: those of the first job; ``base``: the
+    options' weighted cost; ``item``: per row the two options' items as ``job * width + size`` (size 0: none);
+    ``opt``: the two options' indices (-1: a joint option's second).
+    """
+
+    si: np.ndarray
+    so: np.ndarray
+    free: np.ndarray
+    rings: np.ndarray
+    rings0: np.ndarray
+    base: np.ndarray
+    item: np.ndarray
+    opt: np.ndarray
+
+
+def _rows(blocks: Blocks, t: int, opts, jobs_of, dps, weights, width: int, gid) -> _Rows:
+    """ToR ``t``'s in x out pairs whose splits fit its capacity, then its joint options (:class:`_Rows`); rows
+    equal in everything but cost reduced to the cheapest."""
+    cap = blocks.cap[t]
+    n = len(opts)
+    job = np.asarray(jobs_of, dtype=np.int64).reshape(n)
+    cols = np.array([(o.cons, o.cost, o.emit, o.alone) for o in opts], dtype=np.int64).reshape(n, 4)
+    cons, emit, alone = cols[:, 0], cols[:, 2], cols[:, 3]
+    cost = cols[:, 1] * np.asarray(weights, dtype=float)[job]
+    closed = np.asarray(dps, dtype=np.int64)[job] * alone + emit
+    closed0 = np.where(job == 0, closed, 0)
+    code = np.where(emit > 0, job * width + emit, 0)
+    part = np.array([o.part for o in opts])
+    ins, outs, joint = (np.flatnonzero(part == p) for p in ("in", "out", "joint"))
+    ii, jj = np.repeat(ins, outs.size), np.tile(outs, ins.size)
+    # pure capacity of every (in, out) pair: a dense table over the distinct splits (-1: no such pair)
+    ul, li = np.unique(np.array([opts[i].xl or 0 for i in ins.tolist()], dtype=np.int64), return_inverse=True)
+    ur, ri = np.unique(np.array([opts[i].xr or 0 for i in outs.tolist()], dtype=np.int64), return_inverse=True)
+    caps = np.array([[cap.get((int(x), int(y)), -1) for y in ur] for x in ul], dtype=np.int64).reshape(ul.size,
+                                                                                                     ur.size)
+    f = caps[np.repeat(li.reshape(-1), outs.size), np.tile(ri.reshape(-1), ins.size)]
+    ok = (f >= 0) & (cons[ii] + cons[jj] <= f)
+    a, b, f = ii[ok], jj[ok], f[ok]
+    fj = np.array([cap[(opts[i].xl, opts[i].xr)] for i in joint.tolist()], dtype=np.int64) - cons[joint]
+    jok = joint[fj >= 0]
+    sid = np.array([gid(o.sin) if o.part != "out" else -1 for o in opts], dtype=np.int64)
+    oid = np.array([gid(o.sout) if o.part != "in" else -1 for o in opts], dtype=np.int64)
+    key = np.stack([np.concatenate([sid[a], sid[jok]]), np.concatenate([oid[b], oid[jok]]),
+                    np.concatenate([f - cons[a] - cons[b], fj[fj >= 0]]),
+                    np.concatenate([closed[a] + closed[b], closed[jok]]),
+                    np.concatenate([closed0[a] + closed0[b], closed0[jok]]),
+                    np.concatenate([code[a], code[jok]]), np.concatenate([code[b], np.zeros(jok.size, np.int64)])])
+    base = np.concatenate([cost[a] + cost[b], cost[jok]])
+    which = np.stack([np.concatenate([a, jok]), np.concatenate([b, np.full(jok.size, -1, dtype=np.int64)])])
+    pick = _cheapest(key, base)
+    key = key[:, pick]
+    return _Rows(key[0], key[1], key[2], key[3], key[4], base[pick], key[5:].T, which[:, pick].T)
+
+
+def _cheapest(key: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """Indices of one least-``cost`` column of each distinct column of ``key`` (one lexicographic sort)."""
+    order = np.lexsort((cost,) + tuple(key[::-1]))
+    ks = key[:, order]
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = np.any(ks[:, 1:] != ks[:, :-1], axis=0)  # sorted by key, then cost: the first of a key is cheapest
+    return order[first]
+
+
+@dataclass
+class _Prepared:
+    rows: list            # per ToR: _Rows
+    opts: list            # per ToR: its tagged options (job_options), what _Rows.opt indexes
+    S: int                # boundary states
+    fmax: int
+    ends: list            # (wrap state, suf) with a path of enough rings
+    need: int             # rings in groups, both jobs
+    N0: int               # rings in groups of the first job
+    keys: list = field(default_factory=list)    # per ToR: _Keys
+    plans: dict = field(default_factory=dict)   # (wrap state, ToR) -> its _plan
+
+
+@dataclass
+class _Keys:
+    """A ToR's rows grouped by what the DP reads of them (si, so, free, rings, rings0): ``order`` sorts the rows by
+    it, ``start`` begins each group there, ``uk`` (5 x groups) the distinct keys.  The prices change only which row
+    of a group is cheapest, so this is computed once."""
+
+    order: np.ndarray
+    start: np.ndarray
+    uk: np.ndarray
+
+
+def _keys(r: _Rows) -> _Keys:
+    key = np.stack([r.si, r.so, r.free, r.rings, r.rings0])
+    order = np.lexsort(tuple(key[::-1]))
+    ks = key[:, order]
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = np.any(ks[:, 1:] != ks[:, :-1], axis=0)
+    start = np.flatnonzero(first)
+    return _Keys(order, start, ks[:, start])
+
+
+def _prepare(blocks: Blocks, dps, counts, weights, budget, options_of) -> _Prepared | None:
+    T = blocks.T
+    ids: dict = {NONE: 0}
+    gid = lambda s: ids.setdefault(s, len(ids))  # noqa: E731
+    width = max(dps)
+    rows, tagged = [], []
+    for t in range(T):
+        if budget is not None:
+            budget.check()
+        opts, of = job_options(blocks, t, dps, options_of=options_of)
+        rows.append(_rows(blocks, t, opts, of, dps, weights, width, gid))
+        tagged.append(opts)
+    S = len(ids)
+    N0, need = dps[0] * counts[0], dps[0] * counts[0] + dps[1] * counts[1]
+    wraps = sorted(set(rows[0].si.tolist()) & set(rows[T - 1].so.tolist())) if blocks.closed and T > 1 else [0]
+    ends = []
+    for w in wraps:
+        suf = _suffix([_SufView(r) for r in rows], T, S, w)
+        if suf[0, w] >= need:
+            if (T + 1) * S * (int(suf[0, w]) - need + 1) * (N0 + 1) > MAX_CELLS:
+                return None
+            ends.append((w, suf))
+    fmax = max([int(r.free.max()) for r in rows if r.free.size] + [0])
+    return _Prepared(rows, tagged, S, fmax, ends, need, N0, [_keys(r) for r in rows])
+
+
+class _SufView:
+    """What :func:`~solvers.orchestrator.line_bound._suffix` reads of a ToR's rows."""
+
+    def __init__(self, r: _Rows):
+        self.si, self.so, self.rings = r.si, r.so, r.rings + r.free
+
+
+@dataclass(frozen=True)
+class JointBound:
+    """The two-job bound (objective units) and whether its pricing converged: then it is the Lagrangian dual,
+    at least the LP relaxation of the same block model (its ToR choices are solved as integers)."""
+
+    bound: float
+    converged: bool
+    # per ToR, the tagged options of the paths the last master LP uses (for model_jobs' keep=)
+    options: tuple = field(default=(), repr=False)
+
+
+@dataclass(frozen=True)
+class _Path:
+    cost: float           # at the prices it was found with
+    items: tuple          # per job, the pooled items of each size (index 0 unused)
+    wrap: int
+    choice: tuple = ()    # per ToR, the indices of its options on the path
+
+
+def two_job_line_bound(blocks: Blocks, dps: list[int], counts: list[int], weights: list[float], *, budget=None,
+                       options_of=tor_options, upper: float | None = None,
+                       max_iter: int = 60) -> JointBound | None:
+    """The module docstring's bound (objective units: ``weights`` per slot crossing of each job), its pools
+    priced as :func:`~solvers.orchestrator.line_bound.packed_bound` prices one job's (Lagrangian: the pooled
+    items of each job and size put back with multipliers from a master LP over the paths found and each job's
+    partitions of ``D_j``; for **any** prices the shortest path is a valid bound, weak duality).  None: no
+    path, not two jobs, too large to run, or out of time before the first path.
+
+    Parameters
+    ----------
+    blocks : Blocks
+        The ToR blocks (or the three-block view, with its ``options_of``).
+    dps, counts : list of int
+        Rings per DP group and groups of the two jobs.
+    weights : list of float
+        Objective units per slot crossing of each job.
+    budget : Budget, optional
+        Checked at every ToR; once it is spent the best bound found so far is returned (None if none).
+    options_of : callable
+        One job's options of a ToR, as in :func:`~solvers.orchestrator.model_jobs.job_options`.
+    upper : float, optional
+        Cost of a known placement: pricing stops once the bound reaches it.
+    max_iter : int
+        Pricing rounds at most.
+    """
+    if (len(dps) != 2 or min(counts) < 1 or min(dps) < 1 or (blocks.closed and 1 < blocks.T <= max(dps))
+            or max(partition_count(D) for D in dps) > MAX_PARTITIONS):
+        return None  # a straddle item could close around a short circle (line_bound.py); a master LP too large
+    try:
+        prep = _prepare(blocks, dps, counts, weights, budget, options_of)
+        if prep is None or not prep.ends:
+            return None
+        prices = [np.zeros(D) for D in dps]
+        t = time.perf_counter()
+        first = _shortest(prep, dps, weights, blocks.m, prices, budget)
+        t_path = time.perf_counter() - t
+    except BudgetSpent:
+        return None
+    if first is None:
+        return None
+    left = None if budget is None else budget.remaining()
+    if left is not None and left < PRICING_ROUNDS * t_path:
+        return JointBound(first.cost, False)  # no time to converge: the zero-price bound, valid as it stands
+    return _column_generation(prep, dps, weights, blocks.m, first, budget, upper, max_iter)
+
+
+def _column_generation(prep: _Prepared, dps, weights, m: int, first: _Path, budget, upper,
+                       max_iter: int) -> JointBound:
+    """The best Lagrangian bound over the pricing rounds (:func:`two_job_line_bound`), from the zero-price path."""
+    from scipy.optimize import linprog
+
+    parts = [partitions(D) for D in dps]
+    sizes = [(j, v) for j, D in enumerate(dps) for v in range(1, D)]
+    paths, best, converged = [first], first.cost, not sizes
+    used = [1.0]
+    big = 4.0 * m * max(dps) * max(max(weights), 1.0)  # an artificial unit of an item (keeps the master feasible)
+    for _ in range(max_iter):
+        if not sizes or (upper is not None and best >= upper - 1e-9):
+            break
+        # columns: paths | each job's partitions | artificial +e, -e per (job, size); rows: convexity, (job, size)
+        P, Q = len(paths), sum(len(p) for p in parts)
+        A = np.zeros((1 + len(sizes), P + Q + 2 * len(sizes)))
+        A[0, :P] = 1.0
+        row = {js: 1 + i for i, js in enumerate(sizes)}
+        for c, p in enumerate(paths):
+            for j, v in sizes:
+                A[row[j, v], c] = p.items[j][v]
+        c = P
+        for j, ps in enumerate(parts):
+            for a in ps:
+                for v in range(1, dps[j]):
+                    A[row[j, v], c] = -a[v]
+                c += 1
+        A[1:, P + Q:P + Q + len(sizes)] = np.eye(len(sizes))
+        A[1:, P + Q + len(sizes):] = -np.eye(len(sizes))
+        cost = np.concatenate([[p.cost for p in paths], np.zeros(Q), np.full(2 * len(sizes), big)])
+        b = np.zeros(1 + len(sizes))
+        b[0] = 1.0
+        lp = linprog(cost, A_eq=A, b_eq=b, bounds=(0, None), method="highs")
+        if lp.status != 0:
+            break
+        used = list(lp.x[:P])
+        duals = lp.eqlin.marginals
+        prices = []
+        for j, D in enumerate(dps):
+            pi = [0.0] + [float(duals[row[j, v]]) for v in range(1, D)]
+            fill = _min_fill(pi, parts[j])
+            prices.append(np.array([0.0] + [-pi[v] + fill * v / D for v in range(1, D)]))
+        try:
+            path = _shortest(prep, dps, weights, m, prices, budget)
+        except BudgetSpent:
+            break
+        if path is None:
+            break
+        best = max(best, path.cost)
+        orig = path.cost - sum(prices[j][v] * path.items[j][v] for j, v in sizes)
+        reduced = orig - float(duals[0]) - sum(float(duals[row[j, v]]) * path.items[j][v] for j, v in sizes)
+        if reduced > -1e-7:
+            converged = True  # no path prices out: the master LP's optimum is the Lagrangian dual
+            break
+        if any(p.items == path.items and p.wrap == path.wrap and abs(p.cost - orig) < 1e-9
+                                  for p in paths):
+            break  # a path found before (a tie at the tolerance): no progress
+        paths.append(_Path(orig, path.items, path.wrap, path.choice))
+        used.append(0.0)
+    keep = [set() for _ in prep.opts]
+    for p, wt in zip(paths, used):
+        if wt > 1e-9 or p is paths[-1]:
+            for t, idx in enumerate(p.choice):
+                keep[t].update(prep.opts[t][i] for i in idx)
+    return JointBound(best, converged, tuple(keep))
+
+
+def _shortest(prep: _Prepared, dps, weights, m: int, prices, budget) -> _Path | None:
+    """The least-cost path at item ``prices`` over every wrap state, with the items it pools (None: no path)."""
+    width = max(dps)
+    table = np.zeros(2 * width)
+    for j in (0, 1):
+        table[j * width:j * width + dps[j]] = prices[j]
+    pieces = [_piece_costs(weights[j] * m, dps[j], list(prices[j]), prep.fmax) for j in (0, 1)]
+    priced = []  # per ToR: (each row's cost, each key's least cost) at these prices
+    for r, k in zip(prep.rows, prep.keys):
+        cost = r.base + table[r.item[:, 0]] + table[r.item[:, 1]]
+        priced.append((cost, np.minimum.reduceat(cost[k.order], k.start) if k.start.size else cost[:0]))
+    best = None
+    for w, suf in prep.ends:
+        run = _forward(priced, suf, w, prep, [np.asarray(p[0]) for p in pieces], budget)
+        if run is not None and (best is None or run[0] < best[0]):
+            best = (run[0], run[1], w, suf)
+    if best is None:
+        return None
+    cost, layers, w, suf = best
+    items, choice = _trace_back(priced, prep, suf, w, layers, pieces, dps, width)
+    return _Path(cost, items, w, choice)
+
+
+def _forward(priced, suf, w: int, prep: _Prepared, piece, budget):
+    """(least cost, every boundary's layer) from state ``w`` with ``d = slack``, ``r = 0`` back to ``w`` with
+    ``d = 0``, ``r = N_0``; None without such a path."""
+    S, N0, F = prep.S, prep.N0, prep.fmax + 1
+    slack = int(suf[0, w]) - prep.need
+    W, R = slack + 1, N0 + 1
+    layer = np.full((S, W, R), np.inf)
+    layer[w, slack, 0] = 0.0
+    layers = [layer]
+    for t, (_, cost) in enumerate(priced):
+        if budget is not None:
+            budget.check()
+        if (w, t) not in prep.plans:
+            prep.plans[w, t] = _plan(prep.keys[t].uk, suf[t], suf[t + 1], F, W, R)
+        mid = _through(prep.plans[w, t], prep.keys[t].uk[0], cost, layer, S, F, W, R)
+        new = np.full((S, W, R), np.inf)
+        for f, delta, u0, add in _splits(F, slack, N0, piece):
+            np.minimum(new[:, :W - delta, u0:], mid[:, f, delta:, :R - u0] + add, out=new[:, :W - delta, u0:])
+        layer = new
+        layers.append(layer)
+    out = layer[w, 0, N0]
+    return (float(out), layers) if np.isfinite(out) else None
+
+
+def _splits(F: int, slack: int, N0: int, piece):
+    """(f, delta, u0, cost): ``f`` free pure rings, ``delta`` of them unused, ``u0`` to the first job's pure groups
+    and pieces, the rest to the second's."""
+    for f in range(F):
+        for delta in range(min(f, slack) + 1):
+            for u0 in range(min(f - delta, N0) + 1):
+                yield f, delta, u0, piece[0][u0] + piece[1][f - delta - u0]
+
+
+def _valid(key, here, nxt, slack: int, N0: int):
+    si, so, free, rings, rings0 = key[:5]
+    ok = (here[si] >= 0) & (nxt[so] >= 0)
+    loss = here[si] - rings - free - nxt[so]  # >= 0 where ok: suf is a maximum
+    return ok & (loss <= slack) & (rings0 <= N0), loss
+
+
+def _plan(key, here, nxt, F: int, W: int, R: int) -> list:
+    """How a ToR's keys move (d, r) (price-independent): per (loss, job-0 rings) the keys sorted by target
+    (right state, free rings), where each target's run starts, and the targets."""
+    so, free, rings0 = key[1], key[2], key[4]
+    ok, loss = _valid(key, here, nxt, W - 1, R - 1)
+    target = so * F + free
+    plan = []
+    for lo, r0 in sorted(set(zip(loss[ok].tolist(), rings0[ok].tolist()))):
+        g = np.flatnonzero(ok & (loss == lo) & (rings0 == r0))
+        g = g[np.argsort(target[g], kind="stable")]
+        tg = target[g]
+        starts = np.flatnonzero(np.r_[True, tg[1:] != tg[:-1]])
+        plan.append((lo, r0, g, starts, tg[starts]))
+    return plan
+
+
+def _through(plan, si, cost, layer, S: int, F: int, W: int, R: int) -> np.ndarray:
+    """``mid[so, f, d0, r']``: least cost after the ToR's options (keys ``si``... at ``cost``), before its free
+    rings are split; ``d0 = d - loss``, ``r' = r + r0``."""
+    mid = np.full((S * F, W, R), np.inf)
+    for lo, r0, g, starts, tg in plan:
+        red = np.minimum.reduceat(layer[si[g], lo:, :R - r0] + cost[g][:, None, None], starts, axis=0)
+        mid[tg, :W - lo, r0:] = np.minimum(mid[tg, :W - lo, r0:], red)
+    return mid.reshape(S, F, W, R)
+
+
+def _trace_back(priced, prep: _Prepared, suf, w: int, layers, pieces, dps, width: int) -> tuple:
+    """(the pooled items per job and size, per ToR the option indices) of a least-cost path ending in ``w`` with
+    ``d = 0``, ``r = N_0``."""
+    items = [[0] * D for D in dps]
+    choice: list = [()] * len(priced)
+    s, d, r = w, 0, prep.N0
+    S, F = prep.S, prep.fmax + 1
+    slack = int(suf[0, w]) - prep.need
+    W, R = slack + 1, prep.N0 + 1
+    piece = [np.asarray(p[0]) for p in pieces]
+    for t in range(len(priced) - 1, -1, -1):
+        row_cost, key_cost = priced[t]
+        ks = prep.keys[t]
+        into = np.flatnonzero(ks.uk[1] == s)  # only the keys into state s: the step's minimum for them alone
+        key, cost = ks.uk[:, into], key_cost[into]
+        prev, target = layers[t], layers[t + 1][s, d, r]
+        mid = _through(_plan(key, suf[t], suf[t + 1], F, W, R), key[0], cost, prev, S, F, W, R)
+        f, delta, u0 = next((f, delta, u0) for f, delta, u0, add in _splits(F, slack, prep.N0, piece)
+                            if d + delta < W and r - u0 >= 0 and f - delta - u0 >= 0
+                            and np.isclose(mid[s, f, d + delta, r - u0] + add, target, rtol=0, atol=1e-7))
+        for j, u in ((0, u0), (1, f - delta - u0)):
+            for v in pieces[j][1][u]:
+                items[j][v] += 1
+        d0, r1 = d + delta, r - u0
+        ok, loss = _valid(key, suf[t], suf[t + 1], slack, prep.N0)
+        si, so, fr, _, rings0 = key[:5]
+        cand = np.flatnonzero(ok & (so == s) & (fr == f) & (d0 + loss < W) & (r1 - rings0 >= 0))
+        vals = prev[si[cand], d0 + loss[cand], r1 - rings0[cand]] + cost[cand]
+        i = cand[int(np.flatnonzero(np.isclose(vals, mid[s, f, d0, r1], rtol=0, atol=1e-7))[0])]
+        lo_, hi_ = ks.start[into[i]], (ks.start[into[i] + 1] if into[i] + 1 < ks.start.size else ks.order.size)
+        group = ks.order[lo_:hi_]
+        row = group[int(np.argmin(row_cost[group]))]  # the key's cheapest row: its options and items
+        choice[t] = tuple(int(x) for x in prep.rows[t].opt[row] if x >= 0)
+        for code in prep.rows[t].item[row]:
+            if code:
+                items[code // width][code % width] += 1
+        s, d, r = int(si[i]), int(d0 + loss[i]), int(r1 - rings0[i])
+    return tuple(tuple(x) for x in items), tuple(choice)
