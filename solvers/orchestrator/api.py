@@ -55,9 +55,9 @@ DEFAULT_TIME_LIMIT = 60.0
 # several jobs on short blocks, of the budget: the sum of each job's own bound (measured 3-6 s of a 58 s limit at
 # 1,024 nodes, k = 3, TP 32), before the three-block view's LP (jobs_run.py)
 ALONE_SHARE = 0.15
-# Two jobs: the two-job line DP's share of the time left (1,024 nodes, TP 32 at k = 3, DP 8 x 3 + DP 4: 12 s to
-# converge, at the best placement's cost; TP 16 at k = 2, DP 8 x 10 + DP 4: 16 s)
-JOINT_SHARE = 0.4
+# Two jobs: the two-job line DP's share of the time left (it converged in 2-12 s at 1,024 nodes, 14 s at 4,096 nodes
+# for TP 16 x (DP 8 x 20 + DP 4); jobs_line_bound.PRICING_ROUNDS decides whether it prices at all)
+JOINT_SHARE = 0.45
 ALONE_MIN_LEFT = 20.0  # seconds: below, the block ILP gets the time first (40 s unbudgeted at 4,096 nodes)
 
 

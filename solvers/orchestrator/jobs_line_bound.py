@@ -51,10 +51,10 @@ from solvers.orchestrator.run import BudgetSpent
 # many over all boundaries (8 bytes each: 200 MB) it is not run
 MAX_CELLS = 25_000_000
 # Pricing starts only when the budget left holds this many more paths at the first path's time: measured at 1,024
-# nodes, the two-job benchmarks converged in 4-22 rounds (0.5-1 s a path); at 4,096 nodes (1.7 s a path) they would
-# not in the share of the time they get, and a floor that does not converge leaves the block ILP less time for
-# nothing (TP 16 x (DP 8 x 20 + DP 4), 58 s: 5.3 % -> 47 % before this rule)
-PRICING_ROUNDS = 20
+# nodes, the two-job benchmarks converged in 4-22 rounds (0.2-0.5 s a path); at 4,096 nodes, TP 16 x (DP 8 x 20 +
+# DP 4), in 15 rounds of 0.8 s.  A floor that does not converge leaves the block ILP less time for nothing (that
+# case at 1.7 s a path, before the paths were planned once: 5.3 % -> 47 %); 20 rounds skipped it on a loaded machine
+PRICING_ROUNDS = 12
 
 
 @dataclass
