@@ -298,7 +298,7 @@ def _column_generation(prep: _Prepared, dps, weights, m: int, first: _Path, budg
         prices = []
         for j, D in enumerate(dps):
             pi = [0.0] + [float(duals[row[j, v]]) for v in range(1, D)]
-            fill = _min_fill(pi, parts[j])
+            fill = _min_fill(pi, parts[j]) if parts[j] else 0.0  # D = 1: no pool
             prices.append(np.array([0.0] + [-pi[v] + fill * v / D for v in range(1, D)]))
         try:
             path = _shortest(prep, dps, weights, m, prices, budget)

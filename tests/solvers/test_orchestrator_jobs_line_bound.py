@@ -26,12 +26,13 @@ from tests.solvers.test_orchestrator_several_jobs import MIXED, SHORT, random_li
 TWO = [r for r in MIXED + SHORT if len(r) == 2]
 
 
-def _draws(seed: int, n: int):
+def _draws(seed: int, n: int, requests=None):
     """(line, resolved jobs, blocks or view, options function or None, unit, weights) of seeded draws: exact blocks
     (the MIXED requests on random lines) and short ones (SHORT on short-block lines), open and closed."""
+    requests = TWO if requests is None else requests
     rng = random.Random(seed)
     for i in range(n):
-        jobs = TWO[i % len(TWO)]
+        jobs = requests[i % len(requests)]
         line = short_block_line(rng) if jobs in SHORT else random_line(rng, rng.choice([12, 16]), rng.choice([2, 4]),
                                                                         rng.choice([2, 3]), rng.random() < 0.3)
         m = jobs[0].tp
@@ -91,6 +92,18 @@ def test_the_pricing_raises_the_bound_on_some_line():
         if moved:
             break
     assert moved >= 1
+
+
+def test_a_job_of_dp_1_beside_a_pooled_one_never_exceeds_brute_force():
+    """DP 1: groups of one ring, no pool to price (its prices are all 0) and no DP traffic."""
+    request = [[Job(tp=2, dp=1, count=2, dp_bytes=1.0), Job(tp=2, dp=3, dp_bytes=1.0)]]
+    checked = 0
+    for line, resolved, where, options_of, unit, weights in _draws(300, 16, request):
+        lb = _bound(where, options_of, resolved, weights)
+        if lb is not None:
+            assert lb * unit <= brute_force_jobs(line, resolved) + 1e-9
+            checked += 1
+    assert checked >= 4
 
 
 def test_not_two_jobs_or_too_few_rings_has_no_bound():
