@@ -127,6 +127,8 @@ def _cheapest(key: np.ndarray, cost: np.ndarray) -> np.ndarray:
 
 @dataclass
 class _Prepared:
+    """What every pricing round reuses: the rows, their keys and moves, the states and the suffix maxima."""
+
     rows: list            # per ToR: _Rows
     opts: list            # per ToR: its tagged options (job_options), what _Rows.opt indexes
     S: int                # boundary states
@@ -160,6 +162,8 @@ def _keys(r: _Rows) -> _Keys:
 
 
 def _prepare(blocks: Blocks, dps, counts, weights, budget, options_of) -> _Prepared | None:
+    """Every ToR's rows (:func:`_rows`) and keys, and per wrap state with a path of enough rings the suffix maxima
+    ``suf[t, s]`` (most rings ToRs ``t..`` put in groups from state ``s``); None when the DP table is too large."""
     T = blocks.T
     ids: dict = {NONE: 0}
     gid = lambda s: ids.setdefault(s, len(ids))  # noqa: E731
