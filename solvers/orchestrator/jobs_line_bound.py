@@ -168,15 +168,19 @@ def _prepare(blocks: Blocks, dps, counts, weights, budget, options_of) -> _Prepa
     ids: dict = {NONE: 0}
     gid = lambda s: ids.setdefault(s, len(ids))  # noqa: E731
     width = max(dps)
+    N0, need = dps[0] * counts[0], dps[0] * counts[0] + dps[1] * counts[1]
     rows, tagged = [], []
     for t in range(T):
         if budget is not None:
             budget.check()
+        if (T + 1) * len(ids) * (N0 + 1) > MAX_CELLS:
+            # too large already with no slack: said before the rest is listed (16,384 nodes, DP 4 x 100 + DP 8 x 50:
+            # listing every ToR's rows and options first reached 6.6 GB)
+            return None
         opts, of = job_options(blocks, t, dps, options_of=options_of)
         rows.append(_rows(blocks, t, opts, of, dps, weights, width, gid))
         tagged.append(opts)
     S = len(ids)
-    N0, need = dps[0] * counts[0], dps[0] * counts[0] + dps[1] * counts[1]
     wraps = sorted(set(rows[0].si.tolist()) & set(rows[T - 1].so.tolist())) if blocks.closed and T > 1 else [0]
     ends = []
     for w in wraps:

@@ -300,18 +300,20 @@ def line_bound(blocks: Blocks, D: int, C: int, budget=None, item_cost=None, prep
         if wraps is not None and w not in wraps:
             continue
         run = _forward(P, suf, w, D * C, ic, piece, budget)
-        if run is not None and (best is None or run[2][w, 0] < best[0]):
-            best = (run[2][w, 0], run, w, suf)
+        if run is not None and (best is None or run[1][w, 0] < best[0]):
+            best = (run[1][w, 0], run, w, suf)
     if best is None:
         return None
-    _, (layers, mids, last, slack), w, suf = best
-    return _trace_back(P, suf, w, layers, mids, last, ic, piece, split, slack, D)
+    _, (layers, last, slack), w, suf = best
+    return _trace_back(P, suf, w, layers, last, ic, piece, split, slack, D)
 
 
 def _forward(P: Prepared, suf: np.ndarray, w: int, need: int, ic, piece, budget):
     """The forward pass from state ``w`` back to ``w`` (:func:`line_bound`).
 
-    Returns (layers, mids, last layer, slack), or None.
+    Returns (layers, last layer, slack), or None.  Each ToR's middle step (before its free rings are split) is not
+    kept: the trace back recomputes it for the one state it follows (16,384 nodes, a job of 100 DP 4 groups, slack
+    ~3,500 rings: the middle steps of every ToR held 4.4 GB).
     """
     start = int(suf[0, w])
     if start < need:
@@ -321,7 +323,7 @@ def _forward(P: Prepared, suf: np.ndarray, w: int, need: int, ic, piece, budget)
     inf = np.inf
     layer = np.full((S, W), inf)
     layer[w, slack] = 0.0
-    layers, mids = [], []
+    layers = []
     dd = np.arange(W)
     for t in range(len(P.choices)):
         if budget is not None:
@@ -334,23 +336,41 @@ def _forward(P: Prepared, suf: np.ndarray, w: int, need: int, ic, piece, budget)
         d0 = dd[None, :] - loss0[:, None]
         cand = layer[ch.si] + c[:, None]
         keep = ok[:, None] & (d0 >= 0) & (d0 < W) & (cand < inf)
-        mid = np.full(S * F * W, inf)
-        flat = ((ch.so[:, None] * F + ch.free[:, None]) * W + d0)[keep]
-        np.minimum.at(mid, flat, cand[keep])
-        mid = mid.reshape(S, F, W)
+        mid = _middle(ch, keep, d0, cand, S, F, W)
         new = np.full((S, W), inf)
         for f in range(F):
             for delta in range(min(f, slack) + 1):  # leave delta of the f free pure rings unused
                 np.minimum(new[:, :W - delta], mid[:, f, delta:] + piece[f - delta], out=new[:, :W - delta])
         layers.append(layer)
-        mids.append(mid)
         layer = new
     if not np.isfinite(layer[w, 0]):
         return None
-    return layers, mids, layer, slack
+    return layers, layer, slack
 
 
-def _trace_back(P: Prepared, suf, w: int, layers, mids, last, ic, piece, split, slack: int, D: int) -> LineBound:
+def _middle(ch, keep, d0, cand, S: int, F: int, W: int) -> np.ndarray:
+    """``mid[so, f, d0]``: least cost after a ToR's choices ``ch`` (candidates ``cand`` where ``keep``)."""
+    mid = np.full(S * F * W, np.inf)
+    flat = ((ch.so[:, None] * F + ch.free[:, None]) * W + d0)[keep]
+    np.minimum.at(mid, flat, cand[keep])
+    return mid.reshape(S, F, W)
+
+
+def _middle_into(ch, s: int, layer, here, nxt, ic, F: int, W: int) -> np.ndarray:
+    """The forward pass's middle step of one ToR (:func:`_middle`) for the choices into state ``s`` only, with the
+    same arithmetic (so the same floats: the trace back compares them for equality); other states are inf."""
+    into = np.flatnonzero(ch.so == s)
+    sub = _Choices(ch.si[into], ch.so[into], ch.cost[into], ch.emit[into], ch.free[into], ch.rings[into],
+                   ch.idx[into])
+    ok = (here[sub.si] >= 0) & (nxt[sub.so] >= 0)
+    loss0 = here[sub.si] - sub.rings - nxt[sub.so]
+    d0 = np.arange(W)[None, :] - loss0[:, None]
+    cand = layer[sub.si] + (sub.cost + ic[sub.emit])[:, None]
+    keep = ok[:, None] & (d0 >= 0) & (d0 < W) & (cand < np.inf)
+    return _middle(sub, keep, d0, cand, s + 1, F, W)
+
+
+def _trace_back(P: Prepared, suf, w: int, layers, last, ic, piece, split, slack: int, D: int) -> LineBound:
     """The choices of a least-cost path ending in ``w`` (recomputing each step's minimum as the forward pass did)."""
     T = len(layers)
     choice: list[tuple[int, ...]] = [()] * T
@@ -358,9 +378,11 @@ def _trace_back(P: Prepared, suf, w: int, layers, mids, last, ic, piece, split, 
     s, d = w, 0
     target = last[w, 0]
     F = P.fmax + 1
+    W = slack + 1
     for t in range(T - 1, -1, -1):
-        mid, layer, ch = mids[t], layers[t], P.choices[t]
+        layer, ch = layers[t], P.choices[t]
         here, nxt = suf[t], suf[t + 1]
+        mid = _middle_into(ch, s, layer, here, nxt, ic, F, W)
         found = None
         for f in range(F):
             for delta in range(min(f, slack - d) + 1):
