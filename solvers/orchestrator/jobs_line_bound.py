@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from solvers.orchestrator.line_bound import (MAX_PARTITIONS, _min_fill, _piece_costs, _suffix, partition_count,
-                                             partitions)
+from solvers.orchestrator.line_bound import (MAX_PARTITIONS, _choice_arrays, _min_fill, _piece_costs, _suffix,
+                                             partition_count, partitions)
 from solvers.orchestrator.model_blocks import tor_options
 from solvers.orchestrator.model_jobs import NONE, job_options
 from solvers.orchestrator.rings import Blocks
@@ -78,51 +78,41 @@ class _Rows:
 
 
 def _rows(blocks: Blocks, t: int, opts, jobs_of, dps, weights, width: int, gid) -> _Rows:
-    """ToR ``t``'s in x out pairs whose splits fit its capacity, then its joint options (:class:`_Rows`); rows
-    equal in everything but cost reduced to the cheapest."""
-    cap = blocks.cap[t]
+    """ToR ``t``'s in x out pairs whose splits fit its capacity, then its joint options (the one-job DP's
+    :func:`~solvers.orchestrator.line_bound._choice_arrays`, each option closing its own job's rings), as
+    :class:`_Rows`; rows equal in everything but cost reduced to the cheapest."""
     n = len(opts)
     job = np.asarray(jobs_of, dtype=np.int64).reshape(n)
-    cols = np.array([(o.cons, o.cost, o.emit, o.alone) for o in opts], dtype=np.int64).reshape(n, 4)
-    cons, emit, alone = cols[:, 0], cols[:, 2], cols[:, 3]
-    cost = cols[:, 1] * np.asarray(weights, dtype=float)[job]
-    closed = np.asarray(dps, dtype=np.int64)[job] * alone + emit
-    closed0 = np.where(job == 0, closed, 0)
-    code = np.where(emit > 0, job * width + emit, 0)
-    part = np.array([o.part for o in opts])
-    ins, outs, joint = (np.flatnonzero(part == p) for p in ("in", "out", "joint"))
-    ii, jj = np.repeat(ins, outs.size), np.tile(outs, ins.size)
-    # pure capacity of every (in, out) pair: a dense table over the distinct splits (-1: no such pair)
-    ul, li = np.unique(np.array([opts[i].xl or 0 for i in ins.tolist()], dtype=np.int64), return_inverse=True)
-    ur, ri = np.unique(np.array([opts[i].xr or 0 for i in outs.tolist()], dtype=np.int64), return_inverse=True)
-    caps = np.array([[cap.get((int(x), int(y)), -1) for y in ur] for x in ul], dtype=np.int64).reshape(ul.size,
-                                                                                                     ur.size)
-    f = caps[np.repeat(li.reshape(-1), outs.size), np.tile(ri.reshape(-1), ins.size)]
-    ok = (f >= 0) & (cons[ii] + cons[jj] <= f)
-    a, b, f = ii[ok], jj[ok], f[ok]
-    fj = np.array([cap[(opts[i].xl, opts[i].xr)] for i in joint.tolist()], dtype=np.int64) - cons[joint]
-    jok = joint[fj >= 0]
-    sid = np.array([gid(o.sin) if o.part != "out" else -1 for o in opts], dtype=np.int64)
-    oid = np.array([gid(o.sout) if o.part != "in" else -1 for o in opts], dtype=np.int64)
-    key = np.stack([np.concatenate([sid[a], sid[jok]]), np.concatenate([oid[b], oid[jok]]),
-                    np.concatenate([f - cons[a] - cons[b], fj[fj >= 0]]),
-                    np.concatenate([closed[a] + closed[b], closed[jok]]),
-                    np.concatenate([closed0[a] + closed0[b], closed0[jok]]),
-                    np.concatenate([code[a], code[jok]]), np.concatenate([code[b], np.zeros(jok.size, np.int64)])])
-    base = np.concatenate([cost[a] + cost[b], cost[jok]])
-    which = np.stack([np.concatenate([a, jok]), np.concatenate([b, np.full(jok.size, -1, dtype=np.int64)])])
+    cols = np.array([(o.cost, o.emit, o.alone) for o in opts], dtype=np.int64).reshape(n, 3)
+    D = np.asarray(dps, dtype=np.int64)[job]
+    ch = _choice_arrays(blocks, t, opts, D, gid)
+    a, b = ch.idx[:, 0], ch.idx[:, 1]  # b = -1 on a joint row: the zero appended below
+
+    def per_option(x):
+        return np.append(x, 0)
+
+    cost = per_option(cols[:, 0] * np.asarray(weights, dtype=float)[job])
+    closed = per_option(D * cols[:, 2] + cols[:, 1])
+    closed0 = np.where(per_option(job) == 0, closed, 0)
+    code = per_option(np.where(cols[:, 1] > 0, job * width + cols[:, 1], 0))
+    key = np.stack([ch.si, ch.so, ch.free, closed[a] + closed[b], closed0[a] + closed0[b], code[a], code[b]])
+    base = cost[a] + cost[b]
     pick = _cheapest(key, base)
     key = key[:, pick]
-    return _Rows(key[0], key[1], key[2], key[3], key[4], base[pick], key[5:].T, which[:, pick].T)
+    return _Rows(key[0], key[1], key[2], key[3], key[4], base[pick], key[5:].T, ch.idx[pick])
 
 
 def _cheapest(key: np.ndarray, cost: np.ndarray) -> np.ndarray:
     """Indices of one least-``cost`` column of each distinct column of ``key`` (one lexicographic sort)."""
     order = np.lexsort((cost,) + tuple(key[::-1]))
-    ks = key[:, order]
-    first = np.ones(order.size, dtype=bool)
-    first[1:] = np.any(ks[:, 1:] != ks[:, :-1], axis=0)  # sorted by key, then cost: the first of a key is cheapest
-    return order[first]
+    return order[_run_starts(key[:, order])]  # sorted by key, then cost: the first of a key is cheapest
+
+
+def _run_starts(ks: np.ndarray) -> np.ndarray:
+    """Mask of the columns of the column-sorted ``ks`` that differ from the one before (each run's first)."""
+    first = np.ones(ks.shape[1], dtype=bool)
+    first[1:] = np.any(ks[:, 1:] != ks[:, :-1], axis=0)
+    return first
 
 
 @dataclass
@@ -155,9 +145,7 @@ def _keys(r: _Rows) -> _Keys:
     key = np.stack([r.si, r.so, r.free, r.rings, r.rings0])
     order = np.lexsort(tuple(key[::-1]))
     ks = key[:, order]
-    first = np.ones(order.size, dtype=bool)
-    first[1:] = np.any(ks[:, 1:] != ks[:, :-1], axis=0)
-    start = np.flatnonzero(first)
+    start = np.flatnonzero(_run_starts(ks))
     return _Keys(order, start, ks[:, start])
 
 

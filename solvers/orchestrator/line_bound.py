@@ -162,10 +162,12 @@ class Prepared:
     ends: list             # (state id at the wrap boundary, its suf): [(0, suf)] on an open line
 
 
-def _choice_arrays(blocks: Blocks, t: int, opts: list[Option], D: int, gid) -> _Choices:
+def _choice_arrays(blocks: Blocks, t: int, opts: list[Option], D, gid) -> _Choices:
     """The rows of :func:`_combos` that fit their ToR (free capacity >= 0), in its order, as arrays.
 
-    Vectorised over the in x out pairs (:func:`_combos` is the reference the tests compare it with);
+    ``D``: rings per DP group, one number or one per option (several jobs: each option's own job's,
+    :mod:`~solvers.orchestrator.jobs_line_bound`).  Vectorised over the in x out pairs (:func:`_combos` is the
+    reference the tests compare it with);
     ``gid(state)`` numbers the boundary states, called on the rows' left states, then their right states,
     each in row order (as a row-by-row build would).
     """
