@@ -30,15 +30,16 @@ from solvers.orchestrator.jobs import Job
 from solvers.orchestrator.jobs_bound import separate_jobs_bound
 from solvers.orchestrator.model import EXPLICIT_MAX_SLOTS, build_chosen, choose_model, explicit_model_fits
 from solvers.orchestrator.model_explicit import unit_costs
-from solvers.orchestrator.jobs_line_bound import JointBound, two_job_line_bound
-from solvers.orchestrator.jobs_run import ALONE_NOTE, JOINT_NOTE, run_jobs_blocks
+from solvers.orchestrator.jobs_line_bound import JointBound, joint_line_bound
+from solvers.orchestrator.jobs_run import (ALONE_NOTE, JOBS_FULL_MAX_OPTIONS, JOINT_NOTE, count_options,
+                                           run_jobs_blocks)
 from solvers.orchestrator.model_blocks import tor_options
 from solvers.orchestrator.model_jobs import usable
 from solvers.orchestrator.pipelined import run_pipelined
 from solvers.orchestrator.placement import Placement
 from solvers.orchestrator.result import OrchestrationResult
 from solvers.orchestrator.rings import block_structure, max_rings
-from solvers.orchestrator.run import Budget, run_ilp, warm_start_result
+from solvers.orchestrator.run import Budget, BudgetSpent, run_ilp, warm_start_result
 from solvers.orchestrator.single_group import large_group, run_single_group
 from solvers.orchestrator.space import Line, khop_line
 from solvers.orchestrator.stage1 import NoInstanceFits, check_jobs, resolve_jobs
@@ -55,9 +56,13 @@ DEFAULT_TIME_LIMIT = 60.0
 # several jobs on short blocks, of the budget: the sum of each job's own bound (measured 3-6 s of a 58 s limit at
 # 1,024 nodes, k = 3, TP 32), before the three-block view's LP (jobs_run.py)
 ALONE_SHARE = 0.15
-# Two jobs: the two-job line DP's share of the time left (it converged in 2-12 s at 1,024 nodes, 14 s at 4,096 nodes
-# for TP 16 x (DP 8 x 20 + DP 4); jobs_line_bound.PRICING_ROUNDS decides whether it prices at all)
+# Several jobs: the several-job line DP's share of the time left (two jobs: it converged in 2-12 s at 1,024 nodes,
+# 14 s at 4,096 nodes for TP 16 x (DP 8 x 20 + DP 4); jobs_line_bound.PRICING_ROUNDS decides whether it prices)
 JOINT_SHARE = 0.45
+# ... and where the several-job block ILP is too large to build (jobs_run.JOBS_FULL_MAX_OPTIONS), so that only the
+# small ILP over the paths' options follows (4,096 nodes, three jobs, TP 32: listing the rows took 6.4 s, then ~35
+# rounds of 0.5 s a path)
+JOINT_SHARE_ALONE = 0.85
 ALONE_MIN_LEFT = 20.0  # seconds: below, the block ILP gets the time first (40 s unbudgeted at 4,096 nodes)
 
 
@@ -304,17 +309,24 @@ def _jobs_blocks(line: Line, jobs: list[Job], options: SolveOptions, prefer: str
     unit, dpc, _ = unit_costs(jobs, line.space.g)
     greedy = _warm_start(line, jobs, greedy_placement(line, jobs))
     budget = Budget(t0, options.time_limit)
-    floor, joint = 0.0, None
+    floor, joint, n_options = 0.0, None, None
     left = budget.remaining()
     if left is None or left > ALONE_MIN_LEFT:
-        joint = _joint_bound(line, jobs, greedy, bounding or (blocks, tor_options), unit, dpc, budget)
+        try:
+            n_options = count_options(blocks, [j.dp for j in jobs], budget)
+        except BudgetSpent:
+            n_options = None
+        # too large to build: only the small ILP over the line DP's paths' options follows, which needs them priced
+        share = JOINT_SHARE if n_options is None or n_options <= JOBS_FULL_MAX_OPTIONS else JOINT_SHARE_ALONE
+        joint = _joint_bound(line, jobs, greedy, bounding or (blocks, tor_options), unit, dpc, budget, share)
         floor = joint.bound if joint is not None else 0.0
     if not blocks.exact and (left is None or left > ALONE_MIN_LEFT) and not (joint is not None and joint.converged):
         # the higher where the view's LP is weak or out of time (a job out of time: its slot bound)
         floor = max(floor, separate_jobs_bound(line, jobs, budget.share(ALONE_SHARE)))
     res = run_jobs_blocks(line.space, jobs, greedy, options, budget, blocks, unit, dpc, bounding=bounding,
                           floor=floor, floor_note=_floor_note(joint, floor),
-                          dual_support=list(joint.options) if joint is not None and joint.converged else None)
+                          dual_support=list(joint.options) if joint is not None and joint.converged else None,
+                          path_options=list(joint.options) if joint is not None else None, n_options=n_options)
     # short blocks without the jobs' own bounds first (too little time then): after the ILP, if time is left; and
     # exact blocks where the ILP proved nothing (16,384 nodes, TP 16 x (DP 4 x 100 + DP 8 x 50): its model too
     # large, the warm start came back in 3 s of 280 with the trivial bound 0)
@@ -323,20 +335,20 @@ def _jobs_blocks(line: Line, jobs: list[Job], options: SolveOptions, prefer: str
 
 
 def _joint_bound(line: Line, jobs: list[Job], greedy: Placement, bounding, unit: float, dpc: list[float],
-                 budget: Budget) -> JointBound | None:
-    """Two jobs: the two-job line DP (jobs_line_bound.py) on ``bounding`` = (blocks or their three-block view,
-    options function), priced until it reaches the warm start's cost or converges, in :data:`JOINT_SHARE` of the
-    time left; None: no bound."""
-    if len(jobs) != 2:
+                 budget: Budget, share: float = JOINT_SHARE) -> JointBound | None:
+    """The several-job line DP (jobs_line_bound.py) on ``bounding`` = (blocks or their three-block view, options
+    function), priced until it reaches the warm start's cost or converges, in ``share`` of the time left; None:
+    no bound."""
+    if len(jobs) < 2:
         return None
     view, options_of = bounding
     warm = placement_traffic(greedy, line.space, jobs).cross_bytes / unit
-    return two_job_line_bound(view, [j.dp for j in jobs], [j.count for j in jobs], dpc, budget=budget.share(
-        JOINT_SHARE), options_of=options_of, upper=warm)
+    return joint_line_bound(view, [j.dp for j in jobs], [j.count for j in jobs], dpc, budget=budget.share(share),
+                            options_of=options_of, upper=warm)
 
 
 def _floor_note(joint: JointBound | None, floor: float) -> str:
-    """The note of the floor handed to the several-job block run: the two-job DP's or the jobs' own bounds."""
+    """The note of the floor handed to the several-job block run: the several-job DP's or the jobs' own bounds."""
     if joint is not None and joint.bound >= floor - 1e-9 and floor > 0:
         return JOINT_NOTE.format(floor)
     return ALONE_NOTE.format(floor)

@@ -1,36 +1,43 @@
-"""A lower bound for two jobs of different DP sizes on ToR blocks: the line DP with a count of the first job's rings.
+"""A lower bound for jobs of different DP sizes on ToR blocks: the line DP with a count of the first job's rings.
 
 :mod:`~solvers.orchestrator.line_bound` relaxes one job's block ILP to a
 shortest path along the line: the mixed-group pool is kept to its ring
 total only.  With several jobs (:mod:`~solvers.orchestrator.model_jobs`:
 states and items tagged by job, one capacity row per ToR, one pool per
 job) the same relaxation keeps each job's pool to its own ring total
-``N_j = D_j C_j``.  With two jobs the path then needs one more number at
-each boundary, ``r``, the first job's rings put in groups so far (``0 ..
-N_0``), beside the boundary state and ``d``, the rings the rest of the
-line may still leave unused (as in the one-job DP, whose ``d`` covers the
-ring total of both jobs).  The path must end with ``r = N_0`` and ``d =
-0``, so the second job has ``N_1`` exactly.
+``N_j = D_j C_j``.  The path then needs one more number at each boundary,
+``r``, the first job's rings put in groups so far (``0 .. N_0``), beside
+the boundary state and ``d``, the rings the rest of the line may still
+leave unused (as in the one-job DP, whose ``d`` covers the ring total of
+all jobs).  The path must end with ``r = N_0`` and ``d = 0``, so the other
+jobs have ``sum_{j>0} N_j`` between them: with two jobs, the second has
+``N_1`` exactly.  With three or more, the middle jobs' totals are priced
+instead of counted (one multiplier ``mu_j`` per ring of job ``j``, the
+constant ``- mu_j N_j`` added: a Lagrangian relaxation, valid for any
+``mu``, since every placement has ``N_j`` exactly); a count per job would
+multiply the table by each ``N_j + 1``.
 
 At each ToR a choice (one option per side, or a joint option) closes the
 rings of its options' jobs (alone groups, emitted items; a "no straddle"
 option closes none) and leaves ``f`` pure rings its capacity allows; they
-are split into ``u_0`` for the first job, ``u_1`` for the second and
-``delta`` unused, each job's ``u_j`` into whole groups (free) and pieces
-(``m`` slot crossings each, weighted; without prices one piece is always
-cheapest).  Costs are the block model's, weighted per job (objective units).
+are split into ``u_0`` for the first job, the rest for the other jobs
+(dealt among them at their prices, a min-plus convolution) and ``delta``
+unused, each job's ``u_j`` into whole groups (free) and pieces (``m`` slot
+crossings each, weighted; without prices one piece is always cheapest).
+Costs are the block model's, weighted per job (objective units).
 
 Every placement of the several-job block ILP is such a path at the same
 cost, so the least cost is a **valid lower bound** on its optimum; on the
 three-block view of short blocks (:mod:`~solvers.orchestrator.three_blocks`,
 whose options hold every ring) on every placement.  Each job's pool is then
 priced back as :func:`~solvers.orchestrator.line_bound.packed_bound` prices
-one job's (:func:`two_job_line_bound`).  Tests: never above brute force over
-every ring set and dealing, above the sum of the jobs' own bounds (which
-lets the jobs share their best ToRs) on some lines, raised by the pricing
-on some.  Measured at 1,024 nodes (README, "Two jobs"): the six several-job
-benchmarks proved optimal, e.g. k = 3, TP 32, DP 8 x 3 + DP 4: 555.7 units
-unpriced, 562.2 priced, the optimum.
+one job's, and the middle jobs' ring totals with it, by one master LP
+(:func:`joint_line_bound`).  Tests: never above brute force over every ring
+set and dealing, two and three jobs, above the sum of the jobs' own bounds
+(which lets the jobs share their best ToRs) on some lines, raised by the
+pricing on some.  Measured at 1,024 nodes (README, "Two jobs or more"): the six
+several-job benchmarks proved optimal, e.g. k = 3, TP 32, DP 8 x 3 + DP 4:
+555.7 units unpriced, 562.2 priced, the optimum.
 """
 
 from __future__ import annotations
@@ -40,8 +47,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from solvers.orchestrator.line_bound import (MAX_PARTITIONS, _choice_arrays, _min_fill, _piece_costs, _suffix,
-                                             partition_count, partitions)
+from solvers.orchestrator.line_bound import (MAX_PARTITIONS, _choice_arrays, _piece_costs, _suffix, item_prices,
+                                             master_lp, partition_count, partitions)
 from solvers.orchestrator.model_blocks import tor_options
 from solvers.orchestrator.model_jobs import NONE, job_options
 from solvers.orchestrator.rings import Blocks
@@ -55,6 +62,10 @@ MAX_CELLS = 25_000_000
 # DP 4), in 15 rounds of 0.8 s.  A floor that does not converge leaves the block ILP less time for nothing (that
 # case at 1.7 s a path, before the paths were planned once: 5.3 % -> 47 %); 20 rounds skipped it on a loaded machine
 PRICING_ROUNDS = 12
+# The master LP's artificial columns cost at most BIG_ITEMS m max(D) (weighted) a unit: above what one item or ring
+# can be worth; they start at m (one piece) and grow BIG_GROWTH-fold when the master still uses them
+BIG_ITEMS = 4.0
+BIG_GROWTH = 4.0
 
 
 @dataclass
@@ -64,7 +75,8 @@ class _Rows:
     ``si``/``so``: left / right state ids; ``free``: pure rings its capacity still allows; ``rings``: rings its
     options close in groups (alone groups, emitted items); ``rings0``: those of the first job; ``base``: the
     options' weighted cost; ``item``: per row the two options' items as ``job * width + size`` (size 0: none);
-    ``opt``: the two options' indices (-1: a joint option's second).
+    ``opt``: the two options' indices (-1: a joint option's second); ``by_job``: the closed rings per job (rows x
+    jobs; priced per job when there are more than two).
     """
 
     si: np.ndarray
@@ -75,6 +87,7 @@ class _Rows:
     base: np.ndarray
     item: np.ndarray
     opt: np.ndarray
+    by_job: np.ndarray
 
 
 def _rows(blocks: Blocks, t: int, opts, jobs_of, dps, weights, width: int, gid) -> _Rows:
@@ -95,11 +108,16 @@ def _rows(blocks: Blocks, t: int, opts, jobs_of, dps, weights, width: int, gid) 
     closed = per_option(D * cols[:, 2] + cols[:, 1])
     closed0 = np.where(per_option(job) == 0, closed, 0)
     code = per_option(np.where(cols[:, 1] > 0, job * width + cols[:, 1], 0))
-    key = np.stack([ch.si, ch.so, ch.free, closed[a] + closed[b], closed0[a] + closed0[b], code[a], code[b]])
+    # the middle jobs' closed rings (first and last follow from rings0 and rings): priced apart with three jobs or more
+    middle = [closed[a] * (per_option(job)[a] == j) + closed[b] * (per_option(job)[b] == j)
+              for j in range(1, len(dps) - 1)]
+    key = np.stack([ch.si, ch.so, ch.free, closed[a] + closed[b], closed0[a] + closed0[b], code[a], code[b]]
+                   + middle)
     base = cost[a] + cost[b]
     pick = _cheapest(key, base)
     key = key[:, pick]
-    return _Rows(key[0], key[1], key[2], key[3], key[4], base[pick], key[5:].T, ch.idx[pick])
+    by_job = np.vstack([key[4], key[7:], key[3] - key[4] - key[7:].sum(axis=0)]).T  # the last job's: the rest
+    return _Rows(key[0], key[1], key[2], key[3], key[4], base[pick], key[5:7].T, ch.idx[pick], by_job)
 
 
 def _cheapest(key: np.ndarray, cost: np.ndarray) -> np.ndarray:
@@ -124,8 +142,9 @@ class _Prepared:
     S: int                # boundary states
     fmax: int
     ends: list            # (wrap state, suf) with a path of enough rings
-    need: int             # rings in groups, both jobs
+    need: int             # rings in groups, all jobs
     N0: int               # rings in groups of the first job
+    N: tuple              # rings in groups of each job
     keys: list = field(default_factory=list)    # per ToR: _Keys
     plans: dict = field(default_factory=dict)   # (wrap state, ToR) -> its _plan
 
@@ -156,7 +175,7 @@ def _prepare(blocks: Blocks, dps, counts, weights, budget, options_of) -> _Prepa
     ids: dict = {NONE: 0}
     gid = lambda s: ids.setdefault(s, len(ids))  # noqa: E731
     width = max(dps)
-    N0, need = dps[0] * counts[0], dps[0] * counts[0] + dps[1] * counts[1]
+    N0, need = dps[0] * counts[0], sum(D * C for D, C in zip(dps, counts))
     rows, tagged = [], []
     for t in range(T):
         if budget is not None:
@@ -178,7 +197,8 @@ def _prepare(blocks: Blocks, dps, counts, weights, budget, options_of) -> _Prepa
                 return None
             ends.append((w, suf))
     fmax = max([int(r.free.max()) for r in rows if r.free.size] + [0])
-    return _Prepared(rows, tagged, S, fmax, ends, need, N0, [_keys(r) for r in rows])
+    return _Prepared(rows, tagged, S, fmax, ends, need, N0, tuple(D * C for D, C in zip(dps, counts)),
+                     [_keys(r) for r in rows])
 
 
 class _SufView:
@@ -190,7 +210,7 @@ class _SufView:
 
 @dataclass(frozen=True)
 class JointBound:
-    """The two-job bound (objective units) and whether its pricing converged: then it is the Lagrangian dual,
+    """The several-job bound (objective units) and whether its pricing converged: then it is the Lagrangian dual,
     at least the LP relaxation of the same block model (its ToR choices are solved as integers)."""
 
     bound: float
@@ -205,23 +225,25 @@ class _Path:
     items: tuple          # per job, the pooled items of each size (index 0 unused)
     wrap: int
     choice: tuple = ()    # per ToR, the indices of its options on the path
+    rings: tuple = ()     # per job, its rings in groups
 
 
-def two_job_line_bound(blocks: Blocks, dps: list[int], counts: list[int], weights: list[float], *, budget=None,
-                       options_of=tor_options, upper: float | None = None,
-                       max_iter: int = 60) -> JointBound | None:
+def joint_line_bound(blocks: Blocks, dps: list[int], counts: list[int], weights: list[float], *, budget=None,
+                     options_of=tor_options, upper: float | None = None,
+                     max_iter: int = 60) -> JointBound | None:
     """The module docstring's bound (objective units: ``weights`` per slot crossing of each job), its pools
     priced as :func:`~solvers.orchestrator.line_bound.packed_bound` prices one job's (Lagrangian: the pooled
     items of each job and size put back with multipliers from a master LP over the paths found and each job's
-    partitions of ``D_j``; for **any** prices the shortest path is a valid bound, weak duality).  None: no
-    path, not two jobs, too large to run, or out of time before the first path.
+    partitions of ``D_j``, with three jobs or more the middle jobs' ring totals too; for **any** prices the
+    shortest path is a valid bound, weak duality).  None: no path, fewer than two jobs, too large to run, or out
+    of time before the first path.
 
     Parameters
     ----------
     blocks : Blocks
         The ToR blocks (or the three-block view, with its ``options_of``).
     dps, counts : list of int
-        Rings per DP group and groups of the two jobs.
+        Rings per DP group and groups of each job (the first's rings are counted along the path).
     weights : list of float
         Objective units per slot crossing of each job.
     budget : Budget, optional
@@ -233,7 +255,7 @@ def two_job_line_bound(blocks: Blocks, dps: list[int], counts: list[int], weight
     max_iter : int
         Pricing rounds at most.
     """
-    if (len(dps) != 2 or min(counts) < 1 or min(dps) < 1 or (blocks.closed and 1 < blocks.T <= max(dps))
+    if (len(dps) < 2 or min(counts) < 1 or min(dps) < 1 or (blocks.closed and 1 < blocks.T <= max(dps))
             or max(partition_count(D) for D in dps) > MAX_PARTITIONS):
         return None  # a straddle item could close around a short circle (line_bound.py); a master LP too large
     try:
@@ -249,69 +271,59 @@ def two_job_line_bound(blocks: Blocks, dps: list[int], counts: list[int], weight
     if first is None:
         return None
     left = None if budget is None else budget.remaining()
-    if left is not None and left < PRICING_ROUNDS * t_path:
-        return JointBound(first.cost, False)  # no time to converge: the zero-price bound, valid as it stands
+    if left is not None and left < PRICING_ROUNDS * t_path:  # no time to converge: the zero-price bound, valid
+        return JointBound(first.cost, False, tuple({prep.opts[t][i] for i in idx}
+                                                   for t, idx in enumerate(first.choice)))
     return _column_generation(prep, dps, weights, blocks.m, first, budget, upper, max_iter)
 
 
 def _column_generation(prep: _Prepared, dps, weights, m: int, first: _Path, budget, upper,
                        max_iter: int) -> JointBound:
-    """The best Lagrangian bound over the pricing rounds (:func:`two_job_line_bound`), from the zero-price path."""
-    from scipy.optimize import linprog
-
+    """The best Lagrangian bound over the pricing rounds (:func:`joint_line_bound`), from the zero-price path."""
     parts = [partitions(D) for D in dps]
     sizes = [(j, v) for j, D in enumerate(dps) for v in range(1, D)]
-    paths, best, converged = [first], first.cost, not sizes
+    middle = _middle_jobs(dps)
+    paths, best, converged = [first], first.cost, not sizes and not middle
     used = [1.0]
-    big = 4.0 * m * max(dps) * max(max(weights), 1.0)  # an artificial unit of an item (keeps the master feasible)
+    # an artificial unit of a row (keeps the master feasible) bounds the prices: small first, so that the first
+    # rounds do not price at +-big (1,024 nodes, three jobs: six rounds at bounds near -1e5), grown while the
+    # master uses it where no path prices out (not its optimum yet)
+    big, big_max = m * max(max(weights), 1.0), BIG_ITEMS * m * max(dps) * max(max(weights), 1.0)
     for _ in range(max_iter):
-        if not sizes or (upper is not None and best >= upper - 1e-9):
+        if (not sizes and not middle) or (upper is not None and best >= upper - 1e-9):
             break
-        # columns: paths | each job's partitions | artificial +e, -e per (job, size); rows: convexity, (job, size)
-        P, Q = len(paths), sum(len(p) for p in parts)
-        A = np.zeros((1 + len(sizes), P + Q + 2 * len(sizes)))
-        A[0, :P] = 1.0
-        row = {js: 1 + i for i, js in enumerate(sizes)}
-        for c, p in enumerate(paths):
-            for j, v in sizes:
-                A[row[j, v], c] = p.items[j][v]
-        c = P
-        for j, ps in enumerate(parts):
-            for a in ps:
-                for v in range(1, dps[j]):
-                    A[row[j, v], c] = -a[v]
-                c += 1
-        A[1:, P + Q:P + Q + len(sizes)] = np.eye(len(sizes))
-        A[1:, P + Q + len(sizes):] = -np.eye(len(sizes))
-        cost = np.concatenate([[p.cost for p in paths], np.zeros(Q), np.full(2 * len(sizes), big)])
-        b = np.zeros(1 + len(sizes))
-        b[0] = 1.0
-        lp = linprog(cost, A_eq=A, b_eq=b, bounds=(0, None), method="highs")
-        if lp.status != 0:
+        # the middle jobs' ring totals are extra rows (three jobs or more: the first's are counted on the path,
+        # the last's follow)
+        lp = master_lp([p.cost for p in paths], [p.items for p in paths], dps, parts, big,
+                       [[p.rings[j] for j in middle] for p in paths], [prep.N[j] for j in middle])
+        if lp is None:
             break
-        used = list(lp.x[:P])
-        duals = lp.eqlin.marginals
-        prices = []
-        for j, D in enumerate(dps):
-            pi = [0.0] + [float(duals[row[j, v]]) for v in range(1, D)]
-            fill = _min_fill(pi, parts[j]) if parts[j] else 0.0  # D = 1: no pool
-            prices.append(np.array([0.0] + [-pi[v] + fill * v / D for v in range(1, D)]))
+        used = lp.weights
+        prices = [np.array(item_prices(lp.pi[j], parts[j], D)) for j, D in enumerate(dps)]
+        nu = np.zeros(len(dps))
+        nu[middle] = lp.extra
         try:
-            path = _shortest(prep, dps, weights, m, prices, budget)
+            path = _shortest(prep, dps, weights, m, prices, budget, mu=-nu)
         except BudgetSpent:
             break
         if path is None:
             break
         best = max(best, path.cost)
-        orig = path.cost - sum(prices[j][v] * path.items[j][v] for j, v in sizes)
-        reduced = orig - float(duals[0]) - sum(float(duals[row[j, v]]) * path.items[j][v] for j, v in sizes)
-        if reduced > -1e-7:
-            converged = True  # no path prices out: the master LP's optimum is the Lagrangian dual
+        orig = (path.cost - sum(prices[j][v] * path.items[j][v] for j, v in sizes)
+                + float(nu @ (np.asarray(path.rings) - np.asarray(prep.N))))
+        reduced = (orig - lp.convexity - sum(lp.pi[j][v] * path.items[j][v] for j, v in sizes)
+                   - float(nu @ np.asarray(path.rings)))
+        seen = any(p.items == path.items and p.rings == path.rings and p.wrap == path.wrap
+                   and abs(p.cost - orig) < 1e-9 for p in paths)
+        if reduced > -1e-7 or seen:
+            if lp.artificial > 1e-9 and big < big_max:
+                big = min(big * BIG_GROWTH, big_max)  # the prices were held in: free them and price again
+                continue
+            # no path prices out: the master LP's optimum is the Lagrangian dual (else a path found before, a tie
+            # at the tolerance: no progress)
+            converged = reduced > -1e-7 and lp.artificial <= 1e-9
             break
-        if any(p.items == path.items and p.wrap == path.wrap and abs(p.cost - orig) < 1e-9
-                                  for p in paths):
-            break  # a path found before (a tie at the tolerance): no progress
-        paths.append(_Path(orig, path.items, path.wrap, path.choice))
+        paths.append(_Path(orig, path.items, path.wrap, path.choice, path.rings))
         used.append(0.0)
     keep = [set() for _ in prep.opts]
     for p, wt in zip(paths, used):
@@ -321,27 +333,57 @@ def _column_generation(prep: _Prepared, dps, weights, m: int, first: _Path, budg
     return JointBound(best, converged, tuple(keep))
 
 
-def _shortest(prep: _Prepared, dps, weights, m: int, prices, budget) -> _Path | None:
-    """The least-cost path at item ``prices`` over every wrap state, with the items it pools (None: no path)."""
-    width = max(dps)
-    table = np.zeros(2 * width)
-    for j in (0, 1):
+def _middle_jobs(dps) -> list[int]:
+    """The jobs whose ring totals the path does not hold (neither counted, the first, nor implied, the last): the
+    master LP prices them."""
+    return list(range(1, len(dps) - 1))
+
+
+def _shortest(prep: _Prepared, dps, weights, m: int, prices, budget, mu=None) -> _Path | None:
+    """The least-cost path at item ``prices`` and ring prices ``mu`` (per job, the first's 0) over every wrap state,
+    with the items and rings it pools (None: no path).  Its cost, ``- sum_j mu_j N_j`` included, is the bound."""
+    J, width = len(dps), max(dps)
+    mu = np.zeros(J) if mu is None else np.asarray(mu, dtype=float)
+    table = np.zeros(J * width)
+    for j in range(J):
         table[j * width:j * width + dps[j]] = prices[j]
-    pieces = [_piece_costs(weights[j] * m, dps[j], list(prices[j]), prep.fmax) for j in (0, 1)]
+    pieces = [_piece_costs(weights[j] * m, dps[j], list(prices[j]), prep.fmax) for j in range(J)]
+    rest = _rest_pieces([p[0] for p in pieces[1:]], mu[1:])
     priced = []  # per ToR: (each row's cost, each key's least cost) at these prices
     for r, k in zip(prep.rows, prep.keys):
-        cost = r.base + table[r.item[:, 0]] + table[r.item[:, 1]]
+        cost = r.base + table[r.item[:, 0]] + table[r.item[:, 1]] + r.by_job @ mu
         priced.append((cost, np.minimum.reduceat(cost[k.order], k.start) if k.start.size else cost[:0]))
+    split = [np.asarray(pieces[0][0]), rest[0]]
     best = None
     for w, suf in prep.ends:
-        run = _forward(priced, suf, w, prep, [np.asarray(p[0]) for p in pieces], budget)
+        run = _forward(priced, suf, w, prep, split, budget)
         if run is not None and (best is None or run[0] < best[0]):
             best = (run[0], run[1], w, suf)
     if best is None:
         return None
     cost, layers, w, suf = best
-    items, choice = _trace_back(priced, prep, suf, w, layers, pieces, dps, width)
-    return _Path(cost, items, w, choice)
+    items, choice, rings = _trace_back(priced, prep, suf, w, layers, split, pieces, rest[1], dps, width)
+    return _Path(cost - float(mu @ np.asarray(prep.N, dtype=float)), items, w, choice, rings)
+
+
+def _rest_pieces(costs, mu) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+    """The cheapest deal of ``u`` pure rings among the jobs after the first (their piece ``costs`` per ``u``, each
+    ring of job ``j`` priced ``mu[j]``): a min-plus convolution; per ``u`` its cost and each job's share."""
+    F = len(costs[0])
+    u = np.arange(F)
+    best = np.asarray(costs[0], dtype=float) + mu[0] * u
+    how: list[tuple[int, ...]] = [(x,) for x in range(F)]
+    for c, price in zip(costs[1:], mu[1:]):
+        add = np.asarray(c, dtype=float) + price * u
+        new, new_how = np.full(F, np.inf), list(how)
+        for a in range(F):  # a rings to the jobs so far, the rest to this one
+            total = best[a] + add[:F - a]
+            better = total < new[a:] - 1e-12
+            new[a:] = np.where(better, total, new[a:])
+            for x in np.flatnonzero(better).tolist():
+                new_how[a + x] = how[a] + (x,)
+        best, how = new, new_how
+    return best, how
 
 
 def _forward(priced, suf, w: int, prep: _Prepared, piece, budget):
@@ -410,16 +452,17 @@ def _through(plan, si, cost, layer, S: int, F: int, W: int, R: int) -> np.ndarra
     return mid.reshape(S, F, W, R)
 
 
-def _trace_back(priced, prep: _Prepared, suf, w: int, layers, pieces, dps, width: int) -> tuple:
-    """(the pooled items per job and size, per ToR the option indices) of a least-cost path ending in ``w`` with
-    ``d = 0``, ``r = N_0``."""
+def _trace_back(priced, prep: _Prepared, suf, w: int, layers, piece, pieces, rest, dps, width: int) -> tuple:
+    """(the pooled items per job and size, per ToR the option indices, the rings per job) of a least-cost path
+    ending in ``w`` with ``d = 0``, ``r = N_0``; ``piece`` the first job's and the rest's split costs, ``pieces``
+    each job's (costs, piece sizes), ``rest`` the rest's deals (:func:`_rest_pieces`)."""
     items = [[0] * D for D in dps]
+    rings = [0] * len(pieces)
     choice: list = [()] * len(priced)
     s, d, r = w, 0, prep.N0
     S, F = prep.S, prep.fmax + 1
     slack = int(suf[0, w]) - prep.need
     W, R = slack + 1, prep.N0 + 1
-    piece = [np.asarray(p[0]) for p in pieces]
     for t in range(len(priced) - 1, -1, -1):
         row_cost, key_cost = priced[t]
         ks = prep.keys[t]
@@ -430,7 +473,8 @@ def _trace_back(priced, prep: _Prepared, suf, w: int, layers, pieces, dps, width
         f, delta, u0 = next((f, delta, u0) for f, delta, u0, add in _splits(F, slack, prep.N0, piece)
                             if d + delta < W and r - u0 >= 0 and f - delta - u0 >= 0
                             and np.isclose(mid[s, f, d + delta, r - u0] + add, target, rtol=0, atol=1e-7))
-        for j, u in ((0, u0), (1, f - delta - u0)):
+        for j, u in [(0, u0)] + list(enumerate(rest[f - delta - u0], start=1)):
+            rings[j] += u
             for v in pieces[j][1][u]:
                 items[j][v] += 1
         d0, r1 = d + delta, r - u0
@@ -446,5 +490,7 @@ def _trace_back(priced, prep: _Prepared, suf, w: int, layers, pieces, dps, width
         for code in prep.rows[t].item[row]:
             if code:
                 items[code // width][code % width] += 1
+        for j, x in enumerate(prep.rows[t].by_job[row].tolist()):
+            rings[j] += x
         s, d, r = int(si[i]), int(d0 + loss[i]), int(r1 - rings0[i])
-    return tuple(tuple(x) for x in items), tuple(choice)
+    return tuple(tuple(x) for x in items), tuple(choice), tuple(rings)

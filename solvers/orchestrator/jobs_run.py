@@ -59,8 +59,10 @@ LP_SHARE = 0.4  # of the time left after the full build: the LP relaxation
 ALONE_NOTE = ("lower bound {:g} units: each job's own line-DP (or slot) bound on the line alone, summed "
               "(solvers/orchestrator/jobs_bound.py)")
 LP_PROOF = "the LP relaxation of the several-job block model (solvers/orchestrator/jobs_run.py)"
-JOINT_NOTE = ("lower bound {:g} units: the two-job line DP along the ToR blocks (on short blocks their three-block "
-              "view), its pools priced (solvers/orchestrator/jobs_line_bound.py)")
+JOINT_NOTE = ("lower bound {:g} units: the several-job line DP along the ToR blocks (on short blocks their "
+              "three-block view), its pools priced (solvers/orchestrator/jobs_line_bound.py)")
+TOO_LARGE_NOTE = ("the several-job block ILP (more than {} option columns) is too large to search within the time "
+                  "and memory limits")
 VIEW_NOTE = ("lower bound {:g} units: the LP relaxation of the several-job block model on the three-block view, "
              "which holds rings spanning three ToRs (solvers/orchestrator/jobs_run.py)")
 VIEW_SHARE = 0.5  # short blocks without the split bound, of the time left: the view's LP (the proof, the support)
@@ -141,7 +143,7 @@ def _lp_optimum(rep) -> float | None:
     return rep.objective - 1e-6 * max(1.0, abs(rep.objective))
 
 
-def _count_options(blocks: Blocks, dps: list[int], budget: Budget) -> int:
+def count_options(blocks: Blocks, dps: list[int], budget: Budget) -> int:
     """The full model's option columns, counted ToR by ToR up to just above :data:`JOBS_FULL_MAX_OPTIONS`.
 
     Listing the options costs a fraction of building them into PuLP (3 s against 13-18 s at 377k), and the
@@ -192,15 +194,18 @@ def _spanning_lp(model, m: int, options: SolveOptions, budget: Budget) -> float 
 def run_jobs_blocks(space: SlotSpace, jobs: list[Job], greedy: Placement, options: SolveOptions, budget: Budget,
                     blocks: Blocks, unit: float, weights: list[float], bounding=None,
                     floor: float = 0.0, floor_note: str | None = None,
-                    dual_support: list[set] | None = None) -> OrchestrationResult:
+                    dual_support: list[set] | None = None, path_options: list[set] | None = None,
+                    n_options: int | None = None) -> OrchestrationResult:
     """The steps of the module docstring (``weights``: objective units per slot crossing of each job).
 
     ``bounding``: on short blocks, the three-block view and its options function
     (:func:`~solvers.orchestrator.three_blocks.bounding_view`); the bound then comes from it, or from ``floor``
     (objective units, a lower bound proven otherwise, explained by ``floor_note``; default: the jobs' own
     bounds) where that is higher.  ``dual_support``: ``floor`` is at least the view's LP (the converged
-    two-job line DP, :mod:`~solvers.orchestrator.jobs_line_bound`), which is then not solved; these, per ToR,
-    are the options of its paths, for the restricted ILP.
+    several-job line DP, :mod:`~solvers.orchestrator.jobs_line_bound`), which is then not solved; these, per ToR,
+    are the options of its paths, for the restricted ILP.  ``path_options``: those options whether its pricing
+    converged or not; when the full block ILP is too large to build, the ILP over them is solved instead.
+    ``n_options``: the full model's option columns if counted already (:func:`count_options`).
     """
     floor_note = ALONE_NOTE.format(floor) if floor_note is None else floor_note
     dps, counts = [j.dp for j in jobs], [j.count for j in jobs]
@@ -217,13 +222,14 @@ def run_jobs_blocks(space: SlotSpace, jobs: list[Job], greedy: Placement, option
                           termination="optimal" if warm <= floor + 1e-6 else "gap_limit")
     t1 = time.perf_counter()
     try:
-        n_options = _count_options(blocks, dps, budget)
+        n_options = count_options(blocks, dps, budget) if n_options is None else n_options
     except BudgetSpent:
         return warm_start("time limit reached during the model build", time.perf_counter() - t1)
     if n_options > JOBS_FULL_MAX_OPTIONS:
-        return warm_start(f"the several-job block ILP (more than {JOBS_FULL_MAX_OPTIONS} option columns) is too "
-                          "large to search within the time and memory limits", time.perf_counter() - t1,
-                          termination="other_limit")
+        why = TOO_LARGE_NOTE.format(JOBS_FULL_MAX_OPTIONS)
+        res = path_options and _on_path_options(space, jobs, greedy, options, budget, blocks, unit, weights,
+                                                path_options, warm, (floor, floor_note, kind), why)
+        return res or warm_start(why, time.perf_counter() - t1, termination="other_limit")
     try:
         full = build_jobs_model(blocks, dps, counts, weights, unit, budget)
     except BudgetSpent:
@@ -278,6 +284,32 @@ def run_jobs_blocks(space: SlotSpace, jobs: list[Job], greedy: Placement, option
     return res
 
 
+def _on_path_options(space: SlotSpace, jobs: list[Job], greedy: Placement, options: SolveOptions, budget: Budget,
+                     blocks: Blocks, unit: float, weights: list[float], support: list[set], warm: float, proof,
+                     why: str) -> OrchestrationResult | None:
+    """The full block ILP too large to build: the ILP over the options of the line DP's paths (``support``, per
+    ToR; where its pricing converged, at 1,024 nodes, it held the optimum, solved in 0.02-0.06 s), a restriction
+    whose placements are placements, proved against ``proof`` = (floor, its note, model kind); None when it finds
+    nothing cheaper than the warm start (cost ``warm``)."""
+    floor, note, kind = proof
+    small = run_ilp(space, jobs, greedy, replace(options, gap_rel=max(options.gap_rel, 1e-4)), budget,
+                    lambda b: build_jobs_model(blocks, [j.dp for j in jobs], [j.count for j in jobs], weights, unit,
+                                               b, keep=support),
+                    encode_blocks, extract_jobs)
+    if small.placement is None or small.traffic is None or small.traffic.cross_bytes >= warm * unit:
+        return None
+    small.notes.insert(0, f"{why}: the ILP over the options of the line DP's paths instead (a restriction)")
+    cost = small.traffic.cross_bytes / unit
+    if not _close_enough(cost, floor, options.gap_rel):
+        return _restricted_proof(small, floor, unit, note)
+    small.model = kind
+    small.termination = "optimal" if cost <= floor + 1e-6 else "gap_limit"
+    if small.report is not None:  # the restriction's own bound does not bound the request
+        small.report = replace(small.report, bound=None)
+    small.notes = _not_the_requests(small.notes)
+    return _proved(small, floor, unit, f"optimality proved: {note}")
+
+
 def _cheaper_of(res: OrchestrationResult, placement: Placement, space: SlotSpace, jobs: list[Job],
                 unit: float) -> OrchestrationResult:
     """``res`` with ``placement`` as its answer when that costs less than its own (the ILP ran from another
@@ -304,11 +336,11 @@ def _exact_block_bound(full, options: SolveOptions, budget: Budget, floor: float
                        dual_support: list[set] | None):
     """(lower bound, support for the restricted ILP, the bound's note, None) on exact blocks: the LP relaxation of
     the block model ``full`` and its support, or ``floor`` where higher; with ``dual_support`` (the converged
-    two-job DP, at least that LP) ``floor`` and those options, the LP not solved."""
+    several-job DP, at least that LP) ``floor`` and those options, the LP not solved."""
     if dual_support is not None:
         return floor, dual_support, floor_note, None
     lp_bound, sup = _lp_support(full, options, budget.share(LP_SHARE))
-    if floor > (lp_bound or 0.0):  # a two-job DP out of time before it converged may still be higher
+    if floor > (lp_bound or 0.0):  # a several-job DP out of time before it converged may still be higher
         return floor, sup, floor_note, None
     return lp_bound, sup, LP_PROOF, None
 
@@ -319,7 +351,7 @@ def _short_block_bound(full, bounding, dps, counts, weights, unit, options: Solv
     None) on short blocks: the split bound when it looks affordable (:data:`SPANNING_COST`), else the view's plain
     LP; ``floor`` (explained by ``floor_note``) where higher.  ``full`` is the restricted model, built in
     ``t_build`` s.  With ``dual_support`` the view's LP could not beat ``floor``: it is not solved, and the
-    support is the two-job DP's paths' options (measured at 1,024 nodes, k = 3, TP 32, DP 8 x 3 + DP 4: the
+    support is the several-job DP's paths' options (measured at 1,024 nodes, k = 3, TP 32, DP 8 x 3 + DP 4: the
     small ILP over them and the warm start's solves in 0.04 s at the optimum 562.2, where the restricted model's
     LP face took 6 s for its LP and 5.5 s for the ILP)."""
     if dual_support is not None:

@@ -506,6 +506,92 @@ def _min_fill(pi, parts) -> float:
     return min(sum(pi[v] * a[v] for v in range(1, len(a)) if a[v]) for a in parts)
 
 
+def item_prices(pi, parts, D: int) -> list[float]:
+    """The price of a pooled item of each size (index 0 unused) from the master LP's duals ``pi`` of one job's
+    size rows: ``-pi_v`` plus the ``v / D`` share of the cheapest fill of a mixed group, which every pooled ring
+    earns (:func:`packed_bound`); all 0 at ``D = 1`` (no pool)."""
+    fill = _min_fill(pi, parts) if parts else 0.0
+    return [0.0] + [-pi[v] + fill * v / D for v in range(1, D)]
+
+
+@dataclass
+class MasterLP:
+    """The master LP's answer: each path's weight, per job the duals of its size rows (index 0 unused: 0), the
+    duals of the extra rows and of the convexity row, and how much of the artificial columns it used."""
+
+    weights: list
+    pi: list
+    extra: np.ndarray
+    convexity: float
+    artificial: float = 0.0  # the artificial columns' total use: 0 at a true optimum of the master
+
+
+def master_lp(costs, items, dps, parts, big: float, extra=None, rhs=()) -> MasterLP | None:
+    """The column-generation master LP of the line bounds, one job (:func:`packed_bound`) or several
+    (:func:`~solvers.orchestrator.jobs_line_bound.joint_line_bound`).
+
+    Least cost over convex weights of the paths found so far and, per job, any nonnegative use of its
+    partitions of ``D_j``, such that the pooled items of each job and size equal the parts of that size, and
+    each extra row's path values equal its right-hand side; an artificial column +e and -e per row but the
+    convexity one, at ``big`` a unit, keeps it feasible with few paths.  Columns: paths | each job's
+    partitions | +e | -e; rows: convexity, (job, size) in order, the extra rows.
+
+    Parameters
+    ----------
+    costs : sequence of float
+        Each path's cost without prices (objective units).
+    items : sequence
+        Per path, per job, its pooled items of each size (index 0 unused).
+    dps : sequence of int
+        Rings per DP group of each job.
+    parts : sequence
+        Per job, :func:`partitions` of its ``D``.
+    big : float
+        Cost of an artificial unit (above what one item or ring can be worth).
+    extra : sequence, optional
+        Per path, its values on the extra rows.
+    rhs : sequence of float
+        The extra rows' right-hand sides.
+
+    Returns
+    -------
+    MasterLP or None
+        None when the LP solver does not report an optimum.
+    """
+    from scipy.optimize import linprog
+
+    sizes = [(j, v) for j, D in enumerate(dps) for v in range(1, D)]
+    P, Q, K = len(costs), sum(len(p) for p in parts), len(sizes) + len(rhs)
+    A = np.zeros((1 + K, P + Q + 2 * K))
+    A[0, :P] = 1.0
+    for c, its in enumerate(items):
+        A[1:1 + len(sizes), c] = [its[j][v] for j, v in sizes]
+        if len(rhs):
+            A[1 + len(sizes):, c] = extra[c]
+    c, first = P, 1  # first: the row of the job's size 1
+    for j, ps in enumerate(parts):
+        for a in ps:
+            A[first:first + dps[j] - 1, c] = [-a[v] for v in range(1, dps[j])]
+            c += 1
+        first += dps[j] - 1
+    A[1:, P + Q:P + Q + K] = np.eye(K)
+    A[1:, P + Q + K:] = -np.eye(K)
+    cost = np.concatenate([np.asarray(costs, dtype=float), np.zeros(Q), np.full(2 * K, big)])
+    b = np.zeros(1 + K)
+    b[0] = 1.0
+    b[1 + len(sizes):] = rhs
+    lp = linprog(cost, A_eq=A, b_eq=b, bounds=(0, None), method="highs")
+    if lp.status != 0:
+        return None
+    duals = lp.eqlin.marginals
+    pi, first = [], 1
+    for D in dps:
+        pi.append([0.0] + [float(x) for x in duals[first:first + D - 1]])
+        first += D - 1
+    return MasterLP(list(lp.x[:P]), pi, np.asarray(duals[1 + len(sizes):], dtype=float), float(duals[0]),
+                    float(lp.x[P + Q:].sum()))
+
+
 def packed_bound(blocks: Blocks, D: int, C: int, *, upper: float | None = None, budget=None,
                  max_iter: int = 200, options_of=tor_options, prepared: Prepared | None = None,
                  first_budget=None) -> PackedBound | None:
@@ -543,9 +629,6 @@ def packed_bound(blocks: Blocks, D: int, C: int, *, upper: float | None = None, 
     PackedBound or None
         None when :func:`line_bound` has no path (fewer than ``D C`` rings).
     """
-    import numpy as np
-    from scipy.optimize import linprog
-
     first_budget = budget if first_budget is None else first_budget
     if blocks.closed and 1 < blocks.T <= D:
         return None
@@ -570,29 +653,14 @@ def packed_bound(blocks: Blocks, D: int, C: int, *, upper: float | None = None, 
             if left is not None and left <= 0:
                 break  # out of time: every bound found so far is valid
         it += 1
-        P, Q = len(paths), len(parts)
-        nv = D - 1
-        # columns: paths | partitions | artificial +e_v | artificial -e_v
-        c = np.concatenate([costs, np.zeros(Q), np.full(2 * nv, big)])
-        A = np.zeros((1 + nv, P + Q + 2 * nv))
-        A[0, :P] = 1.0
-        for j, p in enumerate(paths):
-            A[1:, j] = p.items[1:]
-        for j, a in enumerate(parts):
-            A[1:, P + j] = [-x for x in a[1:]]
-        A[1:, P + Q:P + Q + nv] = np.eye(nv)
-        A[1:, P + Q + nv:] = -np.eye(nv)
-        b = np.zeros(1 + nv)
-        b[0] = 1.0
-        lp = linprog(c, A_eq=A, b_eq=b, bounds=(0, None), method="highs")
-        if lp.status != 0:
+        lp = master_lp(costs, [(p.items,) for p in paths], [D], [parts], big)
+        if lp is None:
             break
-        weights = list(lp.x[:P])
-        pi = [0.0] + list(lp.eqlin.marginals[1:])
-        fill = _min_fill(pi, parts)
-        ic = [0.0] + [-pi[v] + fill * v / D for v in range(1, D)]
+        weights = lp.weights
+        pi = lp.pi[0]
+        ic = item_prices(pi, parts, D)
         def reduced_cost(lb):
-            return _column(lb, ic, pi, float(lp.eqlin.marginals[0]), paths, D)
+            return _column(lb, ic, pi, lp.convexity, paths, D)
 
         try:
             lb, full = _price(blocks, D, C, budget, ic, prep, paths, weights, reduced_cost)

@@ -128,10 +128,12 @@ def test_several_job_model_cost_of_the_greedy_equals_its_accounted_traffic(seed)
 
 
 def test_above_the_size_limit_the_several_job_model_is_not_built(monkeypatch):
-    """Above jobs_run.JOBS_FULL_MAX_OPTIONS option columns the several-job block ILP is not built: the warm
-    start comes back at once with the trivial bound and a note.  Before, every size was built and solved: at
-    8,192 nodes (377k columns; TP 16, jobs DP 8 / DP 4 / DP 8) a 60 s --time-limit ended after 88-208 s at
-    2.15 GiB, and at 16,384 nodes (749k) the build alone spent the limit and reached 2.08 GiB."""
+    """Above jobs_run.JOBS_FULL_MAX_OPTIONS option columns the full several-job block ILP is not built.  Before,
+    every size was built and solved: at 8,192 nodes (377k columns; TP 16, jobs DP 8 / DP 4 / DP 8) a 60 s
+    --time-limit ended after 88-208 s at 2.15 GiB, and at 16,384 nodes (749k) the build alone spent the limit and
+    reached 2.08 GiB.  The ILP over the options of the several-job line DP's paths (a restriction: ``keep``) is
+    solved instead; without those paths the warm start comes back at once with a note."""
+    import solvers.orchestrator.api as api
     import solvers.orchestrator.jobs_run as jobs_run
     from solvers.orchestrator.greedy import greedy_placement
     from solvers.orchestrator.traffic import placement_traffic
@@ -139,12 +141,24 @@ def test_above_the_size_limit_the_several_job_model_is_not_built(monkeypatch):
     line = line_from_arrays(np.ones(48, bool), np.arange(48) // 6, 2, 1, False)
     jobs = [Job(tp=2, dp=2, count=2, dp_bytes=1.0, name="a"), Job(tp=2, dp=3, dp_bytes=1.0, name="b")]
     assert orchestrate_line(line, jobs, options=OPTS).model == "blocks-jobs"  # the model this test limits
+    real, restricted = jobs_run.build_jobs_model, []
 
-    def never(*a, **kw):
-        raise AssertionError("the several-job model was built above its size limit")
+    def restricted_only(*a, keep=None, **kw):
+        if keep is None:
+            raise AssertionError("the several-job model was built above its size limit")
+        restricted.append(keep)
+        return real(*a, keep=keep, **kw)
 
-    monkeypatch.setattr(jobs_run, "JOBS_FULL_MAX_OPTIONS", 10)
-    monkeypatch.setattr(jobs_run, "build_jobs_model", never)
+    for module in (jobs_run, api):
+        monkeypatch.setattr(module, "JOBS_FULL_MAX_OPTIONS", 10)
+    monkeypatch.setattr(jobs_run, "build_jobs_model", restricted_only)
+    res = orchestrate_line(line, jobs, options=OPTS)
+    res.placement.check(line.space)
+    assert restricted and any("the ILP over the options of the line DP's paths" in n for n in res.notes)
+    assert any("too large to search" in n for n in res.notes)
+    assert res.summary()["bound"] <= res.traffic.cross_bytes + 1e-9  # brute force: the next test, smaller lines
+
+    monkeypatch.setattr(api, "_joint_bound", lambda *a, **kw: None)  # no paths: the warm start
     res = orchestrate_line(line, jobs, options=OPTS)
     d = res.summary()
     assert res.model == "blocks-jobs" and res.termination == "other_limit"
@@ -155,9 +169,32 @@ def test_above_the_size_limit_the_several_job_model_is_not_built(monkeypatch):
                                                         res.jobs).cross_bytes
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_three_jobs_too_large_to_build_are_placed_from_the_line_dps_paths(monkeypatch, seed):
+    """Three jobs with the full block ILP over its size limit: the ILP over the line DP's paths' options, through
+    the whole orchestration against brute force (``check``: the bound never above it, the placement never below,
+    optimal means equal).  Not vacuous: some draws are proved optimal that way."""
+    import solvers.orchestrator.api as api
+    import solvers.orchestrator.jobs_run as jobs_run
+
+    for module in (jobs_run, api):
+        monkeypatch.setattr(module, "JOBS_FULL_MAX_OPTIONS", 1)
+    jobs = [Job(tp=2, dp=2, count=1, dp_bytes=1.0, name="a"), Job(tp=2, dp=3, count=1, dp_bytes=2.0, name="b"),
+            Job(tp=2, dp=2, dp_bytes=1.0, name="c")]
+    rng = random.Random(700 + seed)
+    proved = tried = 0
+    for _ in range(6):
+        res = check(random_line(rng, rng.choice([16, 20]), rng.choice([2, 4]), 2, False), jobs)
+        if res is None or not any("the ILP over the options of the line DP's paths" in n for n in res.notes):
+            continue
+        tried += 1
+        proved += res.status == "optimal"
+    assert tried >= 1 and proved >= 1
+
+
 def test_the_option_count_is_the_full_models_below_the_size_limit():
     """The count that decides whether the several-job model is built is its option columns (model_jobs)."""
-    from solvers.orchestrator.jobs_run import _count_options
+    from solvers.orchestrator.jobs_run import count_options
     from solvers.orchestrator.model_jobs import build_jobs_model
     from solvers.orchestrator.rings import block_structure
     from solvers.orchestrator.run import UNLIMITED
@@ -165,7 +202,7 @@ def test_the_option_count_is_the_full_models_below_the_size_limit():
     line = line_from_arrays(np.ones(48, bool), np.arange(48) // 6, 2, 1, False)
     blocks = block_structure(line, 2)
     model = build_jobs_model(blocks, [2, 3], [2, 3], [1.0, 1.0], 1.0)
-    assert _count_options(blocks, [2, 3], UNLIMITED) == sum(len(o) for o in model.meta["options"])
+    assert count_options(blocks, [2, 3], UNLIMITED) == sum(len(o) for o in model.meta["options"])
 
 
 @pytest.mark.parametrize("closed", [False, True])
