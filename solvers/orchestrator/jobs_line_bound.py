@@ -15,7 +15,9 @@ jobs have ``sum_{j>0} N_j`` between them: with two jobs, the second has
 instead of counted (one multiplier ``mu_j`` per ring of job ``j``, the
 constant ``- mu_j N_j`` added: a Lagrangian relaxation, valid for any
 ``mu``, since every placement has ``N_j`` exactly); a count per job would
-multiply the table by each ``N_j + 1``.
+multiply the table by each ``N_j + 1``.  Where even the first job's count
+makes the table too large (:data:`MAX_CELLS`), its total is priced the same
+way and the table is the one-job DP's.
 
 At each ToR a choice (one option per side, or a joint option) closes the
 rings of its options' jobs (alone groups, emitted items; a "no straddle"
@@ -57,6 +59,9 @@ from solvers.orchestrator.run import BudgetSpent
 # The forward pass keeps (states x (slack + 1) x (N_0 + 1)) costs at every boundary for the trace back; above this
 # many over all boundaries (8 bytes each: 200 MB) it is not run
 MAX_CELLS = 25_000_000
+# Rows of all ToRs at most (each ~100 bytes with its key; 6.1M at 4,096 nodes, k = 3, TP 32, three jobs: 1.2 GiB at
+# the peak); a line that would list more (16,384 nodes) is not run
+MAX_ROWS = 7_000_000
 # Pricing starts only when the budget left holds this many more paths at the first path's time: measured at 1,024
 # nodes, the two-job benchmarks converged in 4-22 rounds (0.2-0.5 s a path); at 4,096 nodes, TP 16 x (DP 8 x 20 +
 # DP 4), in 15 rounds of 0.8 s.  A floor that does not converge leaves the block ILP less time for nothing (that
@@ -143,7 +148,7 @@ class _Prepared:
     fmax: int
     ends: list            # (wrap state, suf) with a path of enough rings
     need: int             # rings in groups, all jobs
-    N0: int               # rings in groups of the first job
+    N0: int               # rings in groups of the first job, counted along the path (0: not counted, priced)
     N: tuple              # rings in groups of each job
     keys: list = field(default_factory=list)    # per ToR: _Keys
     plans: dict = field(default_factory=dict)   # (wrap state, ToR) -> its _plan
@@ -160,45 +165,54 @@ class _Keys:
     uk: np.ndarray
 
 
-def _keys(r: _Rows) -> _Keys:
-    key = np.stack([r.si, r.so, r.free, r.rings, r.rings0])
+def _keys(r: _Rows, counted: bool = True) -> _Keys:
+    key = np.stack([r.si, r.so, r.free, r.rings, r.rings0 if counted else np.zeros_like(r.rings0)])
     order = np.lexsort(tuple(key[::-1]))
     ks = key[:, order]
     start = np.flatnonzero(_run_starts(ks))
     return _Keys(order, start, ks[:, start])
 
 
-def _prepare(blocks: Blocks, dps, counts, weights, budget, options_of) -> _Prepared | None:
+def _prepare(blocks: Blocks, dps, counts, weights, budget, options_of, counted: bool = True) -> _Prepared | None:
     """Every ToR's rows (:func:`_rows`) and keys, and per wrap state with a path of enough rings the suffix maxima
-    ``suf[t, s]`` (most rings ToRs ``t..`` put in groups from state ``s``); None when the DP table is too large."""
+    ``suf[t, s]`` (most rings ToRs ``t..`` put in groups from state ``s``); None when the DP table is too large.
+
+    ``counted``: the first job's rings are counted along the line; where the table with the count (each cell
+    ``N_0 + 1`` times) would be too large, or when False, the first job's total is priced like a middle job's
+    (``N0 = 0`` on the path: a weaker bound, the table of the one-job DP)."""
     T = blocks.T
     ids: dict = {NONE: 0}
     gid = lambda s: ids.setdefault(s, len(ids))  # noqa: E731
     width = max(dps)
-    N0, need = dps[0] * counts[0], sum(D * C for D, C in zip(dps, counts))
-    rows, tagged = [], []
+    N0, need = dps[0] * counts[0] if counted else 0, sum(D * C for D, C in zip(dps, counts))
+    rows, tagged, listed = [], [], 0
     for t in range(T):
         if budget is not None:
             budget.check()
         if (T + 1) * len(ids) * (N0 + 1) > MAX_CELLS:
-            # too large already with no slack: said before the rest is listed (16,384 nodes, DP 4 x 100 + DP 8 x 50:
-            # listing every ToR's rows and options first reached 6.6 GB)
-            return None
+            if N0 == 0:
+                # too large already with no slack: said before the rest is listed (16,384 nodes, DP 4 x 100 +
+                # DP 8 x 50: listing every ToR's rows and options first reached 6.6 GB)
+                return None
+            N0 = 0  # without the count
         opts, of = job_options(blocks, t, dps, options_of=options_of)
         rows.append(_rows(blocks, t, opts, of, dps, weights, width, gid))
         tagged.append(opts)
+        listed += rows[-1].si.size
+        if listed > MAX_ROWS or (t >= 8 and listed * T > MAX_ROWS * (t + 1) * 1.5):  # so far, or on this pace
+            return None
     S = len(ids)
     wraps = sorted(set(rows[0].si.tolist()) & set(rows[T - 1].so.tolist())) if blocks.closed and T > 1 else [0]
-    ends = []
-    for w in wraps:
-        suf = _suffix([_SufView(r) for r in rows], T, S, w)
-        if suf[0, w] >= need:
-            if (T + 1) * S * (int(suf[0, w]) - need + 1) * (N0 + 1) > MAX_CELLS:
-                return None
-            ends.append((w, suf))
+    sufs = [(w, _suffix([_SufView(r) for r in rows], T, S, w)) for w in wraps]
+    sufs = [(w, suf) for w, suf in sufs if suf[0, w] >= need]
+    cells = max([(T + 1) * S * (int(suf[0, w]) - need + 1) for w, suf in sufs] + [0])
+    if cells * (N0 + 1) > MAX_CELLS:
+        N0 = 0  # (4,096 nodes, k = 3, TP 32, three jobs: 339 states x slack 7 x 41 counts x 257 boundaries)
+    if cells > MAX_CELLS:
+        return None
     fmax = max([int(r.free.max()) for r in rows if r.free.size] + [0])
-    return _Prepared(rows, tagged, S, fmax, ends, need, N0, tuple(D * C for D, C in zip(dps, counts)),
-                     [_keys(r) for r in rows])
+    return _Prepared(rows, tagged, S, fmax, sufs, need, N0, tuple(D * C for D, C in zip(dps, counts)),
+                     [_keys(r, N0 > 0) for r in rows])
 
 
 class _SufView:
@@ -282,7 +296,7 @@ def _column_generation(prep: _Prepared, dps, weights, m: int, first: _Path, budg
     """The best Lagrangian bound over the pricing rounds (:func:`joint_line_bound`), from the zero-price path."""
     parts = [partitions(D) for D in dps]
     sizes = [(j, v) for j, D in enumerate(dps) for v in range(1, D)]
-    middle = _middle_jobs(dps)
+    middle = _middle_jobs(dps, prep.N0 > 0)
     paths, best, converged = [first], first.cost, not sizes and not middle
     used = [1.0]
     # an artificial unit of a row (keeps the master feasible) bounds the prices: small first, so that the first
@@ -333,10 +347,10 @@ def _column_generation(prep: _Prepared, dps, weights, m: int, first: _Path, budg
     return JointBound(best, converged, tuple(keep))
 
 
-def _middle_jobs(dps) -> list[int]:
-    """The jobs whose ring totals the path does not hold (neither counted, the first, nor implied, the last): the
-    master LP prices them."""
-    return list(range(1, len(dps) - 1))
+def _middle_jobs(dps, counted: bool = True) -> list[int]:
+    """The jobs whose ring totals the path does not hold (neither counted, the first unless not ``counted``, nor
+    implied, the last): the master LP prices them."""
+    return list(range(1 if counted else 0, len(dps) - 1))
 
 
 def _shortest(prep: _Prepared, dps, weights, m: int, prices, budget, mu=None) -> _Path | None:
@@ -348,7 +362,8 @@ def _shortest(prep: _Prepared, dps, weights, m: int, prices, budget, mu=None) ->
     for j in range(J):
         table[j * width:j * width + dps[j]] = prices[j]
     pieces = [_piece_costs(weights[j] * m, dps[j], list(prices[j]), prep.fmax) for j in range(J)]
-    rest = _rest_pieces([p[0] for p in pieces[1:]], mu[1:])
+    first = 1 if prep.N0 > 0 else 0  # the first job's rings are dealt with the others' when not counted
+    rest = _rest_pieces([p[0] for p in pieces[first:]], mu[first:])
     priced = []  # per ToR: (each row's cost, each key's least cost) at these prices
     for r, k in zip(prep.rows, prep.keys):
         cost = r.base + table[r.item[:, 0]] + table[r.item[:, 1]] + r.by_job @ mu
@@ -362,7 +377,7 @@ def _shortest(prep: _Prepared, dps, weights, m: int, prices, budget, mu=None) ->
     if best is None:
         return None
     cost, layers, w, suf = best
-    items, choice, rings = _trace_back(priced, prep, suf, w, layers, split, pieces, rest[1], dps, width)
+    items, choice, rings = _trace_back(priced, prep, suf, w, layers, split, pieces, (first, rest[1]), dps, width)
     return _Path(cost - float(mu @ np.asarray(prep.N, dtype=float)), items, w, choice, rings)
 
 
@@ -455,7 +470,7 @@ def _through(plan, si, cost, layer, S: int, F: int, W: int, R: int) -> np.ndarra
 def _trace_back(priced, prep: _Prepared, suf, w: int, layers, piece, pieces, rest, dps, width: int) -> tuple:
     """(the pooled items per job and size, per ToR the option indices, the rings per job) of a least-cost path
     ending in ``w`` with ``d = 0``, ``r = N_0``; ``piece`` the first job's and the rest's split costs, ``pieces``
-    each job's (costs, piece sizes), ``rest`` the rest's deals (:func:`_rest_pieces`)."""
+    each job's (costs, piece sizes), ``rest`` (the rest's first job, their deals: :func:`_rest_pieces`)."""
     items = [[0] * D for D in dps]
     rings = [0] * len(pieces)
     choice: list = [()] * len(priced)
@@ -473,7 +488,7 @@ def _trace_back(priced, prep: _Prepared, suf, w: int, layers, piece, pieces, res
         f, delta, u0 = next((f, delta, u0) for f, delta, u0, add in _splits(F, slack, prep.N0, piece)
                             if d + delta < W and r - u0 >= 0 and f - delta - u0 >= 0
                             and np.isclose(mid[s, f, d + delta, r - u0] + add, target, rtol=0, atol=1e-7))
-        for j, u in [(0, u0)] + list(enumerate(rest[f - delta - u0], start=1)):
+        for j, u in [(0, u0)] + list(enumerate(rest[1][f - delta - u0], start=rest[0])):
             rings[j] += u
             for v in pieces[j][1][u]:
                 items[j][v] += 1
