@@ -325,8 +325,8 @@ def _jobs_blocks(line: Line, jobs: list[Job], options: SolveOptions, prefer: str
         floor = max(floor, separate_jobs_bound(line, jobs, budget.share(ALONE_SHARE)))
     res = run_jobs_blocks(line.space, jobs, greedy, options, budget, blocks, unit, dpc, bounding=bounding,
                           floor=floor, floor_note=_floor_note(joint, floor),
-                          dual_support=list(joint.options) if joint is not None and joint.converged else None,
-                          path_options=list(joint.options) if joint is not None else None, n_options=n_options)
+                          path_options=list(joint.options) if joint is not None else None,
+                          converged=joint is not None and joint.converged, n_options=n_options)
     # short blocks without the jobs' own bounds first (too little time then): after the ILP, if time is left; and
     # exact blocks where the ILP proved nothing (16,384 nodes, TP 16 x (DP 4 x 100 + DP 8 x 50): its model too
     # large, the warm start came back in 3 s of 280 with the trivial bound 0)

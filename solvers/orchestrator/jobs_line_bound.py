@@ -111,13 +111,12 @@ def _rows(blocks: Blocks, t: int, opts, jobs_of, dps, weights, width: int, gid) 
 
     cost = per_option(cols[:, 0] * np.asarray(weights, dtype=float)[job])
     closed = per_option(D * cols[:, 2] + cols[:, 1])
-    closed0 = np.where(per_option(job) == 0, closed, 0)
     code = per_option(np.where(cols[:, 1] > 0, job * width + cols[:, 1], 0))
-    # the middle jobs' closed rings (first and last follow from rings0 and rings): priced apart with three jobs or more
-    middle = [closed[a] * (per_option(job)[a] == j) + closed[b] * (per_option(job)[b] == j)
-              for j in range(1, len(dps) - 1)]
-    key = np.stack([ch.si, ch.so, ch.free, closed[a] + closed[b], closed0[a] + closed0[b], code[a], code[b]]
-                   + middle)
+    # each job's closed rings but the last's (the rest of them): the first's counted on the path, the middle
+    # jobs' priced apart (three jobs or more)
+    of_job = [np.where(per_option(job) == j, closed, 0) for j in range(len(dps) - 1)]
+    key = np.stack([ch.si, ch.so, ch.free, closed[a] + closed[b], of_job[0][a] + of_job[0][b], code[a], code[b]]
+                   + [x[a] + x[b] for x in of_job[1:]])
     base = cost[a] + cost[b]
     pick = _cheapest(key, base)
     key = key[:, pick]

@@ -194,19 +194,20 @@ def _spanning_lp(model, m: int, options: SolveOptions, budget: Budget) -> float 
 def run_jobs_blocks(space: SlotSpace, jobs: list[Job], greedy: Placement, options: SolveOptions, budget: Budget,
                     blocks: Blocks, unit: float, weights: list[float], bounding=None,
                     floor: float = 0.0, floor_note: str | None = None,
-                    dual_support: list[set] | None = None, path_options: list[set] | None = None,
+                    path_options: list[set] | None = None, converged: bool = False,
                     n_options: int | None = None) -> OrchestrationResult:
     """The steps of the module docstring (``weights``: objective units per slot crossing of each job).
 
     ``bounding``: on short blocks, the three-block view and its options function
     (:func:`~solvers.orchestrator.three_blocks.bounding_view`); the bound then comes from it, or from ``floor``
     (objective units, a lower bound proven otherwise, explained by ``floor_note``; default: the jobs' own
-    bounds) where that is higher.  ``dual_support``: ``floor`` is at least the view's LP (the converged
-    several-job line DP, :mod:`~solvers.orchestrator.jobs_line_bound`), which is then not solved; these, per ToR,
-    are the options of its paths, for the restricted ILP.  ``path_options``: those options whether its pricing
-    converged or not; when the full block ILP is too large to build, the ILP over them is solved instead.
-    ``n_options``: the full model's option columns if counted already (:func:`count_options`).
+    bounds) where that is higher.  ``path_options``: per ToR, the options of the several-job line DP's paths
+    (:mod:`~solvers.orchestrator.jobs_line_bound`); when the full block ILP is too large to build, the ILP over
+    them is solved instead.  ``converged``: its pricing converged, so ``floor`` is at least the view's LP, which
+    is then not solved, and those options are the restricted ILP's.  ``n_options``: the full model's option
+    columns if counted already (:func:`count_options`).
     """
+    dual_support = path_options if converged else None
     floor_note = ALONE_NOTE.format(floor) if floor_note is None else floor_note
     dps, counts = [j.dp for j in jobs], [j.count for j in jobs]
     kind = "blocks-jobs" if bounding is None else "blocks-jobs-restricted"
@@ -244,22 +245,11 @@ def run_jobs_blocks(space: SlotSpace, jobs: list[Job], greedy: Placement, option
     if sup is not None:
         keep = [a | b for a, b in zip(keep, sup)]
     best = greedy
-    restricted = run_ilp(space, jobs, greedy, replace(options, gap_rel=max(options.gap_rel, 1e-4)),
-                         budget.share(RESTRICTED_SHARE),
-                         lambda b: build_jobs_model(blocks, dps, counts, weights, unit, b, keep=keep),
-                         encode_blocks, extract_jobs)
-    if (restricted.placement is not None and restricted.traffic is not None
-            and restricted.traffic.cross_bytes < warm * unit):
-        best = restricted.placement
-        cost = restricted.traffic.cross_bytes / unit
-        if lp_bound is not None and _close_enough(cost, lp_bound, options.gap_rel):
-            restricted.model = kind
-            restricted.termination = "optimal" if cost <= lp_bound + 1e-6 else "gap_limit"
-            if restricted.report is not None:  # the restricted model's own bound does not bound the request
-                restricted.report = replace(restricted.report, bound=None)
-            if bounding is not None:
-                restricted.notes = _not_the_requests(restricted.notes)
-            res = _proved(restricted, lp_bound, unit, f"optimality proved: {proof}")
+    small = _small_ilp(space, jobs, greedy, options, budget.share(RESTRICTED_SHARE), blocks, unit, weights, keep, warm)
+    if small is not None:
+        best = small.placement
+        res = _proved_small(small, lp_bound, unit, kind, proof, options.gap_rel, bounding is not None)
+        if res is not None:
             res.seconds.update(build=t_build, total=time.perf_counter() - budget.t0)
             return res
     # the full model is built already: keep back its hand-over time as run_ilp would (run.HANDOVER_SHARE)
@@ -292,22 +282,43 @@ def _on_path_options(space: SlotSpace, jobs: list[Job], greedy: Placement, optio
     whose placements are placements, proved against ``proof`` = (floor, its note, model kind); None when it finds
     nothing cheaper than the warm start (cost ``warm``)."""
     floor, note, kind = proof
+    small = _small_ilp(space, jobs, greedy, options, budget, blocks, unit, weights, support, warm)
+    if small is None:
+        return None
+    small.notes.insert(0, f"{why}: the ILP over the options of the line DP's paths instead (a restriction)")
+    return (_proved_small(small, floor, unit, kind, note, options.gap_rel, True)
+            or _restricted_proof(small, floor, unit, note))
+
+
+def _small_ilp(space: SlotSpace, jobs: list[Job], greedy: Placement, options: SolveOptions, budget: Budget,
+               blocks: Blocks, unit: float, weights: list[float], keep: list[set],
+               warm: float) -> OrchestrationResult | None:
+    """The block ILP restricted to the options ``keep`` (per ToR), from the warm start; None when it finds nothing
+    cheaper than the warm start (cost ``warm``, objective units)."""
     small = run_ilp(space, jobs, greedy, replace(options, gap_rel=max(options.gap_rel, 1e-4)), budget,
                     lambda b: build_jobs_model(blocks, [j.dp for j in jobs], [j.count for j in jobs], weights, unit,
-                                               b, keep=support),
+                                               b, keep=keep),
                     encode_blocks, extract_jobs)
     if small.placement is None or small.traffic is None or small.traffic.cross_bytes >= warm * unit:
         return None
-    small.notes.insert(0, f"{why}: the ILP over the options of the line DP's paths instead (a restriction)")
+    return small
+
+
+def _proved_small(small: OrchestrationResult, bound: float | None, unit: float, kind: str, proof: str,
+                  gap_rel: float, restriction_notes: bool) -> OrchestrationResult | None:
+    """The restricted ILP's answer ``small`` proved against ``bound`` (explained by ``proof``) when within
+    ``gap_rel`` of it, as model ``kind``; its own bound, a restriction's, dropped (and said so in its notes with
+    ``restriction_notes``); None when not that close."""
     cost = small.traffic.cross_bytes / unit
-    if not _close_enough(cost, floor, options.gap_rel):
-        return _restricted_proof(small, floor, unit, note)
+    if bound is None or not _close_enough(cost, bound, gap_rel):
+        return None
     small.model = kind
-    small.termination = "optimal" if cost <= floor + 1e-6 else "gap_limit"
-    if small.report is not None:  # the restriction's own bound does not bound the request
+    small.termination = "optimal" if cost <= bound + 1e-6 else "gap_limit"
+    if small.report is not None:  # the restricted model's own bound does not bound the request
         small.report = replace(small.report, bound=None)
-    small.notes = _not_the_requests(small.notes)
-    return _proved(small, floor, unit, f"optimality proved: {note}")
+    if restriction_notes:
+        small.notes = _not_the_requests(small.notes)
+    return _proved(small, bound, unit, f"optimality proved: {proof}")
 
 
 def _cheaper_of(res: OrchestrationResult, placement: Placement, space: SlotSpace, jobs: list[Job],

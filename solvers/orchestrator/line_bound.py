@@ -326,19 +326,10 @@ def _forward(P: Prepared, suf: np.ndarray, w: int, need: int, ic, piece, budget)
     layer = np.full((S, W), inf)
     layer[w, slack] = 0.0
     layers = []
-    dd = np.arange(W)
     for t in range(len(P.choices)):
         if budget is not None:
             budget.check()
-        ch = P.choices[t]
-        here, nxt = suf[t], suf[t + 1]
-        ok = (here[ch.si] >= 0) & (nxt[ch.so] >= 0)
-        loss0 = here[ch.si] - ch.rings - nxt[ch.so]  # >= 0 where ok: suf is a maximum
-        c = ch.cost + ic[ch.emit]
-        d0 = dd[None, :] - loss0[:, None]
-        cand = layer[ch.si] + c[:, None]
-        keep = ok[:, None] & (d0 >= 0) & (d0 < W) & (cand < inf)
-        mid = _middle(ch, keep, d0, cand, S, F, W)
+        mid = _middle(P.choices[t], layer, suf[t], suf[t + 1], ic, S, F, W)
         new = np.full((S, W), inf)
         for f in range(F):
             for delta in range(min(f, slack) + 1):  # leave delta of the f free pure rings unused
@@ -350,8 +341,14 @@ def _forward(P: Prepared, suf: np.ndarray, w: int, need: int, ic, piece, budget)
     return layers, layer, slack
 
 
-def _middle(ch, keep, d0, cand, S: int, F: int, W: int) -> np.ndarray:
-    """``mid[so, f, d0]``: least cost after a ToR's choices ``ch`` (candidates ``cand`` where ``keep``)."""
+def _middle(ch, layer, here, nxt, ic, S: int, F: int, W: int) -> np.ndarray:
+    """``mid[so, f, d0]``: least cost after a ToR's choices ``ch`` from ``layer`` (item costs ``ic``; ``here``,
+    ``nxt``: the suffix maxima at its two boundaries), before its ``f`` free pure rings are split."""
+    ok = (here[ch.si] >= 0) & (nxt[ch.so] >= 0)
+    loss0 = here[ch.si] - ch.rings - nxt[ch.so]  # >= 0 where ok: suf is a maximum
+    d0 = np.arange(W)[None, :] - loss0[:, None]
+    cand = layer[ch.si] + (ch.cost + ic[ch.emit])[:, None]
+    keep = ok[:, None] & (d0 >= 0) & (d0 < W) & (cand < np.inf)
     mid = np.full(S * F * W, np.inf)
     flat = ((ch.so[:, None] * F + ch.free[:, None]) * W + d0)[keep]
     np.minimum.at(mid, flat, cand[keep])
@@ -364,12 +361,7 @@ def _middle_into(ch, s: int, layer, here, nxt, ic, F: int, W: int) -> np.ndarray
     into = np.flatnonzero(ch.so == s)
     sub = _Choices(ch.si[into], ch.so[into], ch.cost[into], ch.emit[into], ch.free[into], ch.rings[into],
                    ch.idx[into])
-    ok = (here[sub.si] >= 0) & (nxt[sub.so] >= 0)
-    loss0 = here[sub.si] - sub.rings - nxt[sub.so]
-    d0 = np.arange(W)[None, :] - loss0[:, None]
-    cand = layer[sub.si] + (sub.cost + ic[sub.emit])[:, None]
-    keep = ok[:, None] & (d0 >= 0) & (d0 < W) & (cand < np.inf)
-    return _middle(sub, keep, d0, cand, s + 1, F, W)
+    return _middle(sub, layer, here, nxt, ic, s + 1, F, W)
 
 
 def _trace_back(P: Prepared, suf, w: int, layers, last, ic, piece, split, slack: int, D: int) -> LineBound:
