@@ -1,10 +1,12 @@
 """`fabric orchestrate` (place TP rings and DP groups on a faulty fabric) and `fabric orchestrate-table`.
 
-``fabric orchestrate [ARCH] --tp T --dp D|max [--pp P] (--faulty-nodes i,j | --node-fault-ratio R [--seed X]
-| --trace stepfun|FILE [--trace-time DAYS] [--trace-servers N]) [--solver ilp|greedy|fault-unaware] [--time-limit S] [--placement]
-[--json]`` prints the placement's metrics (:func:`solvers.orchestrator.orchestrate_summary`: the function a
-sweep registers as a metric, so both give the same numbers).  Exit status: 0, 1 when the request is
-infeasible (the JSON says ``status: infeasible``), 2 for bad input.
+``fabric orchestrate [ARCH] --tp T (--dp D|max [--pp P] | --job dp=D,count=N,... ...) (--faulty-nodes i,j
+| --node-fault-ratio R [--seed X] | --trace stepfun|FILE [--trace-time DAYS] [--trace-servers N])
+[--solver ilp|greedy|fault-unaware] [--time-limit S] [--placement] [--json]`` prints the placement's metrics
+(:func:`solvers.orchestrator.orchestrate_summary`: the function a sweep registers as a metric, so both give the
+same numbers); several jobs (one ``--job`` each, :mod:`cli.job_spec`) add a ``jobs`` list with each job's layout,
+instances and bytes.  Exit status: 0, 1 when the request is infeasible (the JSON says ``status: infeasible``), 2
+for bad input.
 
 ``fabric orchestrate-table`` evaluates :func:`solvers.orchestrator.table.cross_tor_table`: cross-ToR traffic ratio against node fault
 ratio for the ILP, the greedy and the fault-unaware plan, on the k-hop ring (k = 2, 3) and the other
@@ -63,7 +65,13 @@ def orchestrate_command(
     topology: Optional[Path] = TOPOLOGY_OPT,
     catalog: Optional[Path] = CATALOG_OPT,
     tp: int = typer.Option(..., "--tp", help="GPUs per TP group (a multiple of gpus_per_node on a k-hop ring)"),
-    dp: str = typer.Option(..., "--dp", help="TP groups per DP group, or 'max' (one instance, all replicas that fit)"),
+    dp: Optional[str] = typer.Option(None, "--dp", help="TP groups per DP group, or 'max' (one instance, all replicas "
+                                                        "that fit); required unless --job is given"),
+    job: list[str] = typer.Option(
+        [], "--job",
+        help="one of several jobs sharing --tp, as key=value pairs: dp (required; a whole number or 'max'), pp, "
+             "count, dp-bytes, pp-bytes, name; repeat it for each job (instead of --dp/--pp/--count/--dp-bytes/"
+             "--pp-bytes); fixed counts are served first, then the jobs without one share what is left"),
     pp: int = typer.Option(1, "--pp", help="pipeline stages"),
     count: Optional[int] = typer.Option(None, "--count", help="instances wanted (default: as many as fit)"),
     faulty_nodes: Optional[str] = typer.Option(None, "--faulty-nodes", help="comma-separated node ids that are down"),
@@ -97,7 +105,8 @@ def orchestrate_command(
     from solvers.orchestrator import orchestrate_summary  # lazily: it imports PuLP
     from solvers.orchestrator.api import DEFAULT_TIME_LIMIT
 
-    _check_unused(solver, time_limit, gap, mip_solver, pp, pp_bytes, parse_dp(dp), dp_bytes)
+    jobs = _jobs(tp, dp, pp, count, dp_bytes, pp_bytes, job)
+    _check_unused(solver, time_limit, gap, mip_solver, jobs, bool(job))
     if placement and not as_json:  # the table has no place for it: the page came out the same as without
         raise FabricError("--placement", "adds the node ids per group to the --json object; add --json")
     if given("seed") and node_fault_ratio is None and trace is None:  # nothing is drawn: it was ignored
@@ -113,12 +122,13 @@ def orchestrate_command(
         faulty_nodes, "--faulty-nodes", "{part!r} is not a node id (give comma-separated integers >= 0)",
         empty="no node ids given; leave --faulty-nodes out for none", unique=True)
     fab = build_fabric(arch if topology is None else None, gpus, param, load_catalog(catalog), topology)
+    if len(jobs) > 1 and fab.hbd.kind != "khop_line":  # said for the flag, not as the library's "jobs"
+        raise FabricError("--job", f"several jobs are placed on a k-hop line only; {fab.architecture} takes one "
+                                   "(give one --job, or --dp)")
     data = orchestrate_summary(
-        fab, tp=tp, dp=parse_dp(dp), pp=pp, count=count, faulty_nodes=nodes, node_fault_ratio=node_fault_ratio,
-        seed=seed, trace=trace, trace_time=trace_time, trace_servers=trace_servers, solver=solver, time_limit=time_limit, gap_rel=gap,
+        fab, jobs=jobs, faulty_nodes=nodes, node_fault_ratio=node_fault_ratio, seed=seed, trace=trace,
+        trace_time=trace_time, trace_servers=trace_servers, solver=solver, time_limit=time_limit, gap_rel=gap,
         mip_solver=mip_solver, tor_map=parse_tor_map(tor_map) if tor_map is not None else None,
-        dp_bytes=parse_bytes(dp_bytes, "--dp-bytes") if dp_bytes is not None else None,
-        pp_bytes=parse_bytes(pp_bytes, "--pp-bytes") if pp_bytes is not None else None,
         placement=placement)
     data = {"architecture": fab.architecture, **data}
     if as_json:
@@ -130,25 +140,51 @@ def orchestrate_command(
         raise typer.Exit(EXIT_INFEASIBLE)
 
 
-def _check_unused(solver: str, time_limit, gap, mip_solver: str, pp: int, pp_bytes, dp, dp_bytes) -> None:
+def _jobs(tp: int, dp, pp: int, count, dp_bytes, pp_bytes, specs) -> list:
+    """The request's jobs: one from ``--dp`` (with ``--pp``, ``--count`` and the bytes flags) or one per ``--job``."""
+    from solvers.orchestrator.jobs import Job  # lazily: the solvers package imports PuLP
+
+    if specs:
+        for flag, name in (("--dp", "dp"), ("--pp", "pp"), ("--count", "count"), ("--dp-bytes", "dp_bytes"),
+                           ("--pp-bytes", "pp_bytes")):
+            if given(name):
+                raise FabricError(flag, f"each --job carries its own {flag[2:]}=...; put it there (or drop --job)")
+        from cli.job_spec import parse_jobs
+
+        return parse_jobs(specs, tp)
+    if dp is None:
+        raise FabricError("--dp", "give --dp (TP groups per DP group, or 'max'), or one --job per job")
+    return [Job(tp=tp, dp=parse_dp(dp), pp=pp, count=count,
+                dp_bytes=parse_bytes(dp_bytes, "--dp-bytes") if dp_bytes is not None else None,
+                pp_bytes=parse_bytes(pp_bytes, "--pp-bytes") if pp_bytes is not None else None)]
+
+
+def _check_unused(solver: str, time_limit, gap, mip_solver: str, jobs: list, from_specs: bool) -> None:
     """Refuse an option the run would ignore: the baselines solve nothing, PP 1 sends no PP bytes, DP 1 no DP bytes."""
     if solver in ("greedy", "fault-unaware"):
         for flag, given in (("--time-limit", time_limit), ("--gap", gap),
                             ("--mip-solver", None if mip_solver == "auto" else mip_solver)):
             if given is not None:
                 raise FabricError(flag, f"sets the ILP; --solver {solver} solves none (drop it, or use --solver ilp)")
-    if pp_bytes is not None and pp == 1:
-        raise FabricError("--pp-bytes", "prices the sends between pipeline stages; with --pp 1 there are none")
-    if dp_bytes is not None and dp == 1:  # `--dp max` may still find replicas: only a literal 1 has no all-reduce
-        raise FabricError("--dp-bytes", "prices the DP all-reduce; with --dp 1 there is none")
+    for j in jobs:
+        if j.pp_bytes is not None and j.pp == 1:
+            raise (FabricError("--job", f"job {j.name!r}: pp-bytes prices the sends between pipeline stages; with "
+                                        "pp 1 there are none") if from_specs else
+                   FabricError("--pp-bytes", "prices the sends between pipeline stages; with --pp 1 there are none"))
+        if j.dp_bytes is not None and j.dp == 1:  # `--dp max` may still find replicas: only a literal 1 has none
+            raise (FabricError("--job", f"job {j.name!r}: dp-bytes prices the DP all-reduce; with dp 1 there is "
+                                        "none") if from_specs else
+                   FabricError("--dp-bytes", "prices the DP all-reduce; with --dp 1 there is none"))
 
 
 def _print_summary(d: dict) -> None:
     from rich.table import Table
 
     con = console()
-    t = Table(title=f"{d['architecture']}: TP {d['tp']} x DP {d['dp']} x PP {d['pp']} ({d['solver']})",
-              title_justify="left")
+    jobs = d.get("jobs") or []
+    layout = (f"TP {d['tp']} x DP {d['dp']} x PP {d['pp']}" if len(jobs) <= 1
+              else f"TP {d['tp']}, {len(jobs)} jobs")
+    t = Table(title=f"{d['architecture']}: {layout} ({d['solver']})", title_justify="left")
     t.add_column("metric")
     t.add_column("value", justify="right")
 
@@ -165,8 +201,25 @@ def _print_summary(d: dict) -> None:
                 "tors_per_dp_group_max", "faulty_nodes", "fault_source"):
         t.add_row(key, fmt(d.get(key)))
     con.print(t)
+    if len(jobs) > 1:
+        con.print(_jobs_table(jobs, fmt))
     if d.get("notes"):
         con.print(f"note: {d['notes']}")
+
+
+def _jobs_table(jobs: list[dict], fmt):
+    """Each job's layout, instances and cross-ToR share (the ``jobs`` list of the JSON), one row per job."""
+    from rich.table import Table
+
+    t = Table(title="jobs", title_justify="left")
+    cols = (("name", "name"), ("DP", "dp"), ("PP", "pp"), ("count", "count"), ("instances", "instances"),
+            ("used GPUs", "used_gpus"), ("cross-ToR bytes", "cross_tor_bytes"),
+            ("cross-ToR ratio", "cross_tor_traffic_ratio"))
+    for head, _ in cols:
+        t.add_column(head, justify="left" if head == "name" else "right")
+    for j in jobs:
+        t.add_row(*(fmt(j.get(key)) for _, key in cols))
+    return t
 
 
 # ------------------------------------------------------------------------------------------ the figure

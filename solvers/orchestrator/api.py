@@ -370,14 +370,15 @@ def _fault_unaware(line: Line, jobs: list[Job], m: int, t0: float) -> Orchestrat
     return res
 
 
-def orchestrate_summary(fabric: Fabric, *, tp: int, dp: int | None, pp: int = 1, count: int | None = None,
+def orchestrate_summary(fabric: Fabric, *, tp: int | None = None, dp: int | None = None, pp: int = 1,
+                        count: int | None = None,
                         faulty_nodes=None, node_fault_ratio: float | None = None, seed: int = 0,
                         trace: str | None = None, trace_time: float | None = None, solver: str = "ilp",
                         time_limit: float | None = DEFAULT_TIME_LIMIT, gap_rel: float = 0.0,
                         mip_solver: str = "auto", tor_map=None, dp_bytes: float | None = None,
                         pp_bytes: float | None = None, placement: bool = False,
                         fault_mode: str = "bernoulli", trace_servers: int | None = None,
-                        none_fit_empty: bool = False) -> dict:
+                        none_fit_empty: bool = False, jobs: list[Job] | None = None) -> dict:
     """One orchestration as the JSON object of ``fabric orchestrate`` (what a sweep metric registers).
 
     Exactly one fault source: ``faulty_nodes`` (node ids), ``node_fault_ratio``
@@ -392,6 +393,9 @@ def orchestrate_summary(fabric: Fabric, *, tp: int, dp: int | None, pp: int = 1,
     orchestration), or with ``none_fit_empty`` returns status ``infeasible``
     with no instance (a cell of a table over fault ratios).
 
+    One job is ``tp``, ``dp`` (None: "max"), ``pp``, ``count``, ``dp_bytes`` and ``pp_bytes``; several are
+    ``jobs`` instead (each with its own layout and bytes, all of one TP), and those six are then left out.
+
     Returns
     -------
     dict
@@ -402,10 +406,16 @@ def orchestrate_summary(fabric: Fabric, *, tp: int, dp: int | None, pp: int = 1,
     trace = with_servers(trace, trace_servers)
     nodes, source = fault_nodes(fabric, faulty_nodes=faulty_nodes, node_fault_ratio=node_fault_ratio, seed=seed,
                                 trace=trace, trace_time=trace_time, mode=fault_mode)
-    job = Job(tp=tp, dp=dp, pp=pp, count=count, dp_bytes=dp_bytes, pp_bytes=pp_bytes)
+    if jobs is None:
+        if tp is None:
+            raise FabricError("tp", "give tp (and dp) for one job, or jobs")
+        jobs = [Job(tp=tp, dp=dp, pp=pp, count=count, dp_bytes=dp_bytes, pp_bytes=pp_bytes)]
+    elif (tp, dp, pp, count, dp_bytes, pp_bytes) != (None, None, 1, None, None, None):
+        raise FabricError("jobs", "each job carries its own tp, dp, pp, count and bytes; give jobs or those, "
+                                  "not both")
     opts = SolveOptions(solver=mip_solver, time_limit=time_limit, gap_rel=gap_rel)
     try:
-        res = orchestrate(fabric, [job], nodes, solver=solver, options=opts, tor_map=tor_map)
+        res = orchestrate(fabric, list(jobs), nodes, solver=solver, options=opts, tor_map=tor_map)
         out = res.summary(placement=placement)
     except NoInstanceFits as exc:
         if not none_fit_empty:

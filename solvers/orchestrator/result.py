@@ -80,8 +80,30 @@ class OrchestrationResult:
             return 0
         return len(self.placement.used_rings) * self.jobs[0].tp if self.jobs else 0
 
+    def job_summaries(self) -> list[dict]:
+        """Each job's layout, instances placed and DCN bytes (``summary()["jobs"]``), in the order of the request."""
+        inst = self.placement.instances if self.placement is not None else ()
+        parts = self.traffic.by_job if self.traffic is not None else ()
+        out = []
+        for i, job in enumerate(self.jobs):
+            mine = [x for x in inst if x.job == i]
+            rings = sum(len(x.rings) for x in mine)
+            tr = parts[i] if i < len(parts) else None
+            out.append({
+                "name": job.name, "tp": job.tp, "dp": job.dp, "pp": job.pp, "count": job.count,
+                "instances": len(mine), "tp_groups": rings, "dp_groups": sum(len(x.stages) for x in mine),
+                "used_gpus": rings * job.tp,
+                "dp_bytes_per_gpu": job.bytes_dp, "pp_bytes_per_rank": job.bytes_pp,
+                "dcn_bytes": tr.dcn_bytes if tr else 0.0, "cross_tor_bytes": tr.cross_bytes if tr else 0.0,
+                "cross_tor_traffic_ratio": tr.ratio if tr else None,
+            })
+        return out
+
     def summary(self, placement: bool = False) -> dict:
         """The JSON object of ``fabric orchestrate``: scalars (``model_size`` one nested level), placement if asked.
+
+        With several jobs, ``dp``, ``pp``, ``count`` and the bytes per GPU / rank are None at the top and
+        ``jobs`` lists each job's (:meth:`job_summaries`); the totals (instances, GPUs, bytes) cover all jobs.
 
         ``objective`` / ``bound`` are bytes per step on ToR uplinks (the ILP's
         incumbent and proven bound; for a baseline the objective is its
@@ -121,7 +143,9 @@ class OrchestrationResult:
                 bound, gap = clamp_bound(objective, 0.0)
         if self.model == "none" and self.traffic is not None:
             objective, bound, gap = 0.0, 0.0, 0.0
-        job = self.jobs[0] if self.jobs else None
+        # one job: its layout at the top; several: None there (no one job's DP size stands for the rest), each
+        # job's own in "jobs"
+        job = self.jobs[0] if len(self.jobs) == 1 else None
         out = {
             "solver": self.solver, "model": self.model, "status": self.status,
             "objective": objective, "bound": bound, "gap": gap,
@@ -130,7 +154,8 @@ class OrchestrationResult:
             "mip_solver": rep.solver if rep is not None else None,
             "termination": self.termination,
             "warm_start_unimproved": self.warm_start_unimproved,
-            "tp": job.tp if job else None, "dp": job.dp if job else None, "pp": job.pp if job else None,
+            "tp": self.jobs[0].tp if self.jobs else None,  # one TP for all jobs (stage1.check_jobs)
+            "dp": job.dp if job else None, "pp": job.pp if job else None,
             "instances": len(inst),
             "tp_groups": sum(len(i.rings) for i in inst),
             "dp_groups": sum(len(i.stages) for i in inst),
@@ -142,11 +167,13 @@ class OrchestrationResult:
             "count": job.count if job else None,
             "dp_bytes_per_gpu": job.bytes_dp if job else None,
             "pp_bytes_per_rank": job.bytes_pp if job else None,
-            "bytes_model": (None if job is None or (job.dp_bytes is not None and job.pp_bytes is not None)
-                            else job.to_dict()["bytes_model"]),
+            # the default bytes model's source when any job's bytes come from it
+            "bytes_model": next((j.to_dict()["bytes_model"] for j in self.jobs if j.to_dict()["bytes_model"]), None),
             "model_size": self.model_stats or {},  # {} when no MIP ran (the bound proved the warm start)
             "notes": "; ".join(self.notes),
         }
+        if len(self.jobs) > 1:  # one job's object stays flat (scalars): its layout is the top level's
+            out["jobs"] = self.job_summaries()
         if placement and self.placement is not None:
             out["placement"] = self.placement.to_dict(self.space, self.unit)
         return out
