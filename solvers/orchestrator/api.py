@@ -35,7 +35,7 @@ from solvers.orchestrator.jobs_run import (ALONE_NOTE, JOBS_FULL_MAX_OPTIONS, JO
                                            run_jobs_blocks)
 from solvers.orchestrator.model_blocks import tor_options
 from solvers.orchestrator.model_jobs import usable
-from solvers.orchestrator.pipelined import run_pipelined
+from solvers.orchestrator.pipelined import run_pipelined, run_pipelined_jobs
 from solvers.orchestrator.placement import Placement
 from solvers.orchestrator.result import OrchestrationResult
 from solvers.orchestrator.rings import block_structure, max_rings
@@ -163,21 +163,28 @@ def _moves_bytes(jobs: list[Job], g: int) -> bool:
 
 def _several(line: Line, jobs: list[Job], greedy: Placement, options: SolveOptions, prefer: str,
              t0: float) -> OrchestrationResult | None:
-    """Jobs without instances dropped, jobs of one DP size merged (None: neither reduction applies)."""
+    """Jobs without instances dropped, jobs of one DP size merged (None: neither reduction applies).
+
+    Jobs with PP > 1 go through their DP groups first (:func:`_several_pipelined`), where that applies.
+    """
+    if any(j.pp > 1 for j in jobs):
+        return _several_pipelined(line, jobs, options, prefer, t0)
     idx = live(jobs)
     sub = [jobs[i] for i in idx]
     if not sub:
         return None
-    if not (len(sub) == 1 or mergeable(sub)):
+    if not (len(sub) == 1 or mergeable(sub, exact=True)):
         res = _jobs_blocks(line, sub, options, prefer, t0)
-        if res is None or res.placement is None:
+        if res is not None and res.placement is not None:
+            res.placement = relabel(res.placement, idx)
+            res.traffic = placement_traffic(res.placement, line.space, jobs)
+            res.jobs = jobs
+            res.notes.append(f"several jobs: {len(jobs) - len(sub)} without instances dropped, {len(sub)} of DP "
+                             f"sizes {sorted({j.dp for j in sub})} on one block model "
+                             "(solvers/orchestrator/model_jobs.py)")
+            return res
+        if not mergeable(sub):  # one DP size with unequal buffers off blocks: the merge still bounds it
             return None
-        res.placement = relabel(res.placement, idx)
-        res.traffic = placement_traffic(res.placement, line.space, jobs)
-        res.jobs = jobs
-        res.notes.append(f"several jobs: {len(jobs) - len(sub)} without instances dropped, {len(sub)} of DP sizes "
-                         f"{sorted({j.dp for j in sub})} on one block model (solvers/orchestrator/model_jobs.py)")
-        return res
     one = [merged_job(sub, line.space.g)] if len(sub) > 1 else sub
     res = _ilp(line, one, _warm_start(line, one, greedy_placement(line, one)), options, prefer, t0)
     if res.placement is None:
@@ -206,6 +213,22 @@ def _several(line: Line, jobs: list[Job], greedy: Placement, options: SolveOptio
                      (f", {len(sub)} of DP {sub[0].dp} merged into one job of {one[0].count} groups "
                       "(solvers/orchestrator/several_jobs.py)" if len(sub) > 1 else ""))
     return res
+
+
+def _several_pipelined(line: Line, jobs: list[Job], options: SolveOptions, prefer: str,
+                       t0: float) -> OrchestrationResult | None:
+    """Several jobs, some with PP > 1, as one job's PP > 1 is (:func:`_ilp`): their DP groups placed as jobs of
+    PP = 1 by this module's several-job runs, then chained per job (pipelined.run_pipelined_jobs).  None (the
+    explicit model then) on small lines, off ToR blocks below the explicit model's size, or with a job of PP > 1
+    and DP 1 (its groups alone carry no DP bytes to bound it by)."""
+    big = prefer == "auto" and line.n > EXPLICIT_MAX_SLOTS
+    if not (big or prefer == "blocks") or any(j.pp > 1 and j.dp < 2 for j in jobs):
+        return None
+    if not big and block_structure(line, jobs[0].tp // line.space.g, allow_short=True) is None:
+        return None
+    limit = None if options.time_limit is None else options.time_limit * (1 - CHAIN_SHARE)
+    flat_opts = replace(options, gap_rel=options.gap_rel / 2, time_limit=limit)  # the chaining widens the gap
+    return run_pipelined_jobs(line, jobs, lambda flat: orchestrate_line(line, flat, options=flat_opts, t0=t0), t0)
 
 
 def _warm_start(line: Line, jobs: list[Job], greedy: Placement) -> Placement:

@@ -262,6 +262,11 @@ def run_jobs_blocks(space: SlotSpace, jobs: list[Job], greedy: Placement, option
                   encode_blocks, extract_jobs)
     if spanning is not None:
         res = _cheaper_of(res, best, space, jobs, unit)
+    if bounding is None and lp_bound and _below(res, lp_bound):
+        # HiGHS stopped before an incumbent or a bound of its own (4,096 nodes, TP 16 x (DP 8 x 20 + DP 4 x 200) at
+        # 30 s: the warm start came back with the trivial bound 0, the line DP's 550 units lost): the bound
+        # proven before the solve still holds
+        res = with_bound(res, lp_bound, unit, "proven bound", proof)
     if bounding is not None:
         two = res.restriction_bound  # over the placements with every ring within two ToRs (the restricted ILP's)
         if spanning is not None and two is not None and min(spanning, two) > lp_bound:
@@ -272,6 +277,12 @@ def run_jobs_blocks(space: SlotSpace, jobs: list[Job], greedy: Placement, option
                                      >= warm * unit * (1 - 1e-12))
     res.seconds["build"] = res.seconds.get("build", 0.0) + t_build
     return res
+
+
+def _below(res: OrchestrationResult, bound: float) -> bool:
+    """Whether ``res`` states less than ``bound`` (objective units) as its proven bound, or none."""
+    rep = res.report
+    return rep is None or not rep.has_solution or rep.bound is None or rep.bound < bound - 1e-9 * max(1.0, bound)
 
 
 def _on_path_options(space: SlotSpace, jobs: list[Job], greedy: Placement, options: SolveOptions, budget: Budget,

@@ -50,21 +50,21 @@ def surrogate(job: Job) -> Job:
     return out.with_layout(job.dp, job.count * job.pp)
 
 
-def chain_stages(flat: Placement, pp: int, tor=None) -> Placement:
-    """``flat``'s DP groups chained into instances of ``pp`` stages.
+def chain_stages(flat: Placement, pp: int, tor=None, job: int = 0) -> Placement:
+    """The DP groups of job ``job`` in ``flat`` chained into instances of ``pp`` stages (of that job).
 
     With ``tor`` (dense ToR of each slot), :func:`solvers.orchestrator.stage_chains.chain_groups` chooses the
     groups of each instance and the replica matching at the fewest PP bytes across ToRs; else the groups are
-    taken in line order, ``pp`` consecutive ones per instance.
+    taken in line order, ``pp`` consecutive ones per instance.  Other jobs' instances are left out.
     """
     first = lambda ring: min(flat.rings[ring])  # noqa: E731
-    groups = sorted((tuple(sorted(inst.stages[0], key=first)) for inst in flat.instances),
+    groups = sorted((tuple(sorted(inst.stages[0], key=first)) for inst in flat.instances if inst.job == job),
                     key=lambda grp: first(grp[0]))
     if tor is not None:
         chains = chain_groups(groups, pp, flat.rings, tor)
     else:
         chains = [tuple(groups[i:i + pp]) for i in range(0, len(groups) - pp + 1, pp)]
-    instances = tuple(PlacedInstance(0, tuple(stages)) for stages in chains)
+    instances = tuple(PlacedInstance(job, tuple(stages)) for stages in chains)
     return Placement(flat.rings, instances, flat.spare)
 
 
@@ -108,14 +108,55 @@ def run_pipelined(line: Line, job: Job, run_flat, t0: float, time_limit: float |
     if flat.placement is None:
         return None
     placement = chain_stages(flat.placement, job.pp, line.space.tor)
-    placement.check(line.space)
-    traffic = placement_traffic(placement, line.space, [job])
-    rep0 = flat.report
-    known = rep0 is not None and rep0.has_solution and rep0.bound is not None
-    bound = rep0.bound * flat.unit_bytes if known else 0.0  # the surrogate's bound in DP bytes (PP bytes >= 0)
     t1 = time.perf_counter()
     pp_bound = leftover_bound(line, job, Budget(t0, time_limit))
     t_pp = time.perf_counter() - t1
+    note = (f"PP {job.pp}: bound = the larger of the line-DP bound of its {job.count * job.pp} DP groups alone "
+            f"(PP bytes >= 0) and the line DP that also charges each ToR the PP bytes of a leftover pure group "
+            f"({'none' if pp_bound is None else f'{pp_bound:.6g} B'}; solvers/orchestrator/pp_bound.py); "
+            "placement = those groups chained into pipelines ({pp_cross:.4g} PP bytes cross ToRs; "
+            "solvers/orchestrator/stage_chains.py)")
+    res = _chained_result(line, [job], flat, placement, pp_bound, note, t0)
+    res.seconds["pp_bound"] = t_pp
+    return res
+
+
+def run_pipelined_jobs(line: Line, jobs: list[Job], run_flat, t0: float) -> OrchestrationResult | None:
+    """Several jobs, some with PP > 1: each through its surrogate, all on one PP = 1 run, then chained per job.
+
+    ``run_flat(jobs)`` orchestrates jobs of PP = 1.  The bound is that run's (a valid lower bound: every
+    placement of the request is one of the surrogates' with the same DP groups, plus PP bytes >= 0); the
+    one-job PP-aware line DP (:func:`leftover_bound`) is not carried over to several jobs.
+
+    Returns None when the run has no placement (the caller then uses the explicit model).
+    """
+    flat_jobs = [surrogate(j) if j.pp > 1 else j for j in jobs]
+    flat = run_flat(flat_jobs)
+    if flat.placement is None:
+        return None
+    kept = [inst for inst in flat.placement.instances if jobs[inst.job].pp == 1]
+    chained = [inst for i, j in enumerate(jobs) if j.pp > 1
+               for inst in chain_stages(flat.placement, j.pp, line.space.tor, job=i).instances]
+    placement = Placement(flat.placement.rings, tuple(sorted(kept + chained, key=lambda inst: inst.job)),
+                          flat.placement.spare)
+    staged = ", ".join(f"{j.name} PP {j.pp} ({j.count * j.pp} DP groups)" for j in jobs if j.pp > 1)
+    note = (f"several jobs with PP > 1 ({staged}): bound = the several-job bound of their DP groups alone "
+            "(PP bytes >= 0); placement = each job's groups chained into pipelines ({pp_cross:.4g} PP bytes cross "
+            "ToRs; solvers/orchestrator/stage_chains.py)")
+    return _chained_result(line, jobs, flat, placement, None, note, t0)
+
+
+def _chained_result(line: Line, jobs: list[Job], flat: OrchestrationResult, placement: Placement,
+                    pp_bound: float | None, note: str, t0: float) -> OrchestrationResult:
+    """The result of ``placement`` (``flat``'s DP groups chained) against ``flat``'s bound and ``pp_bound`` (bytes).
+
+    ``note`` is a format string with ``{pp_cross}``, the PP bytes the chaining puts across ToRs.
+    """
+    placement.check(line.space)
+    traffic = placement_traffic(placement, line.space, jobs)
+    rep0 = flat.report
+    known = rep0 is not None and rep0.has_solution and rep0.bound is not None
+    bound = rep0.bound * flat.unit_bytes if known else 0.0  # the surrogate's bound in DP bytes (PP bytes >= 0)
     if pp_bound is not None:
         bound = max(bound, pp_bound)  # both are valid lower bounds
     cost = traffic.cross_bytes
@@ -135,17 +176,12 @@ def run_pipelined(line: Line, job: Job, run_flat, t0: float, time_limit: float |
     rep = SolveReport(status, rep0.solver if rep0 else "-", True, cost, bound, gap, rep0.seconds if rep0 else 0.0,
                       rep0.raw_status if rep0 else "-", termination=termination)
     model = "pp" if flat.model == "-" else flat.model + "-pp"  # "-": the surrogate needed no model (its warm start)
-    res = OrchestrationResult(status, "ilp", model, line.space, [job], placement, traffic, rep, 1.0,
+    res = OrchestrationResult(status, "ilp", model, line.space, list(jobs), placement, traffic, rep, 1.0,
                               flat.model_stats, termination=rep.termination)
     # the surrogate's "optimality proved" is the PP = 1 run's: it proves this placement only when it meets the
     # bound (as api._several drops the merged job's)
     res.notes = [n for n in flat.notes if optimal or not n.startswith("optimality proved")] + [
-        f"PP {job.pp}: bound = the larger of the line-DP bound of its {job.count * job.pp} DP groups alone "
-        f"(PP bytes >= 0) and the line DP that also charges each ToR the PP bytes of a leftover pure group "
-        f"({'none' if pp_bound is None else f'{pp_bound:.6g} B'}; solvers/orchestrator/pp_bound.py); "
-        f"placement = those groups chained into pipelines ({traffic.pp_cross_bytes:.4g} PP bytes cross ToRs; "
-        "solvers/orchestrator/stage_chains.py)"]
+        note.format(pp_cross=traffic.pp_cross_bytes)]
     res.seconds.update(flat.seconds)
-    res.seconds["pp_bound"] = t_pp
     res.seconds["total"] = time.perf_counter() - t0
     return res

@@ -243,3 +243,41 @@ def test_a_pp_placement_short_of_its_bound_does_not_say_optimality_proved(ppb):
                            options=SolveOptions(time_limit=60, gap_rel=0.01))
     assert res.model.endswith("-pp") and res.status == "feasible" and res.summary()["gap"] > 0
     assert not any(n.startswith("optimality proved") for n in res.notes)
+
+
+# several jobs, some with PP > 1: their DP groups placed by the several-job runs, then chained per job
+# (api._several_pipelined); n, npt, k, faults, jobs as (dp, pp, count, pp_bytes)
+JOB_CASES = [
+    (18, 4, 2, [5], [(2, 2, 1, 0.3), (2, 1, 2, 0.0)]),  # one DP size: the surrogates are merged
+    (18, 6, 2, [3], [(2, 2, 1, 0.3), (3, 1, 1, 0.0)]),  # two DP sizes: the several-job block model
+    (24, 6, 2, [7, 13], [(2, 2, 1, 0.01), (2, 3, 1, 0.5)]),  # both pipelined, PP 2 and PP 3
+    (16, 8, 2, [], [(3, 2, 1, 0.2), (2, 1, 1, 0.0)]),
+]
+
+
+@pytest.mark.parametrize("n,npt,k,faults,spec", JOB_CASES)
+def test_several_jobs_with_pp_bound_and_gap_against_brute_force(n, npt, k, faults, spec):
+    """Brute force over every ring set and every dealing into the jobs' instances (stages and pipelines
+    included) is the optimum; the stated bound never exceeds it, the placement never beats it, and
+    ``optimal`` is claimed only at it."""
+    from solvers.orchestrator.brute import brute_force_jobs
+
+    line = make_line(n, npt, k, faults)
+    m = 2
+    jobs = [Job(tp=m, dp=d, pp=p, count=c, dp_bytes=1.0, pp_bytes=b, name=f"j{i}")
+            for i, (d, p, c, b) in enumerate(spec)]
+    best = brute_force_jobs(line, jobs)
+    res = orchestrate_line(line, jobs, options=SolveOptions(time_limit=30), model="blocks")
+    s = res.summary()
+    assert res.model.endswith("-pp") and "several jobs with PP > 1" in s["notes"]
+    res.placement.check(line.space)
+    for i, job in enumerate(jobs):  # every job gets its instances, each of its PP stages of its DP size
+        mine = [inst for inst in res.placement.instances if inst.job == i]
+        assert len(mine) == job.count
+        assert all(len(inst.stages) == job.pp and all(len(st) == job.dp for st in inst.stages) for inst in mine)
+    assert s["objective"] == pytest.approx(res.traffic.cross_bytes)
+    assert s["bound"] <= best + 1e-9
+    assert res.traffic.cross_bytes >= best - 1e-9
+    if res.status == "optimal":
+        assert res.traffic.cross_bytes == pytest.approx(best)
+    assert (s["termination"] == "optimal") == (res.status == "optimal")
