@@ -510,3 +510,25 @@ def test_one_dp_size_with_unequal_buffers_off_blocks_is_still_merged():
         res = check(line, REQUESTS[1])
         if res is not None:
             assert any("merged into one job" in n for n in res.notes)
+
+
+def test_the_bound_proven_before_the_block_ilp_survives_a_solve_that_finds_nothing(monkeypatch):
+    """HiGHS stopped before an incumbent (4,096 nodes at 30 s): the warm start comes back, and with it the bound the
+    line DP / LP proved before the solve, not the trivial 0.  Forced here: the small ILP finds nothing and the full
+    run returns the warm start with bound 0; the stated bound must still be positive and never above brute force."""
+    import solvers.orchestrator.jobs_run as jobs_run
+    from solvers.orchestrator.run import warm_start_result
+
+    def stopped(space, jobs, start, options, budget, build, encode, extract):
+        return warm_start_result(space, jobs, start, "blocks-jobs", "stopped by the test", budget.t0, 0.0)
+
+    monkeypatch.setattr(jobs_run, "_small_ilp", lambda *a, **k: None)
+    monkeypatch.setattr(jobs_run, "run_ilp", stopped)
+    rng = random.Random(5)
+    kept = 0
+    for _ in range(6):
+        n, npt, k = rng.choice([(16, 4, 2), (18, 6, 2), (20, 4, 2)])
+        res = check(random_line(rng, n, npt, k, False), MIXED[1])  # the bound never above brute force
+        if res is not None and any("stopped by the test" in n for n in res.notes):  # not the warm start's early exit
+            kept += res.summary()["bound"] > 0  # (one of these lines has a proven bound of 0: its LP's)
+    assert kept >= 3  # 0 before the fix: every stopped run said "the trivial bound 0"
