@@ -125,11 +125,16 @@ def orchestrate_command(
     if len(jobs) > 1 and fab.hbd.kind != "khop_line":  # said for the flag, not as the library's "jobs"
         raise FabricError("--job", f"several jobs are placed on a k-hop line only; {fab.architecture} takes one "
                                    "(give one --job, or --dp)")
-    data = orchestrate_summary(
-        fab, jobs=jobs, faulty_nodes=nodes, node_fault_ratio=node_fault_ratio, seed=seed, trace=trace,
-        trace_time=trace_time, trace_servers=trace_servers, solver=solver, time_limit=time_limit, gap_rel=gap,
-        mip_solver=mip_solver, tor_map=parse_tor_map(tor_map) if tor_map is not None else None,
-        placement=placement)
+    try:
+        data = orchestrate_summary(
+            fab, jobs=jobs, faulty_nodes=nodes, node_fault_ratio=node_fault_ratio, seed=seed, trace=trace,
+            trace_time=trace_time, trace_servers=trace_servers, solver=solver, time_limit=time_limit, gap_rel=gap,
+            mip_solver=mip_solver, tor_map=parse_tor_map(tor_map) if tor_map is not None else None,
+            placement=placement)
+    except FabricError as exc:
+        if job and exc.field in ("dp", "pp", "count", "jobs"):  # a job's layout: said for the flag typed, --job
+            raise FabricError("--job", exc.message) from None
+        raise
     data = {"architecture": fab.architecture, **data}
     if as_json:
         emit_json(data)

@@ -176,4 +176,7 @@ class OrchestrationResult:
             out["jobs"] = self.job_summaries()
         if placement and self.placement is not None:
             out["placement"] = self.placement.to_dict(self.space, self.unit)
+            if len(self.jobs) > 1:  # each instance says whose it is by name too, as "jobs" lists them
+                for inst in out["placement"]["instances"]:
+                    inst["job_name"] = self.jobs[inst["job"]].name
         return out

@@ -26,22 +26,30 @@ def check_jobs(jobs: list[Job], g: int, gpus: int) -> None:
 def resolve_jobs(jobs: list[Job], rings: int, healthy_gpus: int) -> list[Job] | None:
     """Stage 1: the most GPUs in complete instances, given ``rings`` rings of one size.
 
-    ``dp=None`` takes every ring it can (``rings // pp`` replicas); fixed
-    counts are served first (None when they do not fit: infeasible); jobs
-    with ``count=None`` then share the rest so that the most rings are used
-    (an unbounded knapsack over instance sizes; ties go to earlier jobs).
+    Fixed counts are served first (None when they do not fit: infeasible);
+    the one job of ``dp=None`` (at most one) then takes every ring left
+    (``left // pp`` replicas); jobs with ``count=None`` share the rest so that
+    the most rings are used (an unbounded knapsack over instance sizes; ties
+    go to earlier jobs).
 
     Raises
     ------
     FabricError
-        A single job of which not even one instance fits.
+        Two jobs of ``dp=None``, or a single job of which not even one instance fits.
     """
     out = list(jobs)
+    if sum(j.dp is None for j in jobs) > 1:  # each would take every ring: they could never both be placed
+        raise FabricError("dp", "at most one job may take dp=max (every ring the others leave); give the others a "
+                                "DP size")
+    fixed = sum(j.dp * j.pp * j.count for j in out if j.count is not None and j.dp is not None)
+    if fixed > rings:
+        return None
     for i, j in enumerate(out):
         if j.dp is None:
-            D = rings // j.pp
+            D = max(rings - fixed, 0) // j.pp
             if D < 1:
-                raise FabricError("dp", f"not one DP replica fits: {rings} rings of TP {j.tp} on "
+                left = f"{rings - fixed} left of {rings}" if fixed else f"{rings}"
+                raise FabricError("dp", f"not one DP replica fits: {left} rings of TP {j.tp} on "
                                           f"{healthy_gpus} healthy GPUs, PP {j.pp} needs {j.pp} rings")
             out[i] = j.with_layout(D, 1)
     need = sum(j.dp * j.pp * j.count for j in out if j.count is not None)

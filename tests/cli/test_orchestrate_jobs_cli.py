@@ -47,6 +47,7 @@ def test_several_jobs_each_reported_and_recounted_by_hand(run_cli):
         assert d[key] == a[key] + b[key]
     assert d["cross_tor_bytes"] == pytest.approx(a["cross_tor_bytes"] + b["cross_tor_bytes"], rel=1e-12)
     assert d["dcn_bytes"] == pytest.approx(a["dcn_bytes"] + b["dcn_bytes"], rel=1e-12)
+    assert {(inst["job"], inst["job_name"]) for inst in d["placement"]["instances"]} == {(0, "pretrain"), (1, "job1")}
     for i, job in enumerate(d["jobs"]):
         assert job["cross_tor_bytes"] == pytest.approx(_cross_bytes_by_hand(d["placement"], job, i), rel=1e-12)
         assert job["cross_tor_traffic_ratio"] == pytest.approx(job["cross_tor_bytes"] / job["dcn_bytes"])
@@ -102,6 +103,9 @@ def test_baselines_take_several_jobs(run_cli, solver):
     (["--job", "dp=1,dp-bytes=1GB"], "--job", "with dp 1 there is none"),
     (["--job", "dp=4,pp-bytes=1GB"], "--job", "with pp 1 there are none"),
     ([], "--dp", "or one --job per job"),
+    (["--job", "dp=max", "--job", "dp=max"], "--job", "at most one job may take dp=max"),
+    (["--job", "dp=max,pp=2", "--job", "dp=4,count=15"], "--job", "not one DP replica fits: 1 left of 61 rings"),
+    (["--job", "dp=64"], "--job", "does not fit"),
     (["--job", "dp=4"] * 65, "--job", "65 jobs given; at most 64"),
 ])
 def test_bad_job_is_one_line_exit_2(run_cli, extra, field, words):
@@ -134,3 +138,14 @@ def test_summary_takes_jobs_or_one_layout_not_both():
                             solver="greedy")
     # 64 fault-free nodes make 32 rings of 2: x takes 3 x 2, y as many groups of 4 as the 26 left hold
     assert [(j["name"], j["count"], j["instances"]) for j in d["jobs"]] == [("x", 3, 3), ("y", 6, 6)]
+
+
+def test_dp_max_takes_every_ring_the_fixed_counts_leave(run_cli):
+    """61 rings on these faults: 5 instances of DP 4 take 20, the dp=max job the other 41 (before, it took all 61
+    first and the request was infeasible)."""
+    rc, out, err = run_cli("orchestrate", *KHOP, "--tp", "16", *FAULTS, "--job", "name=big,dp=max",
+                           "--job", "dp=4,count=5", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    big, small = d["jobs"]
+    assert (big["dp"], big["instances"], small["instances"]) == (41, 1, 5) and d["tp_groups"] == 61
