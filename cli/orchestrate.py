@@ -102,8 +102,7 @@ def orchestrate_command(
 ) -> None:
     """Place TP rings and DP groups on a faulty fabric: most GPUs in complete groups, least cross-ToR traffic."""
     from fabric.catalog import load_catalog
-    from solvers.orchestrator import orchestrate_summary  # lazily: it imports PuLP
-    from solvers.orchestrator.api import DEFAULT_TIME_LIMIT
+    from solvers.orchestrator.api import DEFAULT_TIME_LIMIT  # lazily: the solvers package imports PuLP
 
     jobs = _jobs(tp, dp, pp, count, dp_bytes, pp_bytes, job)
     _check_unused(solver, time_limit, gap, mip_solver, jobs, bool(job))
@@ -122,19 +121,10 @@ def orchestrate_command(
         faulty_nodes, "--faulty-nodes", "{part!r} is not a node id (give comma-separated integers >= 0)",
         empty="no node ids given; leave --faulty-nodes out for none", unique=True)
     fab = build_fabric(arch if topology is None else None, gpus, param, load_catalog(catalog), topology)
-    if len(jobs) > 1 and fab.hbd.kind != "khop_line":  # said for the flag, not as the library's "jobs"
-        raise FabricError("--job", f"several jobs are placed on a k-hop line only; {fab.architecture} takes one "
-                                   "(give one --job, or --dp)")
-    try:
-        data = orchestrate_summary(
-            fab, jobs=jobs, faulty_nodes=nodes, node_fault_ratio=node_fault_ratio, seed=seed, trace=trace,
-            trace_time=trace_time, trace_servers=trace_servers, solver=solver, time_limit=time_limit, gap_rel=gap,
-            mip_solver=mip_solver, tor_map=parse_tor_map(tor_map) if tor_map is not None else None,
-            placement=placement)
-    except FabricError as exc:
-        if job and exc.field in ("dp", "pp", "count", "jobs"):  # a job's layout: said for the flag typed, --job
-            raise FabricError("--job", exc.message) from None
-        raise
+    data = _summary(fab, jobs, bool(job), faulty_nodes=nodes, node_fault_ratio=node_fault_ratio, seed=seed,
+                    trace=trace, trace_time=trace_time, trace_servers=trace_servers, solver=solver,
+                    time_limit=time_limit, gap_rel=gap, mip_solver=mip_solver,
+                    tor_map=parse_tor_map(tor_map) if tor_map is not None else None, placement=placement)
     data = {"architecture": fab.architecture, **data}
     if as_json:
         emit_json(data)
@@ -143,6 +133,22 @@ def orchestrate_command(
     if data["status"] == "infeasible":  # the answer is on stdout; the reason, once, on stderr
         sys.stderr.write(f"error: infeasible: {data.get('notes') or 'no placement meets the request'}\n")
         raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def _summary(fab, jobs: list, from_specs: bool, **kw) -> dict:
+    """:func:`solvers.orchestrator.orchestrate_summary` of ``jobs``; with ``from_specs`` (``--job``) a job's
+    layout error names ``--job``, the flag typed, and several jobs on another architecture are refused so."""
+    from solvers.orchestrator import orchestrate_summary
+
+    if len(jobs) > 1 and fab.hbd.kind != "khop_line":  # said for the flag, not as the library's "jobs"
+        raise FabricError("--job", f"several jobs are placed on a k-hop line only; {fab.architecture} takes one "
+                                   "(give one --job, or --dp)")
+    try:
+        return orchestrate_summary(fab, jobs=jobs, **kw)
+    except FabricError as exc:
+        if from_specs and exc.field in ("dp", "pp", "count", "jobs"):
+            raise FabricError("--job", exc.message) from None
+        raise
 
 
 def _jobs(tp: int, dp, pp: int, count, dp_bytes, pp_bytes, specs) -> list:
