@@ -37,6 +37,22 @@ def make_line(n, npt, k, faults, closed=False):
     return line_from_arrays(healthy, tor, k, 1, closed)
 
 
+def _check_against(res, line, best: float) -> dict:
+    """A PP run's summary, checked against the brute-force optimum ``best``: a real placement, its objective the
+    accounted bytes, the bound never above ``best``, the cost never below it, ``optimal`` only at it, and the
+    termination this placement's (not the PP = 1 surrogate's): "optimal" exactly when the status is."""
+    s = res.summary()
+    assert res.model.endswith("-pp")
+    res.placement.check(line.space)
+    assert s["objective"] == pytest.approx(res.traffic.cross_bytes)
+    assert s["bound"] <= best + 1e-9
+    assert res.traffic.cross_bytes >= best - 1e-9
+    if res.status == "optimal":
+        assert res.traffic.cross_bytes == pytest.approx(best)
+    assert (s["termination"] == "optimal") == (res.status == "optimal")
+    return s
+
+
 CASES = [(16, 4, 2, 2, 2, 2, [5], 0.3), (18, 6, 2, 2, 2, 2, [3], 0.3), (16, 4, 2, 2, 2, 2, [], 0.3),
          (20, 5, 2, 2, 2, 2, [7, 13], 0.3), (18, 6, 2, 2, 2, 2, [3], 0.001), (24, 6, 2, 2, 2, 3, [4], 0.01),
          (16, 8, 2, 2, 2, 2, [], 0.5)]
@@ -53,16 +69,7 @@ def test_pipelined_bound_and_gap_against_brute_force(n, npt, k, m, D, P, faults,
     best = brute_force(line, resolved)
     # model="blocks": on lines this small "auto" takes the (exact) explicit model
     res = orchestrate_line(line, [job], options=SolveOptions(time_limit=30), model="blocks")
-    s = res.summary()
-    assert res.model.endswith("-pp")
-    res.placement.check(line.space)
-    assert s["objective"] == pytest.approx(res.traffic.cross_bytes)
-    assert s["bound"] <= best + 1e-9
-    assert res.traffic.cross_bytes >= best - 1e-9
-    if res.status == "optimal":
-        assert res.traffic.cross_bytes == pytest.approx(best)
-    # the termination is this placement's, not the PP = 1 surrogate's: "optimal" exactly when the status is
-    assert (s["termination"] == "optimal") == (res.status == "optimal")
+    s = _check_against(res, line, best)
     assert s["gap"] == pytest.approx(0.0 if s["objective"] == s["bound"] else
                                      (s["objective"] - s["bound"]) / s["objective"])
 
@@ -268,16 +275,9 @@ def test_several_jobs_with_pp_bound_and_gap_against_brute_force(n, npt, k, fault
             for i, (d, p, c, b) in enumerate(spec)]
     best = brute_force_jobs(line, jobs)
     res = orchestrate_line(line, jobs, options=SolveOptions(time_limit=30), model="blocks")
-    s = res.summary()
-    assert res.model.endswith("-pp") and "several jobs with PP > 1" in s["notes"]
-    res.placement.check(line.space)
+    s = _check_against(res, line, best)
+    assert "several jobs with PP > 1" in s["notes"]
     for i, job in enumerate(jobs):  # every job gets its instances, each of its PP stages of its DP size
         mine = [inst for inst in res.placement.instances if inst.job == i]
         assert len(mine) == job.count
         assert all(len(inst.stages) == job.pp and all(len(st) == job.dp for st in inst.stages) for inst in mine)
-    assert s["objective"] == pytest.approx(res.traffic.cross_bytes)
-    assert s["bound"] <= best + 1e-9
-    assert res.traffic.cross_bytes >= best - 1e-9
-    if res.status == "optimal":
-        assert res.traffic.cross_bytes == pytest.approx(best)
-    assert (s["termination"] == "optimal") == (res.status == "optimal")
