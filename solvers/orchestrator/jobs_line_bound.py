@@ -40,6 +40,12 @@ set and dealing, two and three jobs, above the sum of the jobs' own bounds
 pricing on some.  Measured at 1,024 nodes (README, "Two jobs or more"): the six
 several-job benchmarks proved optimal, e.g. k = 3, TP 32, DP 8 x 3 + DP 4:
 555.7 units unpriced, 562.2 priced, the optimum.
+
+The path holds the ring total (``need``) through a *slack* dimension: the rings it may still leave out of groups.
+Where fixed counts leave :data:`FREE_TOTAL_SPARE` rings or more spare, the total is **priced** instead, like a
+middle job's (every job after the first gets a ring row in the master LP, and any number of rings may be left
+out): the same Lagrangian argument, and a table without that dimension.  The pricing is smoothed
+(:data:`SMOOTHING`).
 """
 
 from __future__ import annotations
@@ -76,6 +82,13 @@ BIG_GROWTH = 4.0
 # master's duals prices again at them alone.  Without it the bound zigzagged (4,096 nodes, TP 16 x (DP 8 x 20 +
 # DP 4 x 200), spare rings: 550, -533, 286, 132, 336, ... over 17 rounds of 6.4 s each).
 SMOOTHING = 0.5
+# Spare rings (those a path of the most rings leaves out of groups) from which the ring total is priced instead
+# of held: the held total is a dimension of the table, spare + 1 wide (4,096 nodes, TP 16 x (DP 8 x 20 + DP 4 x
+# 200), 8 spare: 6.5 s a path against 0.5 s with none); priced, the last job's ring total is one more row of the
+# master LP (a Lagrangian relaxation of "exactly the rings asked", valid at any price): that request 4.9 % after
+# 58 s -> optimal in 26-32 s.  At 8, not lower: a job of as many as fit leaves at most D - 1 spare, and those
+# requests were measured good with the total held
+FREE_TOTAL_SPARE = 8
 
 
 @dataclass
@@ -155,6 +168,7 @@ class _Prepared:
     N0: int               # rings in groups of the first job, counted along the path (0: not counted, priced)
     N: tuple              # rings in groups of each job
     keys: list = field(default_factory=list)    # per ToR: _Keys
+    free: bool = False    # the ring total is priced, not held: no spare-ring dimension (every job after the first priced)
     plans: dict = field(default_factory=dict)   # (wrap state, ToR) -> its _plan
 
 
@@ -209,14 +223,19 @@ def _prepare(blocks: Blocks, dps, counts, weights, budget, options_of, counted: 
     wraps = sorted(set(rows[0].si.tolist()) & set(rows[T - 1].so.tolist())) if blocks.closed and T > 1 else [0]
     sufs = [(w, _suffix([_SufView(r) for r in rows], T, S, w)) for w in wraps]
     sufs = [(w, suf) for w, suf in sufs if suf[0, w] >= need]
-    cells = max([(T + 1) * S * (int(suf[0, w]) - need + 1) for w, suf in sufs] + [0])
-    if cells * (N0 + 1) > MAX_CELLS:
+    spare = max([int(suf[0, w]) - need for w, suf in sufs] + [0])
+    held = (T + 1) * S * (spare + 1)
+    if held * (N0 + 1) > MAX_CELLS:
         N0 = 0  # (4,096 nodes, k = 3, TP 32, three jobs: 339 states x slack 7 x 41 counts x 257 boundaries)
-    if cells > MAX_CELLS:
+    # the total priced where it replaces the held total beside the first job's count, or where even the held
+    # total alone is too large; not in place of the count dropped (that case, priced with the count kept, took
+    # 55.6 s against 20.2 s: a table 41 counts wide instead of 8 spare)
+    free = spare >= FREE_TOTAL_SPARE and (N0 > 0 or held > MAX_CELLS)
+    if (T + 1) * S * (1 if free else spare + 1) > MAX_CELLS:
         return None
     fmax = max([int(r.free.max()) for r in rows if r.free.size] + [0])
     return _Prepared(rows, tagged, S, fmax, sufs, need, N0, tuple(D * C for D, C in zip(dps, counts)),
-                     [_keys(r, N0 > 0) for r in rows])
+                     [_keys(r, N0 > 0) for r in rows], free=free)
 
 
 class _SufView:
@@ -300,7 +319,7 @@ def _column_generation(prep: _Prepared, dps, weights, m: int, first: _Path, budg
     """The best Lagrangian bound over the pricing rounds (:func:`joint_line_bound`), from the zero-price path."""
     parts = [partitions(D) for D in dps]
     sizes = [(j, v) for j, D in enumerate(dps) for v in range(1, D)]
-    middle = _middle_jobs(dps, prep.N0 > 0)
+    middle = _middle_jobs(dps, prep.N0 > 0, prep.free)
     paths, best, converged = [first], first.cost, not sizes and not middle
     used = [1.0]
     # an artificial unit of a row (keeps the master feasible) bounds the prices: small first, so that the first
@@ -361,10 +380,10 @@ def _column_generation(prep: _Prepared, dps, weights, m: int, first: _Path, budg
     return JointBound(best, converged, tuple(keep))
 
 
-def _middle_jobs(dps, counted: bool = True) -> list[int]:
+def _middle_jobs(dps, counted: bool = True, free: bool = False) -> list[int]:
     """The jobs whose ring totals the path does not hold (neither counted, the first unless not ``counted``, nor
-    implied, the last): the master LP prices them."""
-    return list(range(1 if counted else 0, len(dps) - 1))
+    implied, the last unless the ring total is ``free``): the master LP prices them."""
+    return list(range(1 if counted else 0, len(dps) - (0 if free else 1)))
 
 
 def _shortest(prep: _Prepared, dps, weights, m: int, prices, budget, mu=None) -> _Path | None:
@@ -419,24 +438,32 @@ def _forward(priced, suf, w: int, prep: _Prepared, piece, budget):
     """(least cost, every boundary's layer) from state ``w`` with ``d = slack``, ``r = 0`` back to ``w`` with
     ``d = 0``, ``r = N_0``; None without such a path."""
     S, N0, F = prep.S, prep.N0, prep.fmax + 1
-    slack = int(suf[0, w]) - prep.need
-    W, R = slack + 1, N0 + 1
+    slack, W = _slack(prep, suf, w)
+    R = N0 + 1
     layer = np.full((S, W, R), np.inf)
-    layer[w, slack, 0] = 0.0
+    layer[w, W - 1, 0] = 0.0
     layers = [layer]
     for t, (_, cost) in enumerate(priced):
         if budget is not None:
             budget.check()
         if (w, t) not in prep.plans:
-            prep.plans[w, t] = _plan(prep.keys[t].uk, suf[t], suf[t + 1], F, W, R)
+            prep.plans[w, t] = _plan(prep.keys[t].uk, suf[t], suf[t + 1], F, W, R, prep.free)
         mid = _through(prep.plans[w, t], prep.keys[t].uk[0], cost, layer, S, F, W, R)
         new = np.full((S, W, R), np.inf)
         for f, delta, u0, add in _splits(F, slack, N0, piece):
-            np.minimum(new[:, :W - delta, u0:], mid[:, f, delta:, :R - u0] + add, out=new[:, :W - delta, u0:])
+            shift = 0 if prep.free else delta  # a priced total: unused rings are not counted down
+            np.minimum(new[:, :W - shift, u0:], mid[:, f, shift:, :R - u0] + add, out=new[:, :W - shift, u0:])
         layer = new
         layers.append(layer)
     out = layer[w, 0, N0]
     return (float(out), layers) if np.isfinite(out) else None
+
+
+def _slack(prep: _Prepared, suf, w: int) -> tuple[int, int]:
+    """(the rings a path from wrap ``w`` may leave out of groups, the width of the spare-ring dimension): with a
+    priced total any number (at most the free rings of a ToR at a time) and no dimension."""
+    slack = int(suf[0, w]) - prep.need
+    return (prep.fmax, 1) if prep.free else (slack, slack + 1)
 
 
 def _splits(F: int, slack: int, N0: int, piece):
@@ -448,19 +475,23 @@ def _splits(F: int, slack: int, N0: int, piece):
                 yield f, delta, u0, piece[0][u0] + piece[1][f - delta - u0]
 
 
-def _valid(key, here, nxt, slack: int, N0: int):
+def _valid(key, here, nxt, slack: int | None, N0: int):
+    """(which keys a path may take here, the rings each leaves out of groups); ``slack`` None: any number (a priced
+    total), and the loss is then 0 (not counted)."""
     si, so, free, rings, rings0 = key[:5]
     ok = (here[si] >= 0) & (nxt[so] >= 0)
     loss = here[si] - rings - free - nxt[so]  # >= 0 where ok: suf is a maximum
+    if slack is None:
+        return ok & (rings0 <= N0), np.zeros_like(loss)
     return ok & (loss <= slack) & (rings0 <= N0), loss
 
 
-def _plan(key, here, nxt, F: int, W: int, R: int) -> list:
+def _plan(key, here, nxt, F: int, W: int, R: int, free: bool = False) -> list:
     """How a ToR's keys move (d, r) (price-independent): per (loss, job-0 rings) the keys sorted by target
     (right state, free rings), where each target's run starts, and the targets."""
-    so, free, rings0 = key[1], key[2], key[4]
-    ok, loss = _valid(key, here, nxt, W - 1, R - 1)
-    target = so * F + free
+    so, rings0 = key[1], key[4]
+    ok, loss = _valid(key, here, nxt, None if free else W - 1, R - 1)
+    target = so * F + key[2]
     plan = []
     for lo, r0 in sorted(set(zip(loss[ok].tolist(), rings0[ok].tolist()))):
         g = np.flatnonzero(ok & (loss == lo) & (rings0 == r0))
@@ -490,24 +521,25 @@ def _trace_back(priced, prep: _Prepared, suf, w: int, layers, piece, pieces, res
     choice: list = [()] * len(priced)
     s, d, r = w, 0, prep.N0
     S, F = prep.S, prep.fmax + 1
-    slack = int(suf[0, w]) - prep.need
-    W, R = slack + 1, prep.N0 + 1
+    slack, W = _slack(prep, suf, w)
+    R = prep.N0 + 1
     for t in range(len(priced) - 1, -1, -1):
         row_cost, key_cost = priced[t]
         ks = prep.keys[t]
         into = np.flatnonzero(ks.uk[1] == s)  # only the keys into state s: the step's minimum for them alone
         key, cost = ks.uk[:, into], key_cost[into]
         prev, target = layers[t], layers[t + 1][s, d, r]
-        mid = _through(_plan(key, suf[t], suf[t + 1], F, W, R), key[0], cost, prev, S, F, W, R)
+        mid = _through(_plan(key, suf[t], suf[t + 1], F, W, R, prep.free), key[0], cost, prev, S, F, W, R)
+        shift = (lambda delta: 0) if prep.free else (lambda delta: delta)  # noqa: E731 (as in _forward)
         f, delta, u0 = next((f, delta, u0) for f, delta, u0, add in _splits(F, slack, prep.N0, piece)
-                            if d + delta < W and r - u0 >= 0 and f - delta - u0 >= 0
-                            and np.isclose(mid[s, f, d + delta, r - u0] + add, target, rtol=0, atol=1e-7))
+                            if d + shift(delta) < W and r - u0 >= 0 and f - delta - u0 >= 0
+                            and np.isclose(mid[s, f, d + shift(delta), r - u0] + add, target, rtol=0, atol=1e-7))
         for j, u in [(0, u0)] + list(enumerate(rest[1][f - delta - u0], start=rest[0])):
             rings[j] += u
             for v in pieces[j][1][u]:
                 items[j][v] += 1
-        d0, r1 = d + delta, r - u0
-        ok, loss = _valid(key, suf[t], suf[t + 1], slack, prep.N0)
+        d0, r1 = d + shift(delta), r - u0
+        ok, loss = _valid(key, suf[t], suf[t + 1], None if prep.free else slack, prep.N0)
         si, so, fr, _, rings0 = key[:5]
         cand = np.flatnonzero(ok & (so == s) & (fr == f) & (d0 + loss < W) & (r1 - rings0 >= 0))
         vals = prev[si[cand], d0 + loss[cand], r1 - rings0[cand]] + cost[cand]

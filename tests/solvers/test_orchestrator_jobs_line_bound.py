@@ -152,7 +152,7 @@ def test_three_jobs_the_middle_jobs_ring_row_raises_the_bound(monkeypatch):
         if lb is None:
             continue
         with monkeypatch.context() as mp:
-            mp.setattr(jl, "_middle_jobs", lambda dps, counted=True: [])
+            mp.setattr(jl, "_middle_jobs", lambda dps, counted=True, free=False: [])
             without = _bound(where, options_of, resolved, weights)
         if lb > without + 1e-6:
             assert lb * unit <= brute_force_jobs(line, resolved) + 1e-9
@@ -208,3 +208,32 @@ def test_two_jobs_on_short_blocks_are_proved_by_the_two_job_bound_through_the_or
         res = check(short_block_line(rng), SHORT[i % len(SHORT)])
         named += res is not None and any("several-job line DP" in n for n in res.notes)
     assert named >= 2
+
+
+# fixed counts that leave rings spare (the case the priced ring total is for): 16-20 node lines of 8-10 rings
+SPARE = [
+    [Job(tp=2, dp=2, count=1, dp_bytes=1.0), Job(tp=2, dp=3, count=1, dp_bytes=2.0)],
+    [Job(tp=2, dp=3, count=1, dp_bytes=1.0), Job(tp=2, dp=2, count=1, dp_bytes=1.0)],
+    [Job(tp=2, dp=2, count=1, dp_bytes=1.0), Job(tp=2, dp=1, count=1, dp_bytes=1.0), Job(tp=2, dp=2, count=1,
+                                                                                       dp_bytes=3.0)],
+]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_with_the_ring_total_priced_the_bound_never_exceeds_brute_force(monkeypatch, seed):
+    """The ring total priced instead of held (``FREE_TOTAL_SPARE`` forced to 0, so every line takes it): a
+    Lagrangian relaxation of "exactly the rings asked", valid at any price, so never above brute force; with
+    the pricing converged it is tight on some lines."""
+    import solvers.orchestrator.jobs_line_bound as jl
+
+    monkeypatch.setattr(jl, "FREE_TOTAL_SPARE", 0)
+    checked = tight = 0
+    for line, resolved, where, options_of, unit, weights in _draws(300 + seed, 24, SPARE + THREE, sizes=(16, 20)):
+        best = brute_force_jobs(line, resolved)
+        lb = _bound(where, options_of, resolved, weights)
+        if lb is None:
+            continue
+        assert lb * unit <= best + 1e-9
+        checked += 1
+        tight += abs(lb * unit - best) < 1e-9
+    assert checked >= 8 and tight >= 1
