@@ -53,9 +53,6 @@ def parse_jobs(specs: list[str], tp: int):
             raise FabricError("--job", f"job {i + 1} ({spec!r}): name {name!r} is taken by an earlier job; "
                                        "give each job its own name")
         names.add(name)
-        if fields.get("dp", 0) is None and fields.get("count", 1) != 1:  # the Job's own message names --dp
-            raise FabricError("--job", f"job {i + 1} ({spec!r}): with dp=max there is exactly one instance; "
-                                       "drop count or give it as 1")
         try:
             jobs.append(Job(tp=tp, name=name, **fields))
         except FabricError as exc:  # e.g. count with dp=max: the Job's own check, said for this --job

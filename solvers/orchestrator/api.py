@@ -219,15 +219,10 @@ def _several_pipelined(line: Line, jobs: list[Job], options: SolveOptions, prefe
                        t0: float) -> OrchestrationResult | None:
     """Several jobs, some with PP > 1, as one job's PP > 1 is (:func:`_ilp`): their DP groups placed as jobs of
     PP = 1 by this module's several-job runs, then chained per job (pipelined.run_pipelined_jobs).  None (the
-    explicit model then) on small lines, off ToR blocks below the explicit model's size, or with a job of PP > 1
-    and DP 1 (its groups alone carry no DP bytes to bound it by)."""
-    big = prefer == "auto" and line.n > EXPLICIT_MAX_SLOTS
-    if not (big or prefer == "blocks") or any(j.pp > 1 and j.dp < 2 for j in jobs):
+    explicit model then) where :func:`_through_dp_groups` says no."""
+    if not _through_dp_groups(line, jobs, prefer):
         return None
-    if not big and block_structure(line, jobs[0].tp // line.space.g, allow_short=True) is None:
-        return None
-    limit = None if options.time_limit is None else options.time_limit * (1 - CHAIN_SHARE)
-    flat_opts = replace(options, gap_rel=options.gap_rel / 2, time_limit=limit)  # the chaining widens the gap
+    flat_opts = _dp_groups_options(options)
     return run_pipelined_jobs(line, jobs, lambda flat: orchestrate_line(line, flat, options=flat_opts, t0=t0), t0)
 
 
@@ -244,21 +239,35 @@ def _warm_start(line: Line, jobs: list[Job], greedy: Placement) -> Placement:
 CHAIN_SHARE = 0.05
 
 
+def _through_dp_groups(line: Line, jobs: list[Job], prefer: str) -> bool:
+    """Whether the jobs' PP > 1 goes through their DP groups (solvers/orchestrator/pipelined.py): some job has
+    PP > 1, every such job DP > 1 (its groups alone carry no DP bytes to bound it by otherwise), and the line has
+    ToR blocks or is above the explicit model's exact size (small lines: the explicit model is exact and quick)."""
+    staged = [j for j in jobs if j.pp > 1]
+    big = prefer == "auto" and line.n > EXPLICIT_MAX_SLOTS
+    if not staged or any(j.dp < 2 for j in staged) or not (big or prefer == "blocks"):
+        return False
+    return big or block_structure(line, jobs[0].tp // line.space.g, allow_short=True) is not None
+
+
+def _dp_groups_options(options: SolveOptions) -> SolveOptions:
+    """The options of the DP groups' run: the chaining's share of the time kept back, and half the gap asked for
+    (the PP bytes the chaining adds widen it)."""
+    limit = None if options.time_limit is None else options.time_limit * (1 - CHAIN_SHARE)
+    return replace(options, gap_rel=options.gap_rel / 2, time_limit=limit)
+
+
 def _ilp(line: Line, jobs: list[Job], greedy: Placement, options: SolveOptions, prefer: str,
          t0: float) -> OrchestrationResult:
     job = jobs[0]
-    big = prefer == "auto" and line.n > EXPLICIT_MAX_SLOTS  # small lines: the explicit model is exact and quick
-    if ((big or prefer == "blocks") and len(jobs) == 1 and job.pp > 1 and job.dp > 1
-            and (big or block_structure(line, job.tp // line.space.g, allow_short=True) is not None)):
+    if len(jobs) == 1 and _through_dp_groups(line, jobs, prefer):
         # PP > 1 on ToR blocks, or on any wiring above the explicit model's exact size: bounded through its DP
-        # groups alone, which are then chained (solvers/orchestrator/pipelined.py); the PP bytes the chaining adds
-        # widen the gap, so the DP groups' run stops at half the gap asked for.  Off blocks (interleaved wiring,
+        # groups alone, which are then chained (solvers/orchestrator/pipelined.py).  Off blocks (interleaved wiring,
         # --tor-map) the DP groups get the slot bound and the spare-node search of explicit_bounded.py, and
         # their chaining beat the explicit model everywhere tried (1,024 interleaved nodes at 58 s: TP 16 x DP 4
         # x PP 2 1.60e13 -> 8.9e12 cross-ToR bytes, TP 32 x DP 4 x PP 2 1.87e13 -> 1.15e13, TP 8 x DP 16 x PP 4
         # 1.41e13 -> 1.26e13; 160 nodes TP 16 x DP 4 x PP 2 1.98e12 -> 4.8e9)
-        limit = None if options.time_limit is None else options.time_limit * (1 - CHAIN_SHARE)
-        flat_opts = replace(options, gap_rel=options.gap_rel / 2, time_limit=limit)
+        flat_opts = _dp_groups_options(options)
         res = run_pipelined(line, job, lambda fj, g: _ilp(line, fj, _warm_start(line, fj, g), flat_opts, "auto", t0),
                             t0, options.time_limit)
         if res is not None:

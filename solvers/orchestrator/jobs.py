@@ -94,7 +94,7 @@ class Job:
                 raise FabricError(field, f"{v!r} must be a whole number >= 1" + (" or 'max'" if field == "dp" else ""))
             object.__setattr__(self, field, int(v))
         if self.dp is None and self.count not in (None, 1):
-            raise FabricError("count", "with --dp max there is exactly one instance")
+            raise FabricError("count", "with dp=max there is exactly one instance; drop count or give it as 1")
         for field, v in (("dp_bytes", self.dp_bytes), ("pp_bytes", self.pp_bytes)):
             if v is not None and not (is_number(v) and 0 <= v < float("inf")):  # inf bytes made NaN ratios
                 raise FabricError(field, f"{v!r} must be a finite number of bytes >= 0")

@@ -450,8 +450,7 @@ def _forward(priced, suf, w: int, prep: _Prepared, piece, budget):
             prep.plans[w, t] = _plan(prep.keys[t].uk, suf[t], suf[t + 1], F, W, R, prep.free)
         mid = _through(prep.plans[w, t], prep.keys[t].uk[0], cost, layer, S, F, W, R)
         new = np.full((S, W, R), np.inf)
-        for f, delta, u0, add in _splits(F, slack, N0, piece):
-            shift = 0 if prep.free else delta  # a priced total: unused rings are not counted down
+        for f, delta, shift, u0, add in _splits(F, slack, N0, piece, prep.free):
             np.minimum(new[:, :W - shift, u0:], mid[:, f, shift:, :R - u0] + add, out=new[:, :W - shift, u0:])
         layer = new
         layers.append(layer)
@@ -466,13 +465,14 @@ def _slack(prep: _Prepared, suf, w: int) -> tuple[int, int]:
     return (prep.fmax, 1) if prep.free else (slack, slack + 1)
 
 
-def _splits(F: int, slack: int, N0: int, piece):
-    """(f, delta, u0, cost): ``f`` free pure rings, ``delta`` of them unused, ``u0`` to the first job's pure groups
-    and pieces, the rest to the second's."""
+def _splits(F: int, slack: int, N0: int, piece, free: bool = False):
+    """(f, delta, shift, u0, cost): ``f`` free pure rings, ``delta`` of them unused (``shift``: what that takes off
+    the spare-ring index; 0 with a priced total, where unused rings are not counted down), ``u0`` to the first
+    job's pure groups and pieces, the rest to the second's."""
     for f in range(F):
         for delta in range(min(f, slack) + 1):
             for u0 in range(min(f - delta, N0) + 1):
-                yield f, delta, u0, piece[0][u0] + piece[1][f - delta - u0]
+                yield f, delta, 0 if free else delta, u0, piece[0][u0] + piece[1][f - delta - u0]
 
 
 def _valid(key, here, nxt, slack: int | None, N0: int):
@@ -530,15 +530,15 @@ def _trace_back(priced, prep: _Prepared, suf, w: int, layers, piece, pieces, res
         key, cost = ks.uk[:, into], key_cost[into]
         prev, target = layers[t], layers[t + 1][s, d, r]
         mid = _through(_plan(key, suf[t], suf[t + 1], F, W, R, prep.free), key[0], cost, prev, S, F, W, R)
-        shift = (lambda delta: 0) if prep.free else (lambda delta: delta)  # noqa: E731 (as in _forward)
-        f, delta, u0 = next((f, delta, u0) for f, delta, u0, add in _splits(F, slack, prep.N0, piece)
-                            if d + shift(delta) < W and r - u0 >= 0 and f - delta - u0 >= 0
-                            and np.isclose(mid[s, f, d + shift(delta), r - u0] + add, target, rtol=0, atol=1e-7))
+        f, delta, shift, u0 = next((f, delta, shift, u0)
+                                   for f, delta, shift, u0, add in _splits(F, slack, prep.N0, piece, prep.free)
+                                   if d + shift < W and r - u0 >= 0 and f - delta - u0 >= 0
+                                   and np.isclose(mid[s, f, d + shift, r - u0] + add, target, rtol=0, atol=1e-7))
         for j, u in [(0, u0)] + list(enumerate(rest[1][f - delta - u0], start=rest[0])):
             rings[j] += u
             for v in pieces[j][1][u]:
                 items[j][v] += 1
-        d0, r1 = d + shift(delta), r - u0
+        d0, r1 = d + shift, r - u0
         ok, loss = _valid(key, suf[t], suf[t + 1], None if prep.free else slack, prep.N0)
         si, so, fr, _, rings0 = key[:5]
         cand = np.flatnonzero(ok & (so == s) & (fr == f) & (d0 + loss < W) & (r1 - rings0 >= 0))

@@ -168,7 +168,7 @@ class OrchestrationResult:
             "dp_bytes_per_gpu": job.bytes_dp if job else None,
             "pp_bytes_per_rank": job.bytes_pp if job else None,
             # the default bytes model's source when any job's bytes come from it
-            "bytes_model": next((j.to_dict()["bytes_model"] for j in self.jobs if j.to_dict()["bytes_model"]), None),
+            "bytes_model": next(filter(None, (j.to_dict()["bytes_model"] for j in self.jobs)), None),
             "model_size": self.model_stats or {},  # {} when no MIP ran (the bound proved the warm start)
             "notes": "; ".join(self.notes),
         }

@@ -107,32 +107,37 @@ def placement_traffic(placement: Placement, space: SlotSpace, jobs: list[Job],
     tor_of_gpu = tor_of_gpu if tor_of_gpu is not None else space.tor_of_gpu()
     ring_tors = [np.array([tor_of_gpu[int(x)] for x in space.ring_gpus(r)], dtype=np.int64)
                  for r in placement.rings]
-    # [dp, pp, dp cross, pp cross] bytes and the DP groups' ToR counts, of all instances and of each job's; each
-    # sum runs stage by stage in instance order, so the totals do not move by a rounding when jobs are split out
+    # [dp, pp, dp cross, pp cross] bytes and the DP groups' ToR counts, of all instances and of each job's: each
+    # instance's terms are computed once and added to both in the same order, so the totals do not move by a
+    # rounding when jobs are split out
     total = [0.0, 0.0, 0.0, 0.0, []]
     per = [[0.0, 0.0, 0.0, 0.0, []] for _ in jobs] if len(jobs) > 1 else [total]
     for inst in placement.instances:
         job = jobs[inst.job]
-        for acc in {id(a): a for a in (total, per[inst.job])}.values():
-            _add_instance(acc, inst, ring_tors, job.bytes_dp, job.bytes_pp)
+        terms, spans = _instance_terms(inst, ring_tors, job.bytes_dp, job.bytes_pp)
+        for acc in (total,) if per[inst.job] is total else (total, per[inst.job]):
+            for k, v in terms:
+                acc[k] += v
+            acc[4].extend(spans)
     return TrafficReport(*total[:4], tuple(total[4]),
                          by_job=tuple(TrafficReport(*acc[:4], tuple(acc[4])) for acc in per))
 
 
-def _add_instance(acc: list, inst, ring_tors: list[np.ndarray], S: float, A: float) -> None:
-    """Add one instance's DP and PP bytes (module docstring) to ``acc`` = [dp, pp, dp cross, pp cross, spans]."""
+def _instance_terms(inst, ring_tors: list[np.ndarray], S: float, A: float) -> tuple[list, list[int]]:
+    """One instance's byte terms (module docstring) in accounting order, as (index into [dp, pp, dp cross, pp
+    cross], bytes), and the distinct ToRs of each of its DP groups."""
+    terms, spans = [], []
     for stage in inst.stages:
         M = np.stack([ring_tors[r] for r in stage])  # (D, TP)
         D = M.shape[0]
-        acc[4].append(int(np.unique(M).size))
+        spans.append(int(np.unique(M).size))
         if D > 1:
             srt = np.sort(M, axis=0)
             T = 1 + np.count_nonzero(srt[1:] != srt[:-1], axis=0)  # distinct ToRs per TP rank
             per_hop = 2.0 * (D - 1) / D * S
-            acc[0] += M.shape[1] * 2.0 * (D - 1) * S
-            acc[2] += float(phi(T).sum()) * per_hop
+            terms += [(0, M.shape[1] * 2.0 * (D - 1) * S), (2, float(phi(T).sum()) * per_hop)]
     for p in range(len(inst.stages) - 1):
         for a, b in zip(inst.stages[p], inst.stages[p + 1]):
             ta, tb = ring_tors[a], ring_tors[b]
-            acc[1] += ta.size * A
-            acc[3] += float(np.count_nonzero(ta != tb)) * A
+            terms += [(1, ta.size * A), (3, float(np.count_nonzero(ta != tb)) * A)]
+    return terms, spans
