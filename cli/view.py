@@ -82,8 +82,10 @@ DEFAULT_BACKEND = "webgl"
 def _check_mode(serve: bool, out: Optional[Path], port: Optional[int], level: Optional[str], max_glyphs: int,
                 backend: Optional[str], as_json: bool) -> None:
     """A page (``--out``) or the app (``--serve``), and no option the chosen mode does not use."""
-    if serve == (out is not None):
-        raise FabricError("--out", "give --out FILE.html for a page, or --serve for the app (not both)")
+    if serve and out is not None:
+        raise FabricError("--out", "give --out FILE.html for a page, or --serve for the app, not both")
+    if not serve and out is None:
+        raise FabricError("--out", "missing: give --out FILE.html for a page, or --serve for the app")
     # an option the chosen mode does not use is refused, not ignored (as everywhere in the CLI)
     if port is not None and not serve:
         raise FabricError("--port", "is the port of --serve; a page written with --out needs none")

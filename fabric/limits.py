@@ -69,7 +69,10 @@ def _parse_count(name: str, text: str, field: str = "--limit") -> int:
     if name == "memory":
         from fabric.units import parse_bytes
 
-        value = parse_bytes(text, field)
+        try:
+            value = parse_bytes(text, field)
+        except FabricError as exc:  # its message names the text, not which limit it was for
+            raise FabricError(field, f"memory: {exc.message}") from None
     else:
         try:  # ASCII only: float() reads other scripts' digits ('\u0661\u0660\u0660' was 100)
             value = float(text.replace("_", "")) if text.isascii() else float("nan")

@@ -105,7 +105,8 @@ def default_dp(sm, par_kwargs: dict, global_batch: int) -> int:
         if global_batch % (d * mb) == 0 and (v == 1 or global_batch // (d * mb) % pp == 0):
             return d
     # no replica fits: name the largest model-parallel factor (the one to lower), not always tp
-    flag = max((("tp", tp), ("cp", cp), ("pp", pp)), key=lambda kv: kv[1])[0] if most == 0 else "global_batch"
+    flag = max((("tp", tp), ("cp", cp), ("pp", pp)), key=lambda kv: kv[1])[0] if most == 0 else \
+        "micro_batch" if mb > global_batch else "global_batch"  # a micro-batch above the batch is the one to lower
     raise FabricError(flag, f"no data-parallel size fits: tp x cp x pp = {tp * cp * pp} on {sm.fabric.n_gpus} GPUs "
                             f"with global batch {global_batch} and micro-batch {mb}"
                             + (f" (dp a multiple of {fold} for ep {ep})" if fold > 1 else ""))

@@ -36,6 +36,7 @@ import json
 import os
 import re
 import shutil
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -180,10 +181,28 @@ def read_results(out: Path):
 
 
 def _odd_batch(files: list[Path], tables: list) -> str:
-    """The first batch file whose column types differ from the first file's (the one to move out)."""
+    """The batch file to move out: the first whose type for some column is not the one most batches have.
+
+    Against the majority, not the first file: the first file may be the odd one (it was then the second, a good
+    batch, that was named).  With no majority (two batches, two types) the first that differs from the first.
+    """
+    import pyarrow as pa
+
+    null = _null()
+    kind = lambda t: pa.string() if pa.types.is_large_string(t) else t  # noqa: E731  (these two merge)
+    kinds: dict[str, Counter] = defaultdict(Counter)
+    for t in tables:
+        for f in t.schema:
+            if f.type != null:
+                kinds[f.name][kind(f.type)] += 1
+    for path, t in zip(files, tables):
+        for f in t.schema:
+            ranked = kinds[f.name].most_common(2)
+            if len(ranked) == 2 and ranked[0][1] > ranked[1][1] and f.type != null and kind(f.type) != ranked[0][0]:
+                return f"{path} (its column {f.name!r} is {f.type}, {ranked[0][1]} other batches' {ranked[0][0]})"
     first = {f.name: f.type for f in tables[0].schema}
     for path, t in zip(files[1:], tables[1:]):
-        if any(f.name in first and not first[f.name].equals(f.type) and f.type != _null() for f in t.schema):
+        if any(f.name in first and not first[f.name].equals(f.type) and f.type != null for f in t.schema):
             return str(path)
     return str(files[0])
 

@@ -42,7 +42,7 @@ from solvers.orchestrator.rings import block_structure, max_rings
 from solvers.orchestrator.run import Budget, BudgetSpent, run_ilp, warm_start_result
 from solvers.orchestrator.single_group import large_group, run_single_group
 from solvers.orchestrator.space import Line, khop_line
-from solvers.orchestrator.stage1 import NoInstanceFits, check_jobs, resolve_jobs
+from solvers.orchestrator.stage1 import NoInstanceFits, check_fixed_counts, check_jobs, resolve_jobs
 from solvers.orchestrator.three_blocks import bounding_view
 from solvers.orchestrator.traffic import placement_traffic
 from solvers.orchestrator.several_jobs import deal, live, merged_job, mergeable, relabel
@@ -113,6 +113,7 @@ def orchestrate_line(line: Line, jobs: list[Job], *, solver: str = "ilp", option
     t0 = time.perf_counter() if t0 is None else t0
     g = line.space.g
     check_jobs(jobs, g, line.space.gpus.size)
+    check_fixed_counts(jobs, line.n // (jobs[0].tp // g))  # any m consecutive nodes form a ring
     m = jobs[0].tp // g
     if solver == "fault-unaware":
         return _fault_unaware(line, jobs, m, t0)

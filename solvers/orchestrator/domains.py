@@ -37,7 +37,7 @@ from solvers.orchestrator.result import OrchestrationResult
 from solvers.orchestrator.rings import Blocks, Candidate, _runs
 from solvers.orchestrator.run import Budget, run_ilp
 from solvers.orchestrator.space import SlotSpace, check_faulty_nodes
-from solvers.orchestrator.stage1 import resolve_jobs
+from solvers.orchestrator.stage1 import check_fixed_counts, resolve_jobs
 from solvers.orchestrator.traffic import placement_traffic
 from solvers.pulp_adapter import SolveOptions
 
@@ -134,8 +134,9 @@ def orchestrate_domains(fabric: Fabric, jobs: list[Job], faulty_nodes=(), *, sol
         raise FabricError("jobs", "other architectures take one job")
     space, nodes, avail = domain_space(fabric, faulty_nodes)
     tp = jobs[0].tp
+    plan_rings = tp_groups(fabric, tp, np.ones_like(avail), nodes)  # the TP groups with no fault
+    check_fixed_counts(jobs, len(plan_rings))
     if solver == "fault-unaware":
-        plan_rings = tp_groups(fabric, tp, np.ones_like(avail), nodes)
         plan = resolve_jobs(jobs, len(plan_rings), int(avail.size))
         if plan is None:
             return OrchestrationResult("infeasible", solver, "-", space, list(jobs), None, None)

@@ -23,6 +23,19 @@ def check_jobs(jobs: list[Job], g: int, gpus: int) -> None:
         raise FabricError("jobs", "all jobs must have the same TP size (mixed ring sizes are not supported)")
 
 
+def check_fixed_counts(jobs: list[Job], fault_free_rings: int) -> None:
+    """Raise :class:`FabricError` (field ``count``) when the jobs' fixed instance counts need more TP groups
+    than the fabric forms with no fault at all: bad input whatever the faults (exit 2 at the command line),
+    where counts that only the faults make too large are an ``infeasible`` answer."""
+    fixed = [j for j in jobs if j.count is not None and j.dp is not None]
+    need = sum(j.dp * j.pp * j.count for j in fixed)
+    if need > fault_free_rings:
+        terms = " + ".join(f"{j.dp} x {j.pp} x {j.count}" for j in fixed)
+        raise FabricError("count", f"the fixed instance counts need {need} TP groups of {jobs[0].tp} GPUs (DP x PP "
+                                   f"x count: {terms}); the fabric forms at most {fault_free_rings} even with no "
+                                   "faulty node")
+
+
 def resolve_jobs(jobs: list[Job], rings: int, healthy_gpus: int) -> list[Job] | None:
     """Stage 1: the most GPUs in complete instances, given ``rings`` rings of one size.
 

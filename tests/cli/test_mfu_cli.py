@@ -54,6 +54,8 @@ def test_not_fitting_reports_numbers(capsys):
     (["--model", "llama3-8b", "--cp", 128], "error: --cp: no data-parallel size fits: tp x cp x pp = 128"),
     (["--model", "megatron-1.7b", "--pp", 24, "--tp", 8], "error: --pp: no data-parallel size fits"),
     (["--model", "llama3-8b", "--tp", 8, "--cp", 16], "error: --cp: no data-parallel size fits"),
+    # a micro-batch larger than the global batch: that flag, not --global-batch
+    (["--model", "llama3-8b", "--tp", 8, "--micro-batch", 1000000], "error: --micro-batch: no data-parallel size"),
     # sequence parallelism (on with --tp > 1) needs TP to divide the sequence (Megatron mappings.py asserts it)
     (["--model", "llama3-8b", "--tp", 8, "--seq-len", 1], "error: --seq-len: 1: sequence parallelism splits"),
 ])

@@ -78,11 +78,25 @@ def test_table_output(run_cli):
 
 
 def test_infeasible_request_exits_1_with_the_status(run_cli):
-    rc, out, err = run_cli("orchestrate", *KHOP, "--tp", "16", "--dp", "4", "--count", "16", "--faulty-nodes", "1",
+    # 16 TP groups of 4 nodes with no fault; the faulty node leaves 15 for the 4 x 4 asked
+    rc, out, err = run_cli("orchestrate", *KHOP, "--tp", "16", "--dp", "4", "--count", "4", "--faulty-nodes", "1",
                            "--json")
     assert rc == 1
     d = json.loads(out)
     assert d["status"] == "infeasible" and d["tp_groups"] == 0
+
+
+@pytest.mark.parametrize("arch, args, flag", [
+    (KHOP, ["--tp", "16", "--dp", "4", "--count", "100"], "--count"),
+    (KHOP, ["--tp", "16", "--job", "dp=4,count=10", "--job", "dp=2,count=20"], "--job"),
+    (["dgx", "--gpus", "64"], ["--tp", "8", "--dp", "2", "--count", "5"], "--count"),
+])
+def test_counts_beyond_the_fault_free_fabric_are_bad_input(run_cli, arch, args, flag):
+    """Counts that no fault draw could serve (more TP groups than the fabric forms with no fault) exited 1 as
+    'infeasible', naming no flag; infeasible stays the answer for counts that only the faults make too large."""
+    rc, out, err = run_cli("orchestrate", *arch, *args, "--node-fault-ratio", "0.1", "--json")
+    assert rc == 2 and out == "" and err.count("\n") == 1, err
+    assert err.startswith(f"error: {flag}: the fixed instance counts need ") and "even with no faulty node" in err
 
 
 @pytest.mark.parametrize("args,field", [

@@ -282,9 +282,13 @@ def test_other_bad_options_exit_2(tmp_path, run_cli):
     spec = write_spec(tmp_path, {"gpus": 256, "architectures": [{"name": "dgx"}], "metrics": ["cost"]})
     for extra, words in [(("--workers", 0), "--workers: 0 must be >= 1"),
                          (("--workers", 2, "--scheduler", "tcp://127.0.0.1:1"), "not both"),
-                         (("--scheduler", "127.0.0.1:8786"), "must look like tcp://host:port")]:
+                         (("--scheduler", "127.0.0.1:8786"), "must look like tcp://host:port")] + [
+            # ports Dask itself cannot parse: a traceback from inside Client after a 20 s wait, exit 1
+            (("--scheduler", bad), "with a port in 1..65535") for bad in
+            ("tcp://:abc", "tcp://127.0.0.1:", "tcp://[::1:8786", "tcp://127.0.0.1:1:2", "tcp://127.0.0.1:99999",
+             "tcp://127.0.0.1:0", "tcp://127.0.0.1:-5", "http://127.0.0.1:8786", "tcp://127.0.0.1:8786/x")]:
         rc, _, err = sweep(run_cli, spec, tmp_path / "out", *extra)
-        assert rc == 2 and words in err, err
+        assert rc == 2 and words in err and len(err.strip().splitlines()) == 1, err
         assert not (tmp_path / "out").exists()
     rc, _, err = run_cli("sweep", tmp_path / "missing.yaml", "--out", tmp_path / "out")
     assert rc == 2 and "no such study file" in err

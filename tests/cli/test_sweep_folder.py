@@ -130,3 +130,24 @@ def test_a_refused_run_leaves_no_folder_and_a_lock_alone_is_not_results(tmp_path
     (out / LOCK).write_text("123\n")  # left by a killed sweep: the kernel dropped its flock
     rc, _, err = run_cli("sweep", spec, "--out", out, "--workers", 1)
     assert rc == 0, err
+
+
+def test_a_batch_with_a_column_of_another_type_is_the_one_named(tmp_path, run_cli):
+    """The first batch rewritten with ``gpus`` as text: `results` and `report` named the second, good batch
+    (the odd one was sought against the first file); now the batch against the other batches' type."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    doc = {**SLOW, "seeds": list(range(6)), "metrics": ["noop"], "batch_size": 2}
+    out = tmp_path / "out"
+    assert run_cli("sweep", _spec(tmp_path, doc), "--out", out, "--workers", 1)[0] == 0
+    files = batch_files(out)
+    assert len(files) == 3
+    victim = files[0]
+    t = pq.read_table(victim)
+    i = t.schema.get_field_index("gpus")
+    pq.write_table(t.set_column(i, "gpus", pa.array([str(v) for v in t.column("gpus").to_pylist()])), victim)
+    for command in ("results", "report"):
+        rc, _, err = run_cli(command, out)
+        assert rc == 2 and len(err.strip().splitlines()) == 1, err
+        assert victim.name in err and "'gpus'" in err and all(f.name not in err for f in files[1:]), err

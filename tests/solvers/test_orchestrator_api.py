@@ -54,8 +54,18 @@ def test_bad_input(khop):
 
 
 def test_infeasible_count_is_a_status_not_an_error(khop):
-    res = orchestrate(khop, [Job(tp=16, dp=4, count=5)], [1])
+    # 64 nodes form 16 TP groups of 4 with no fault, 15 with node 1 down: 4 instances of DP 4 fit only the former
+    res = orchestrate(khop, [Job(tp=16, dp=4, count=4)], [1])
     assert res.status == "infeasible" and res.placement is None and res.notes
+
+
+def test_count_beyond_the_fault_free_fabric_is_an_error(khop):
+    """No fault draw could serve 5 x 4 TP groups of 16 GPUs on 256 GPUs: bad input, not an answer."""
+    for solver in ("ilp", "greedy", "fault-unaware"):
+        with pytest.raises(FabricError) as exc:
+            orchestrate(khop, [Job(tp=16, dp=4, count=5)], [1], solver=solver)
+        assert exc.value.field == "count" and "need 20 TP groups" in exc.value.message and "at most 16" in \
+            exc.value.message
 
 
 # ------------------------------------------------------------------------------------------ baselines
