@@ -219,6 +219,33 @@ def test_pp3_chaining_uses_every_group_once_and_never_loses_to_line_order(seed):
     assert links(chains) <= links(line_order)
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_pp4_chaining_finds_a_planted_chaining_of_no_cross_tor_link(seed):
+    # groups come in fours of one ToR signature each (slots under several ToRs, so none is pure), shuffled along
+    # the line: chaining each four costs 0 PP links, so the optimum is 0 by construction; any chain that mixes
+    # two fours crosses.  The line-order chunks and the swaps between neighbouring chains left 2-16 links on 7
+    # of these 20 lines; matching groups into pairs and pairs into fours (a perfect matching of cost 0 exists
+    # at each level, and the matching is exact over the window) finds the 0
+    rng = np.random.default_rng(seed)
+    pp, D, m = 4, int(rng.integers(1, 3)), int(rng.integers(2, 4))
+    fours = int(rng.integers(2, 4))
+    n_groups = pp * fours
+    sigs = []
+    while len(sigs) < fours:  # distinct, and each over at least two ToRs
+        sig = tuple(int(t) for t in rng.integers(0, 5, size=D * m))
+        if len(set(sig)) > 1 and sig not in sigs:
+            sigs.append(sig)
+    label = rng.permutation(np.repeat(np.arange(fours), pp))
+    tor = np.concatenate([sigs[q] for q in label])
+    rings = [tuple(range(i * m, (i + 1) * m)) for i in range(n_groups * D)]
+    groups = [tuple(range(j * D, (j + 1) * D)) for j in range(n_groups)]
+    chains = chain_groups(groups, pp, rings, tor)
+    assert sorted(r for ch in chains for grp in ch for r in grp) == list(range(n_groups * D))
+    links = sum(sum(tor[u] != tor[v] for a, b in zip(ch[p], ch[p + 1]) for u, v in zip(rings[a], rings[b]))
+                for ch in chains for p in range(pp - 1))
+    assert links == 0
+
+
 @pytest.mark.parametrize("limit", [1e-4, 60.0])
 def test_pp_run_on_a_long_line_states_a_true_gap_within_its_budget(limit):
     # above 128 slots "auto" takes the PP path; with no time left every bound is cut short (the PP-aware one
