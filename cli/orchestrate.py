@@ -71,7 +71,8 @@ def orchestrate_command(
         [], "--job",
         help="one of several jobs sharing --tp, as key=value pairs: dp (required; a whole number or 'max'), pp, "
              "count, dp-bytes, pp-bytes, name; repeat it for each job (instead of --dp/--pp/--count/--dp-bytes/"
-             "--pp-bytes); fixed counts are served first, then the jobs without one share what is left"),
+             "--pp-bytes); fixed counts are served first, then the jobs without one share what is left (a dp=max "
+             "job takes all of it: the others then need a count)"),
     pp: int = typer.Option(1, "--pp", help="pipeline stages"),
     count: Optional[int] = typer.Option(None, "--count", help="instances wanted (default: as many as fit)"),
     faulty_nodes: Optional[str] = typer.Option(None, "--faulty-nodes", help="comma-separated node ids that are down"),

@@ -40,20 +40,27 @@ def resolve_jobs(jobs: list[Job], rings: int, healthy_gpus: int) -> list[Job] | 
     """Stage 1: the most GPUs in complete instances, given ``rings`` rings of one size.
 
     Fixed counts are served first (None when they do not fit: infeasible);
-    the one job of ``dp=None`` (at most one) then takes every ring left
-    (``left // pp`` replicas); jobs with ``count=None`` share the rest so that
-    the most rings are used (an unbounded knapsack over instance sizes; ties
-    go to earlier jobs).
+    the one job of ``dp=None`` (at most one; every other job then has a
+    count) then takes every ring left (``left // pp`` replicas); else the
+    jobs with ``count=None`` share the rest so that the most rings are used
+    (an unbounded knapsack over instance sizes; ties go to earlier jobs).
 
     Raises
     ------
     FabricError
-        Two jobs of ``dp=None``, or a single job of which not even one instance fits.
+        Two jobs of ``dp=None``, one beside a job of ``count=None``, or a single job of which not even one
+        instance fits.
     """
     out = list(jobs)
     if sum(j.dp is None for j in jobs) > 1:  # each would take every ring: they could never both be placed
         raise FabricError("dp", "at most one job may take dp=max (every ring the others leave); give the others a "
                                 "DP size")
+    loose = [j for j in jobs if j.dp is not None and j.count is None]
+    if loose and any(j.dp is None for j in jobs):
+        # both would take as many rings as fit: the dp=max job took them all and the other was dropped in silence
+        # (help: "the jobs without a count share what is left"); the request must say how many the other gets
+        raise FabricError("dp", f"a dp=max job takes every ring the fixed counts leave, so every other job needs a "
+                                f"count ({loose[0].name!r} has none)")
     fixed = sum(j.dp * j.pp * j.count for j in out if j.count is not None and j.dp is not None)
     if fixed > rings:
         return None
@@ -62,8 +69,8 @@ def resolve_jobs(jobs: list[Job], rings: int, healthy_gpus: int) -> list[Job] | 
             D = max(rings - fixed, 0) // j.pp
             if D < 1:
                 left = f"{rings - fixed} left of {rings}" if fixed else f"{rings}"
-                raise FabricError("dp", f"not one DP replica fits: {left} rings of TP {j.tp} on "
-                                          f"{healthy_gpus} healthy GPUs, PP {j.pp} needs {j.pp} rings")
+                raise FabricError("dp", f"not one DP replica fits: {left} TP groups of {j.tp} GPUs on "
+                                          f"{healthy_gpus} healthy GPUs, PP {j.pp} needs {j.pp}")
             out[i] = j.with_layout(D, 1)
     need = sum(j.dp * j.pp * j.count for j in out if j.count is not None)
     if need > rings:

@@ -136,6 +136,16 @@ def test_blast_radius_never_negative(run_cli):
     assert all(r[k] >= 0 for r in rows for k in ("min", "mean", "max", "own", "stranded"))
 
 
+@pytest.mark.parametrize("tp, capped", [(4, ""), (16, " (dgx-h100 at 8: the largest its HBD forms)")])
+def test_faults_table_says_which_rows_have_their_tp_capped(run_cli, tp, capped):
+    """The blast radius header said "TP 4 (DGX: 8)" while the DGX rows were at TP 4: now it names the rows whose
+    TP was capped at their HBD's largest, and only those."""
+    rc, out, err = run_cli("faults-table", "--gpus", 256, "--samples", 1, "--tp", tp)
+    assert rc == 0, err
+    assert f"Blast radius (GPUs made unusable by one failure), TP {tp}{capped}\n" in out
+    assert f"| dgx-h100 | {min(tp, 8)} | node |" in out
+
+
 @pytest.mark.parametrize("tp", [5, 6, 4096, 0])
 def test_faults_table_bad_tp_one_line_exit_2(run_cli, tp):
     """A TP the k-hop ring refuses (5, 6: above its 4-GPU node but not whole nodes), or larger than the cluster."""

@@ -104,7 +104,8 @@ def test_baselines_take_several_jobs(run_cli, solver):
     (["--job", "dp=4,pp-bytes=1GB"], "--job", "with pp 1 there are none"),
     ([], "--dp", "or one --job per job"),
     (["--job", "dp=max", "--job", "dp=max"], "--job", "at most one job may take dp=max"),
-    (["--job", "dp=max,pp=2", "--job", "dp=4,count=15"], "--job", "not one DP replica fits: 1 left of 61 rings"),
+    (["--job", "dp=3", "--job", "dp=max,name=z"], "--job", "every other job needs a count ('job0' has none)"),
+    (["--job", "dp=max,pp=2", "--job", "dp=4,count=15"], "--job", "not one DP replica fits: 1 left of 61 TP groups"),
     (["--job", "dp=64"], "--job", "does not fit"),
     (["--job", "dp=4"] * 65, "--job", "65 jobs given; at most 64"),
 ])

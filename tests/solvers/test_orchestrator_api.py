@@ -30,9 +30,14 @@ def test_resolve_jobs():
     assert (a.count, b.count) == (3, 1)
     a, b = resolve_jobs([Job(tp=8, dp=4), Job(tp=8, dp=3)], 10, 80)
     assert 4 * a.count + 3 * b.count == 10
-    # dp=max takes what the fixed counts leave (PP 2: whole pipelines of it), a job of count None what it leaves
-    a, b, c = resolve_jobs([Job(tp=8, dp=None, pp=2), Job(tp=8, dp=3, count=1), Job(tp=8, dp=1)], 10, 80)
+    # dp=max takes what the fixed counts leave (PP 2: whole pipelines of it)
+    a, b, c = resolve_jobs([Job(tp=8, dp=None, pp=2), Job(tp=8, dp=3, count=1), Job(tp=8, dp=1, count=1)], 10, 80)
     assert (a.dp, a.count, b.count, c.count) == (3, 1, 1, 1)  # 3 x 2 + 3 + 1 = 10
+    # beside a job of no count, which would also take as many as fit: refused (the dp=max job took every ring and
+    # the other was dropped, though the help says the jobs without a count share what is left)
+    for other in (Job(tp=8, dp=3, name="a"), Job(tp=8, dp=1, pp=2, name="a")):
+        with pytest.raises(FabricError, match="^dp: a dp=max job takes every ring .* needs a count \\('a' has none\\)"):
+            resolve_jobs([Job(tp=8, dp=None), other], 10, 80)
     assert resolve_jobs([Job(tp=8, dp=None), Job(tp=8, dp=3, count=4)], 10, 80) is None  # infeasible, not bad input
     with pytest.raises(FabricError, match="^dp: at most one job may take dp=max"):
         resolve_jobs([Job(tp=8, dp=None), Job(tp=8, dp=None)], 10, 80)

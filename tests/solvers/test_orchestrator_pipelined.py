@@ -277,6 +277,9 @@ def test_a_pp_placement_short_of_its_bound_does_not_say_optimality_proved(ppb):
                            options=SolveOptions(time_limit=60, gap_rel=0.01))
     assert res.model.endswith("-pp") and res.status == "feasible" and res.summary()["gap"] > 0
     assert not any(n.startswith("optimality proved") for n in res.notes)
+    # the surrogate's other notes ("the warm start meets the slot bound") are said to be about its DP groups
+    assert res.notes[-1].startswith("PP 2: bound") and all(n.startswith("DP groups placed as a PP = 1 job: ")
+                                                           for n in res.notes[:-1])
 
 
 # several jobs, some with PP > 1: their DP groups placed by the several-job runs, then chained per job
