@@ -15,7 +15,9 @@ across).
   least total link cost is a minimum-weight perfect matching (blossom
   algorithm, ``networkx``), exact over the candidate pairs: every group
   with the ``WINDOW`` groups after it in line order, which always holds the
-  line-order pairing, so a perfect matching exists.
+  line-order pairing, so a perfect matching exists.  Above ``CHUNK``
+  groups (4,096 nodes and more) it is matched chunk by chunk along the
+  line, exact within each.
 * PP > 2: the cheapest of three starts: pure groups (all slots under one
   ToR) chained ``PP`` at a time inside their ToR (links of cost 0) and
   the rest, in line order, ``PP`` consecutive ones per instance; the
@@ -42,7 +44,7 @@ from itertools import permutations
 import numpy as np
 
 WINDOW = 12  # candidate partners per group in line order (the matchings of PP = 2 and PP a power of 2)
-CHUNK = 256  # paths per matching when PP is a power of 2 above 2 (even; measured: 4,096 nodes, 970 groups, ~1 s)
+CHUNK = 256  # groups (or paths) per matching, even: 1,024 nodes never have more than 256 groups (TP 8 x DP 2)
 
 
 def _ring_tors(rings, tor) -> list[np.ndarray]:
@@ -65,20 +67,34 @@ def link_cost(a, b, rings, tor) -> int:
     return _assign(a, b, _ring_tors(rings, tor))[0]
 
 
-def _pairs(groups, rt, window: int) -> list[tuple[tuple[int, ...], ...]]:
-    """PP = 2: the minimum-weight perfect matching over line-order neighbours (module docstring)."""
+def _matched(n: int, weight, window: int) -> list[tuple[int, int]] | None:
+    """A minimum-weight perfect matching of items ``0 .. n - 1`` (``n`` even, in line order) over the pairs
+    ``i < j < i + 1 + window``, ``weight(i, j)`` each, chunk by chunk of :data:`CHUNK` items along the line (the
+    blossom algorithm is cubic: 16,384 nodes, 7,800 groups of TP 8 x DP 2 in one PP = 2 matching, took 110 s of
+    a 58 s limit); exact over those pairs when ``n <= CHUNK``.  Pairs ``(i, j)``, ``i < j``, in order of ``i``;
+    None when a chunk has no perfect matching among its pairs."""
     import networkx as nx
 
-    n = len(groups)
-    G = nx.Graph()
-    G.add_nodes_from(range(n))
-    for i in range(n):
-        for j in range(i + 1, min(n, i + 1 + window)):
-            G.add_edge(i, j, weight=_assign(groups[i], groups[j], rt)[0])
-    match = nx.min_weight_matching(G)
-    if 2 * len(match) != n:  # cannot happen (line-order pairs are candidates); keep the line order
-        return [(groups[i], groups[i + 1]) for i in range(0, n - 1, 2)]
-    pairs = sorted((min(i, j), max(i, j)) for i, j in match)
+    out = []
+    for lo in range(0, n, CHUNK):  # CHUNK and n are even: each chunk can be matched
+        hi = min(n, lo + CHUNK)
+        G = nx.Graph()
+        G.add_nodes_from(range(lo, hi))
+        for i in range(lo, hi):
+            for j in range(i + 1, min(hi, i + 1 + window)):
+                G.add_edge(i, j, weight=weight(i, j))
+        match = nx.min_weight_matching(G)
+        if 2 * len(match) != hi - lo:
+            return None
+        out += sorted((min(e), max(e)) for e in match)
+    return out
+
+
+def _pairs(groups, rt, window: int) -> list[tuple[tuple[int, ...], ...]]:
+    """PP = 2: the minimum-weight perfect matching over line-order neighbours (module docstring)."""
+    pairs = _matched(len(groups), lambda i, j: _assign(groups[i], groups[j], rt)[0], window)
+    if pairs is None:  # cannot happen (line-order pairs are candidates); keep the line order
+        return [(groups[i], groups[i + 1]) for i in range(0, len(groups) - 1, 2)]
     return [(groups[i], groups[j]) for i, j in pairs]
 
 
@@ -153,30 +169,15 @@ def _improve(chains: list[list[int]], costs: _Costs) -> list[tuple[int, ...]]:
 
 
 def _joined(paths: list[list[int]], costs: _Costs, window: int) -> list[list[int]] | None:
-    """Paths (group indices in stage order) joined two by two at the fewest PP links: a minimum-weight perfect
-    matching of the paths (line-order neighbours within ``window``), each pair joined end to end the cheapest
-    way; on long lines chunk by chunk of :data:`CHUNK` paths along the line (the blossom algorithm is cubic:
-    16,384 nodes, 3,900 groups in one matching, took 110 s).  None when no perfect matching is found."""
-    import networkx as nx
+    """Paths (group indices in stage order) joined two by two at the fewest PP links: the matching of
+    :func:`_matched` over the paths, each pair joined end to end the cheapest way.  None when it finds none."""
 
     def join(a: list[int], b: list[int]) -> tuple[int, list[int]]:
         return min(((costs.link(x[-1], y[0]), x + y) for x in (a, a[::-1]) for y in (b, b[::-1])),
                    key=lambda cj: cj[0])
 
-    out = []
-    for lo in range(0, len(paths), CHUNK):  # CHUNK and len(paths) are even: each chunk can be matched
-        part = paths[lo:lo + CHUNK]
-        n = len(part)
-        G = nx.Graph()
-        G.add_nodes_from(range(n))
-        for i in range(n):
-            for j in range(i + 1, min(n, i + 1 + window)):
-                G.add_edge(i, j, weight=join(part[i], part[j])[0])
-        match = nx.min_weight_matching(G)
-        if 2 * len(match) != n:
-            return None
-        out += [join(part[min(i, j)], part[max(i, j)])[1] for i, j in sorted((min(e), max(e)) for e in match)]
-    return out
+    pairs = _matched(len(paths), lambda i, j: join(paths[i], paths[j])[0], window)
+    return None if pairs is None else [join(paths[i], paths[j])[1] for i, j in pairs]
 
 
 def _doubled(n_groups: int, pp: int, costs: _Costs, window: int) -> list[list[int]] | None:

@@ -231,3 +231,14 @@ def test_interleaved_answers_within_its_time_limit(k, tp, dp, pp):
     d = _run(1024, k, tp, dp, pp=pp, limit=20, wiring="interleaved")
     assert d["instances"] > 0 and d["gap"] is not None
     assert d["wall"] < 20 + 2 and d["peak_rss_gib"] < 2
+
+
+# Issue 18, "--time-limit is honoured" with PP at 16,384 nodes: the chaining's perfect matching ran on every DP
+# group at once (the blossom algorithm is cubic): TP 8 x DP 2 x PP 2 took 128 s at a 58 s limit (7,800 groups),
+# PP 4 133 s; now matched 256 groups at a time along the line (solvers/orchestrator/stage_chains.py).
+@pytest.mark.bench
+@pytest.mark.parametrize("pp", [2, 4])
+def test_pp_on_16384_nodes_answers_within_its_time_limit(pp):
+    d = _run(16384, 2, 8, 2, pp=pp, limit=58, gap=0.01)
+    assert d["instances"] > 0 and d["gap"] is not None
+    assert d["wall"] < 58 + 2 and d["peak_rss_gib"] < 2
