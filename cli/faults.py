@@ -251,7 +251,8 @@ def faults_table_command(
     gpus: int = typer.Option(4608, "--gpus", help="GPU count of every architecture"),
     samples: int = typer.Option(2000, "--samples", help="Monte Carlo samples per point"),
     seed: int = typer.Option(0, "--seed", help="seed"),
-    tp: int = typer.Option(32, "--tp", help="TP size of the blast radius table (capped at each HBD's largest: 8 on DGX)"),
+    tp: int = typer.Option(32, "--tp",
+                           help="TP size of the blast radius table (capped at each HBD's largest: 8 on DGX)"),
     as_json: bool = JSON_OPT,
 ) -> None:
     """The README tables: waste ratio vs node fault ratio (0-10 %, and the trace) and blast radius."""
@@ -274,7 +275,8 @@ def faults_table_command(
     typer.echo(format_waste_table(waste))
     # the TP is capped at each HBD's largest: said for the rows it was (it said "(DGX: 8)" also at --tp 4)
     capped = {r["label"]: r["tp"] for r in blast if r["tp"] != tp}
-    at_most = f" ({', '.join(f'{label} at {t}' for label, t in capped.items())}: the largest its HBD forms)" if capped else ""
+    at = ", ".join(f"{label} at {t}" for label, t in capped.items())
+    at_most = f" ({at}: the largest its HBD forms)" if capped else ""
     typer.echo(f"\nBlast radius (GPUs made unusable by one failure), TP {tp}{at_most}\n")
     typer.echo(format_blast_table(blast))
 

@@ -69,7 +69,8 @@ def check_writable(target: Path, field: str = "path", inputs: dict | None = None
     target = Path(target)
     parent = target.parent if str(target.parent) else Path(".")
     if target.is_dir():
-        raise FabricError(field, f"{str(target)!r} is a directory; give a file name, e.g. {str(target / 'page.html')!r}")
+        raise FabricError(field, f"{str(target)!r} is a directory; give a file name, e.g. "
+                                 f"{str(target / 'page.html')!r}")
     if not parent.is_dir():  # a file where the directory should be was called missing
         raise FabricError(field, f"{str(parent)!r} is a file, not a directory" if parent.exists()
                           else f"directory {str(parent)!r} does not exist")

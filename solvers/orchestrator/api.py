@@ -42,7 +42,7 @@ from solvers.orchestrator.rings import block_structure, max_rings
 from solvers.orchestrator.run import Budget, BudgetSpent, run_ilp, warm_start_result
 from solvers.orchestrator.single_group import large_group, run_single_group
 from solvers.orchestrator.space import Line, khop_line
-from solvers.orchestrator.stage1 import NoInstanceFits, check_fixed_counts, check_jobs, resolve_jobs
+from solvers.orchestrator.stage1 import NoInstanceFits, check_fixed_counts, check_jobs, fixed_rings, resolve_jobs
 from solvers.orchestrator.three_blocks import bounding_view
 from solvers.orchestrator.traffic import placement_traffic
 from solvers.orchestrator.several_jobs import deal, live, merged_job, mergeable, relabel
@@ -121,7 +121,7 @@ def orchestrate_line(line: Line, jobs: list[Job], *, solver: str = "ilp", option
     healthy = int(line.space.healthy.sum()) * g
     resolved = resolve_jobs(jobs, R, healthy)
     if resolved is None:
-        need = sum(j.dp * j.pp * j.count for j in jobs if j.count is not None and j.dp is not None)
+        need = fixed_rings(jobs)
         res = OrchestrationResult("infeasible", solver, "-", line.space, list(jobs), None, None)
         res.notes.append(f"the fixed instance counts need {need} TP groups; the healthy nodes form only {R}")
         res.seconds["total"] = time.perf_counter() - t0

@@ -23,12 +23,22 @@ def check_jobs(jobs: list[Job], g: int, gpus: int) -> None:
         raise FabricError("jobs", "all jobs must have the same TP size (mixed ring sizes are not supported)")
 
 
+def _fixed(jobs: list[Job]) -> list[Job]:
+    """The jobs of a fixed DP size and instance count."""
+    return [j for j in jobs if j.count is not None and j.dp is not None]
+
+
+def fixed_rings(jobs: list[Job]) -> int:
+    """TP groups (rings) the jobs' fixed instance counts take: DP x PP x count of each."""
+    return sum(j.dp * j.pp * j.count for j in _fixed(jobs))
+
+
 def check_fixed_counts(jobs: list[Job], fault_free_rings: int) -> None:
     """Raise :class:`FabricError` (field ``count``) when the jobs' fixed instance counts need more TP groups
     than the fabric forms with no fault at all: bad input whatever the faults (exit 2 at the command line),
     where counts that only the faults make too large are an ``infeasible`` answer."""
-    fixed = [j for j in jobs if j.count is not None and j.dp is not None]
-    need = sum(j.dp * j.pp * j.count for j in fixed)
+    fixed = _fixed(jobs)
+    need = fixed_rings(jobs)
     if need > fault_free_rings:
         terms = " + ".join(f"{j.dp} x {j.pp} x {j.count}" for j in fixed)
         raise FabricError("count", f"the fixed instance counts need {need} TP groups of {jobs[0].tp} GPUs (DP x PP "
@@ -61,7 +71,7 @@ def resolve_jobs(jobs: list[Job], rings: int, healthy_gpus: int) -> list[Job] | 
         # (help: "the jobs without a count share what is left"); the request must say how many the other gets
         raise FabricError("dp", f"a dp=max job takes every ring the fixed counts leave, so every other job needs a "
                                 f"count ({loose[0].name!r} has none)")
-    fixed = sum(j.dp * j.pp * j.count for j in out if j.count is not None and j.dp is not None)
+    fixed = fixed_rings(out)
     if fixed > rings:
         return None
     for i, j in enumerate(out):

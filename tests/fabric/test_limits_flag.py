@@ -22,4 +22,5 @@ def test_bad_limit_is_one_line_naming_the_limit(run_cli, pair, words):
 def test_bad_environment_limit_names_the_variable_and_the_limit(run_cli, monkeypatch):
     monkeypatch.setenv("FABRIC_LIMITS", "links=5e7,memory=xx")
     rc, out, err = run_cli("list")
-    assert rc == 2 and out == "" and err == "error: FABRIC_LIMITS: memory: cannot read 'xx' as a size (e.g. 1GiB, 512MB)\n"
+    assert rc == 2 and out == ""
+    assert err == "error: FABRIC_LIMITS: memory: cannot read 'xx' as a size (e.g. 1GiB, 512MB)\n"
