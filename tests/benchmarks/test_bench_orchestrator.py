@@ -36,10 +36,10 @@ from solvers.orchestrator.faultsets import fault_nodes
 from solvers.pulp_adapter import SolveOptions
 
 a = json.loads(sys.argv[1])
-params = {"k": a["k"], "gpus_per_node": 4, "nodes_per_tor": 16, "tor_wiring": a["wiring"],
+params = {"k": a["k"], "gpus_per_node": 4, "nodes_per_tor": a["nodes_per_tor"], "tor_wiring": a["wiring"],
           "closed": a.get("closed", False)}
 fab = build("khop-ring", a["nodes"] * 4, params)
-nodes, _ = fault_nodes(fab, node_fault_ratio=0.05, seed=a["seed"], mode="exact")
+nodes, _ = fault_nodes(fab, node_fault_ratio=a["fault_ratio"], seed=a["seed"], mode="exact")
 jobs = [Job(tp=a["tp"], dp=a["dp"], pp=a["pp"])]
 if a.get("jobs"):  # several jobs: [dp, count or None(, pp)] each, one TP
     jobs = [Job(tp=a["tp"], dp=dp, count=c, pp=pp[0] if pp else 1, name=f"job{i}")
@@ -61,9 +61,10 @@ print(json.dumps(d))
 """
 
 
-def _run(nodes, k, tp, dp, *, limit, gap=0.0, pp=1, wiring="contiguous", seed=0, closed=False, jobs=None):
+def _run(nodes, k, tp, dp, *, limit, gap=0.0, pp=1, wiring="contiguous", seed=0, closed=False, jobs=None,
+         fault_ratio=0.05, nodes_per_tor=16):
     args = dict(nodes=nodes, k=k, tp=tp, dp=dp, pp=pp, wiring=wiring, seed=seed, limit=limit, gap=gap,
-                closed=closed, jobs=jobs)
+                closed=closed, jobs=jobs, fault_ratio=fault_ratio, nodes_per_tor=nodes_per_tor)
     out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(args)], capture_output=True, text=True,
                          timeout=limit + 600)
     if out.returncode:
@@ -71,7 +72,9 @@ def _run(nodes, k, tp, dp, *, limit, gap=0.0, pp=1, wiring="contiguous", seed=0,
     d = json.loads(out.stdout.strip().splitlines()[-1])
     gap_s = "-" if d["gap"] is None else f"{d['gap']:.4f}"
     shape = f"TP {tp} x DP {dp} x PP {pp}" if not jobs else f"TP {tp}, jobs (DP, count) {jobs}"
-    print(f"\n{nodes} nodes k={k} {shape} {wiring}{' closed' if closed else ''} seed {seed}: {d['status']} "
+    faults = ("" if (fault_ratio, nodes_per_tor) == (0.05, 16)
+              else f" ({fault_ratio:.0%} faults, {nodes_per_tor}-node ToRs)")
+    print(f"\n{nodes} nodes k={k} {shape} {wiring}{' closed' if closed else ''} seed {seed}{faults}: {d['status']} "
           f"({d['model']}, "
           f"{d['termination']}), gap {gap_s}, cross-ToR {d['cross_tor_bytes']:.4g} B (greedy "
           f"{d['greedy_cross_tor_bytes']:.4g}), ratio {d['cross_tor_traffic_ratio']:.4f}, "
@@ -92,6 +95,19 @@ def _grid(nodes):
 def test_1024_nodes_proven_optimal_in_10_s(k, tp, dp):
     # the machine is shared: the wall-clock limit leaves room for other load, the target is on CPU time
     d = _run(1024, k, tp, dp, limit=30)
+    assert d["status"] == "optimal" and d["gap"] == 0.0
+    assert d["cpu"] < 10 and d["peak_rss_gib"] < 2
+
+
+# Beyond the issue's one fault ratio and ToR size (cases it never names, so that nothing here is tuned to the 5 % /
+# 16-node instance): 2 % and 10 % node faults, and ToRs of 8 nodes, the whole 1,024-node grid proved optimal in
+# < 10 s each.  Measured (seed 0): every case optimal, at most 4.2 s CPU (10 %, TP 32 x DP 16, k = 2), <= 0.15 GiB.
+@pytest.mark.bench
+@pytest.mark.parametrize("fault_ratio, nodes_per_tor", [(0.02, 16), (0.10, 16), (0.05, 8)],
+                         ids=["2pct", "10pct", "8-node-tors"])
+@pytest.mark.parametrize("k, tp, dp", _grid(1024))
+def test_1024_nodes_other_fault_ratios_and_tor_sizes_proven_optimal(k, tp, dp, fault_ratio, nodes_per_tor):
+    d = _run(1024, k, tp, dp, limit=30, fault_ratio=fault_ratio, nodes_per_tor=nodes_per_tor)
     assert d["status"] == "optimal" and d["gap"] == 0.0
     assert d["cpu"] < 10 and d["peak_rss_gib"] < 2
 
