@@ -198,9 +198,10 @@ def _odd_batch(files: list[Path], tables: list) -> str:
         for f in t.schema:
             if f.type != null:
                 kinds[f.name][kind(f.type)] += 1
+    top = {name: counts.most_common(2) for name, counts in kinds.items()}
     for path, t in zip(files, tables):
         for f in t.schema:
-            ranked = kinds[f.name].most_common(2)
+            ranked = top.get(f.name, [])
             if len(ranked) == 2 and ranked[0][1] > ranked[1][1] and f.type != null and kind(f.type) != ranked[0][0]:
                 return f"{path} (its column {f.name!r} is {f.type}, {ranked[0][1]} other batches' {ranked[0][0]})"
     first = {f.name: f.type for f in tables[0].schema}

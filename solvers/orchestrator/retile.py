@@ -152,13 +152,14 @@ def retile(line: Line, job: Job, start: Placement, budget=None, moves: int | Non
     total = min(MAX_MOVES, MOVES_PER_SLOT * line.n) if moves is None else moves
     search = None if budget is None else budget.share(SEARCH_SHARE)
     pool: dict = {}  # every run's KEEP cheapest cuts (one per signature multiset), so that a run never loses
+    start_cut = {_signatures(cuts.tor[rings]): (cuts.cost(rings), rings)}
     longest = 0.0
     for run in range(restarts):
         left = None if search is None else search.remaining()
         if run and (min(c for c, _ in pool.values()) == 0 or (left is not None and left < longest)):
             break  # a cut of cost 0, or too little time for another whole run (a cut-short run is mostly hot)
         t = time.perf_counter()
-        kept = {_signatures(cuts.tor[rings]): (cuts.cost(rings), rings)}  # the start cut
+        kept = dict(start_cut)
         _anneal(cuts, out.copy(), rings, total, np.random.default_rng(seed + run), search, kept)
         pool.update(kept)
         longest = max(longest, time.perf_counter() - t)

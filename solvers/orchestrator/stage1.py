@@ -82,7 +82,7 @@ def resolve_jobs(jobs: list[Job], rings: int, healthy_gpus: int) -> list[Job] | 
                 raise FabricError("dp", f"not one DP replica fits: {left} TP groups of {j.tp} GPUs on "
                                           f"{healthy_gpus} healthy GPUs, PP {j.pp} needs {j.pp}")
             out[i] = j.with_layout(D, 1)
-    need = sum(j.dp * j.pp * j.count for j in out if j.count is not None)
+    need = fixed_rings(out)  # every DP size is resolved by now
     if need > rings:
         return None
     free = rings - need

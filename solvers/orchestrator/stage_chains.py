@@ -176,8 +176,14 @@ def _joined(paths: list[list[int]], costs: _Costs, window: int) -> list[list[int
         return min(((costs.link(x[-1], y[0]), x + y) for x in (a, a[::-1]) for y in (b, b[::-1])),
                    key=lambda cj: cj[0])
 
-    pairs = _matched(len(paths), lambda i, j: join(paths[i], paths[j])[0], window)
-    return None if pairs is None else [join(paths[i], paths[j])[1] for i, j in pairs]
+    joins: dict[tuple[int, int], tuple[int, list[int]]] = {}  # each candidate pair's join, priced once
+
+    def weight(i: int, j: int) -> int:
+        joins[i, j] = join(paths[i], paths[j])
+        return joins[i, j][0]
+
+    pairs = _matched(len(paths), weight, window)
+    return None if pairs is None else [joins[i, j][1] for i, j in pairs]
 
 
 def _doubled(n_groups: int, pp: int, costs: _Costs, window: int) -> list[list[int]] | None:
