@@ -36,9 +36,9 @@ from solvers.orchestrator.faultsets import fault_nodes
 from solvers.pulp_adapter import SolveOptions
 
 a = json.loads(sys.argv[1])
-params = {"k": a["k"], "gpus_per_node": 4, "nodes_per_tor": a["nodes_per_tor"], "tor_wiring": a["wiring"],
-          "closed": a.get("closed", False)}
-fab = build("khop-ring", a["nodes"] * 4, params)
+params = {"k": a["k"], "gpus_per_node": a["gpus_per_node"], "nodes_per_tor": a["nodes_per_tor"],
+          "tor_wiring": a["wiring"], "closed": a.get("closed", False)}
+fab = build("khop-ring", a["nodes"] * a["gpus_per_node"], params)
 nodes, _ = fault_nodes(fab, node_fault_ratio=a["fault_ratio"], seed=a["seed"], mode="exact")
 jobs = [Job(tp=a["tp"], dp=a["dp"], pp=a["pp"])]
 if a.get("jobs"):  # several jobs: [dp, count or None(, pp)] each, one TP
@@ -62,9 +62,10 @@ print(json.dumps(d))
 
 
 def _run(nodes, k, tp, dp, *, limit, gap=0.0, pp=1, wiring="contiguous", seed=0, closed=False, jobs=None,
-         fault_ratio=0.05, nodes_per_tor=16):
+         fault_ratio=0.05, nodes_per_tor=16, gpus_per_node=4):
     args = dict(nodes=nodes, k=k, tp=tp, dp=dp, pp=pp, wiring=wiring, seed=seed, limit=limit, gap=gap,
-                closed=closed, jobs=jobs, fault_ratio=fault_ratio, nodes_per_tor=nodes_per_tor)
+                closed=closed, jobs=jobs, fault_ratio=fault_ratio, nodes_per_tor=nodes_per_tor,
+                gpus_per_node=gpus_per_node)
     out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(args)], capture_output=True, text=True,
                          timeout=limit + 600)
     if out.returncode:
@@ -72,8 +73,8 @@ def _run(nodes, k, tp, dp, *, limit, gap=0.0, pp=1, wiring="contiguous", seed=0,
     d = json.loads(out.stdout.strip().splitlines()[-1])
     gap_s = "-" if d["gap"] is None else f"{d['gap']:.4f}"
     shape = f"TP {tp} x DP {dp} x PP {pp}" if not jobs else f"TP {tp}, jobs (DP, count) {jobs}"
-    faults = ("" if (fault_ratio, nodes_per_tor) == (0.05, 16)
-              else f" ({fault_ratio:.0%} faults, {nodes_per_tor}-node ToRs)")
+    faults = ("" if (fault_ratio, nodes_per_tor, gpus_per_node) == (0.05, 16, 4)
+              else f" ({fault_ratio:.0%} faults, {nodes_per_tor}-node ToRs, {gpus_per_node} GPUs per node)")
     print(f"\n{nodes} nodes k={k} {shape} {wiring}{' closed' if closed else ''} seed {seed}{faults}: {d['status']} "
           f"({d['model']}, "
           f"{d['termination']}), gap {gap_s}, cross-ToR {d['cross_tor_bytes']:.4g} B (greedy "
@@ -85,9 +86,9 @@ def _run(nodes, k, tp, dp, *, limit, gap=0.0, pp=1, wiring="contiguous", seed=0,
     return d
 
 
-def _grid(nodes):
+def _grid(nodes, gpus_per_node=4):
     return [pytest.param(k, tp, dp, id=f"{nodes}-k{k}-tp{tp}-dp{dp}") for k in (2, 3) for tp, dp in SHAPES
-            if tp * dp <= nodes * 4]
+            if tp * dp <= nodes * gpus_per_node]
 
 
 @pytest.mark.bench
@@ -108,6 +109,18 @@ def test_1024_nodes_proven_optimal_in_10_s(k, tp, dp):
 @pytest.mark.parametrize("k, tp, dp", _grid(1024))
 def test_1024_nodes_other_fault_ratios_and_tor_sizes_proven_optimal(k, tp, dp, fault_ratio, nodes_per_tor):
     d = _run(1024, k, tp, dp, limit=30, fault_ratio=fault_ratio, nodes_per_tor=nodes_per_tor)
+    assert d["status"] == "optimal" and d["gap"] == 0.0
+    assert d["cpu"] < 10 and d["peak_rss_gib"] < 2
+
+
+# Nodes of 2 and 8 GPUs (the are 4), ToRs kept at 64 GPUs (32 and 8 nodes; 16 nodes of 8 GPUs exceed a
+# ToR's 64 downlinks): rings of 4-32 and 1-8 nodes.  Measured (seed 0, wall seconds): all 64 optimal; 2 GPUs
+# per node 0.14-8.1 s (k = 3 TP 32 x DP 16: 16-node rings, three instances), 8 GPUs per node 0.07-2.0 s; <= 0.26 GiB.
+@pytest.mark.bench
+@pytest.mark.parametrize("gpus_per_node, nodes_per_tor", [(2, 32), (8, 8)], ids=["2-gpu-nodes", "8-gpu-nodes"])
+@pytest.mark.parametrize("k, tp, dp", _grid(1024, gpus_per_node=2))
+def test_1024_nodes_of_other_gpu_counts_proven_optimal(k, tp, dp, gpus_per_node, nodes_per_tor):
+    d = _run(1024, k, tp, dp, limit=30, nodes_per_tor=nodes_per_tor, gpus_per_node=gpus_per_node)
     assert d["status"] == "optimal" and d["gap"] == 0.0
     assert d["cpu"] < 10 and d["peak_rss_gib"] < 2
 
