@@ -617,7 +617,7 @@ class Simulator:
         finish = np.full(n_tags, -np.inf)
         finish[members] = float(c0.start_s) + rt.time_s
         n_flows = np.zeros(n_tags, dtype=np.int64)
-        n_flows[members] = len(flows) // len(members) * rt.steps * rt.pieces
+        n_flows[members] = int(flows.count.sum()) // len(members) * rt.steps * rt.pieces
         scale = rt.steps / (model.payload[rt.protocol] if rt.protocol != Protocol.NONE else 1.0)
         route_bytes = np.bincount(prob.route, weights=flows.size * flows.count, minlength=prob.R.shape[0])
         makespan = float(finish[members].max())

@@ -855,15 +855,20 @@ def time_tree(sim, fabric: Fabric, devices: np.ndarray, size: float, protocol: s
     G, n = devices.shape
     child, parent, chan, depth = tree_edges(fabric, devices[0], channels)
     h = n // max(1, int(np.unique(fabric.group("domain")[devices[0]]).size)) if n else 1
-    src_pos = np.concatenate([child, parent])          # up then down
-    dst_pos = np.concatenate([parent, child])
+    # Channels whose trees share an edge send identical flows over it (same ends, bytes and start: the
+    # channels reuse one chain inside a domain).  Routing reads only the two ends (ideal ECMP splits, hashing
+    # hashes the pair), so they share a route and, max-min being symmetric, one rate at every instant: one
+    # row with their count stands for them exactly (two TPUv4 pods, 8,192 chips, 64 channels: 2,096,896 tree
+    # flows over 16,512 distinct edges, 20 s and 1.3 GB before)
+    src_pos, dst_pos, copies = _distinct_edges(np.concatenate([child, parent]), np.concatenate([parent, child]), n)
     src, dst = devices[:, src_pos], devices[:, dst_pos]
     share = size / (2 * channels)                       # each of 2 trees x C channels
     path = path_codes(fabric, src.ravel(), dst.ravel())
     ideal = protocol == Protocol.NONE
     wire = np.full(src.size, share) if ideal else share / model.efficiency[path]
     E = src_pos.size
-    flows = FlowTable.build(src.ravel(), dst.ravel(), wire, start, None, 1, np.repeat(np.arange(G), E))
+    flows = FlowTable.build(src.ravel(), dst.ravel(), wire, start, None, np.tile(copies, G),
+                            np.repeat(np.arange(G), E))
     prob, graph, arcs = sim.problem(flows, ecmp=ecmp, seed=seed, field="ranks")
     sched = schedule(prob, method)
     tx = (sched.tx_end - sched.release).reshape(G, E).max(axis=1)
@@ -884,6 +889,23 @@ def time_tree(sim, fabric: Fabric, devices: np.ndarray, size: float, protocol: s
         if best_t is None or t.max() < best_t.max():
             best_t, best_p = t, p
     return RingTiming(best_t, best_p, 1, channels, flows, prob, sched, graph, arcs)
+
+
+def _distinct_edges(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct (src, dst) position pairs (positions < ``n``), in order, and how often each occurs.
+
+    By a sort of one int64 key per pair: ``np.unique(..., axis=1)`` sorts a structured view, 3.2 s of a
+    tree over 16,384 TPUv4 chips (4.2M pairs).
+
+    Examples
+    --------
+    >>> [a.tolist() for a in _distinct_edges(np.array([1, 0, 1]), np.array([2, 1, 2]), 3)]
+    [[0, 1], [1, 2], [1, 2]]
+    """
+    key = np.sort(src.astype(np.int64) * n + dst)
+    first = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]])) if key.size else np.zeros(0, np.int64)
+    copies = np.diff(np.append(first, key.size))
+    return key[first] // n, key[first] % n, copies
 
 
 def sharp_factor(fabric: Fabric, catalog: Catalog | None = None) -> float | None:

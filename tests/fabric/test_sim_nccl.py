@@ -12,7 +12,10 @@ import pytest
 from fabric.catalog import load_catalog
 from fabric.errors import FabricError
 from fabric.sim import Collective, CollectiveName, Protocol, Simulator, simulate_collective
-from fabric.sim.nccl import channel_count, nccl_model, ring_orders, time_ring, tuner_prefers_tree, tuner_times
+from fabric.sim.engine import schedule
+from fabric.sim.flows import FlowTable
+from fabric.sim.nccl import (channel_count, nccl_model, path_codes, ring_orders, time_ring, time_tree, tree_edges,
+                             tuner_prefers_tree, tuner_times)
 from tests.fabric.test_sim_fabrics import star, two_level
 
 S = 96 * 2**20
@@ -381,3 +384,41 @@ def test_ring_across_two_nvl72_racks_runs_one_channel_per_nic(h):
     slope = (t(2 * S, groups[:1]) - t(S, groups[:1])) / S
     assert slope == pytest.approx(2 * (n - 1) / (n * C * B), rel=1e-9)
     assert t(S, groups) == pytest.approx(t(S, groups[:1]), rel=1e-9)
+
+
+
+@pytest.mark.parametrize("fabric, gpus, channels", [("two-level", 16, 4), ("dgx", 32, 8), ("dgx", 16, 3)])
+def test_tree_channels_sharing_an_edge_run_as_one_row_exactly(fabric, gpus, channels):
+    """The pipelined tree runs the flows of the channels that share a tree edge as one row with their count.
+
+    Checked against the full flow table (one row per edge, tree and channel) scheduled by the same engine:
+    every flow's transfer time equals its row's, and every arc carries the same bytes.  Exact: the flows
+    of a row have the same ends, bytes and start, so one route (routing reads only the two ends) and, max-min
+    filling being symmetric in them, one rate at every instant.
+    """
+    from topologies import build
+
+    fab = two_level(4, 4, 1e12, 1e-6, 25e9, 3e-6) if fabric == "two-level" else build(fabric, 32)
+    sim = Simulator(fab)
+    devices = fab.gpu_ids[None, :gpus]
+    rt = time_tree(sim, fab, devices, S, Protocol.SIMPLE, channels, M, "auto", "ideal", 0, 0.0)
+    child, parent, _, _ = tree_edges(fab, devices[0], channels)
+    src, dst = devices[0, np.concatenate([child, parent])], devices[0, np.concatenate([parent, child])]
+    wire = S / (2 * channels) / M.efficiency[path_codes(fab, src, dst)]
+    full = FlowTable.build(src, dst, wire, 0.0, None, 1, 0)
+    prob, graph, arcs = sim.problem(full, field="ranks")
+    sched = schedule(prob, "auto")
+    rows = rt.step_flows
+    assert len(rows) < len(full) and int(rows.count.sum()) == len(full)  # the channels do share edges here
+    row_of = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(rows.src, rows.dst))}
+    row = np.array([row_of[int(a), int(b)] for a, b in zip(src, dst)])
+    row_tx = rt.step_schedule.tx_end - rt.step_schedule.release
+    assert np.allclose(sched.tx_end - sched.release, row_tx[row], rtol=1e-12, atol=0)
+
+    def arc_bytes(p, graph_arcs):
+        out = np.zeros(graph.n_arcs)
+        out[graph_arcs] = p.R.T @ np.bincount(p.route, weights=p.size * p.count, minlength=p.R.shape[0])
+        return out
+
+    assert rt.step_graph.n_arcs == graph.n_arcs
+    assert np.allclose(arc_bytes(prob, arcs), arc_bytes(rt.step_problem, rt.step_arcs), rtol=1e-12, atol=0)
